@@ -1,0 +1,387 @@
+//! Cursors and range iteration, in both directions.
+//!
+//! A cursor is a fixed-size stack of (page, slot) frames from the root to a
+//! leaf: stepping allocates nothing, takes no lock and makes no system call.
+
+use std::ops::Bound;
+
+use crate::btree::page::Node;
+use crate::btree::search::{check_root, node_at, resolve_value, Root};
+use crate::btree::MAX_DEPTH;
+use crate::error::{Error, Result};
+use crate::pages::PageSource;
+
+#[derive(Clone, Copy)]
+struct Frame<'a> {
+    node: Node<'a>,
+    idx: usize,
+    level: u32,
+}
+
+/// A position in one tree.
+#[derive(Clone)]
+pub(crate) struct Cursor<'a> {
+    src: &'a dyn PageSource,
+    root: Root,
+    stack: [Option<Frame<'a>>; MAX_DEPTH],
+    len: usize,
+    valid: bool,
+}
+
+enum Descent<'k> {
+    First,
+    Last,
+    AtOrAfter(&'k [u8]),
+    AtOrBefore(&'k [u8]),
+}
+
+impl<'a> Cursor<'a> {
+    pub(crate) fn new(src: &'a dyn PageSource, root: Root) -> Cursor<'a> {
+        Cursor {
+            src,
+            root,
+            stack: [None; MAX_DEPTH],
+            len: 0,
+            valid: false,
+        }
+    }
+
+    pub(crate) fn is_valid(&self) -> bool {
+        self.valid
+    }
+
+    fn top(&self) -> Frame<'a> {
+        self.stack[self.len - 1].expect("cursor frame")
+    }
+
+    fn top_mut(&mut self) -> &mut Frame<'a> {
+        self.stack[self.len - 1].as_mut().expect("cursor frame")
+    }
+
+    fn push(&mut self, frame: Frame<'a>) -> Result<()> {
+        if self.len == MAX_DEPTH {
+            return Err(Error::corrupted_page(
+                frame.node.pgno,
+                "tree deeper than the limit",
+            ));
+        }
+        self.stack[self.len] = Some(frame);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Descends from child `(pgno, txn)` at `level` to a leaf, choosing the
+    /// slot at each page by `how`.
+    fn descend(
+        &mut self,
+        mut pgno: u64,
+        mut txn: u64,
+        mut level: u32,
+        how: &Descent<'_>,
+    ) -> Result<()> {
+        loop {
+            let node = node_at(self.src, pgno, txn, level)?;
+            let idx = if node.is_leaf {
+                match how {
+                    Descent::First => 0,
+                    Descent::Last => node.count.wrapping_sub(1),
+                    Descent::AtOrAfter(k) => match node.search_leaf(k)? {
+                        Ok(i) | Err(i) => i,
+                    },
+                    Descent::AtOrBefore(k) => match node.search_leaf(k)? {
+                        Ok(i) => i,
+                        Err(i) => i.wrapping_sub(1),
+                    },
+                }
+            } else {
+                match how {
+                    Descent::First => 0,
+                    Descent::Last => node.count - 1,
+                    Descent::AtOrAfter(k) | Descent::AtOrBefore(k) => node.search_branch(k)?,
+                }
+            };
+            self.push(Frame { node, idx, level })?;
+            if node.is_leaf {
+                return Ok(());
+            }
+            (pgno, txn) = node.child(idx)?;
+            level -= 1;
+        }
+    }
+
+    fn seek(&mut self, how: Descent<'_>) -> Result<()> {
+        self.len = 0;
+        self.valid = false;
+        if self.root.is_empty() {
+            return Ok(());
+        }
+        check_root(self.root)?;
+        self.descend(self.root.pgno, self.root.txn, self.root.depth, &how)?;
+        let top = self.top();
+        // A leaf slot of `count` (or "-1" as wrapping) means: not in this
+        // leaf; step to the neighbour.
+        if top.idx >= top.node.count {
+            self.valid = true;
+            match how {
+                Descent::First | Descent::AtOrAfter(_) => {
+                    self.top_mut().idx = top.node.count.wrapping_sub(1);
+                    self.step_forward()?;
+                }
+                Descent::Last | Descent::AtOrBefore(_) => {
+                    self.top_mut().idx = 0;
+                    self.step_back()?;
+                }
+            }
+        } else {
+            self.valid = true;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn seek_first(&mut self) -> Result<()> {
+        self.seek(Descent::First)
+    }
+
+    pub(crate) fn seek_last(&mut self) -> Result<()> {
+        self.seek(Descent::Last)
+    }
+
+    /// The first key `>= key`.
+    pub(crate) fn seek_ge(&mut self, key: &[u8]) -> Result<()> {
+        self.seek(Descent::AtOrAfter(key))
+    }
+
+    /// The last key `<= key`.
+    pub(crate) fn seek_le(&mut self, key: &[u8]) -> Result<()> {
+        self.seek(Descent::AtOrBefore(key))
+    }
+
+    /// Moves to the next key; invalid past the end.
+    pub(crate) fn step_forward(&mut self) -> Result<()> {
+        debug_assert!(self.valid);
+        loop {
+            let top = self.top_mut();
+            if top.idx.wrapping_add(1) < top.node.count {
+                top.idx = top.idx.wrapping_add(1);
+                if top.node.is_leaf {
+                    return Ok(());
+                }
+                let (child, txn) = top.node.child(top.idx)?;
+                let level = top.level - 1;
+                return self.descend_edge(child, txn, level, true);
+            }
+            self.len -= 1;
+            if self.len == 0 {
+                self.valid = false;
+                return Ok(());
+            }
+        }
+    }
+
+    /// Moves to the previous key; invalid before the start.
+    pub(crate) fn step_back(&mut self) -> Result<()> {
+        debug_assert!(self.valid);
+        loop {
+            let top = self.top_mut();
+            if top.idx > 0 && top.idx <= top.node.count {
+                top.idx -= 1;
+                if top.node.is_leaf {
+                    return Ok(());
+                }
+                let (child, txn) = top.node.child(top.idx)?;
+                let level = top.level - 1;
+                return self.descend_edge(child, txn, level, false);
+            }
+            self.len -= 1;
+            if self.len == 0 {
+                self.valid = false;
+                return Ok(());
+            }
+        }
+    }
+
+    /// After moving to a new subtree: its first (or last) key, skipping
+    /// empty leaves.
+    fn descend_edge(&mut self, child: u64, txn: u64, level: u32, forward: bool) -> Result<()> {
+        self.descend(
+            child,
+            txn,
+            level,
+            if forward {
+                &Descent::First
+            } else {
+                &Descent::Last
+            },
+        )?;
+        let top = self.top();
+        if top.node.count == 0 {
+            // An empty leaf (only transiently possible): keep moving.
+            self.top_mut().idx = if forward { usize::MAX } else { 0 };
+            return if forward {
+                self.step_forward()
+            } else {
+                self.step_back()
+            };
+        }
+        Ok(())
+    }
+
+    pub(crate) fn key(&self) -> Result<&'a [u8]> {
+        debug_assert!(self.valid);
+        let top = self.top();
+        top.node.key(top.idx)
+    }
+
+    pub(crate) fn entry(&self) -> Result<(&'a [u8], &'a [u8])> {
+        debug_assert!(self.valid);
+        let top = self.top();
+        let (k, v) = top.node.leaf_entry(top.idx)?;
+        Ok((k, resolve_value(self.src, v)?))
+    }
+}
+
+/// An iterator over the entries of a tree within key bounds, in key order,
+/// or in reverse with `.rev()`. Yields `Result` because each step reads
+/// pages that are checked as they are read.
+pub struct Range<'a> {
+    front: Cursor<'a>,
+    back: Cursor<'a>,
+    lower: Bound<&'a [u8]>,
+    upper: Bound<&'a [u8]>,
+    front_started: bool,
+    back_started: bool,
+    last_front: Option<&'a [u8]>,
+    last_back: Option<&'a [u8]>,
+    done: bool,
+}
+
+impl<'a> Range<'a> {
+    pub(crate) fn new(
+        src: &'a dyn PageSource,
+        root: Root,
+        lower: Bound<&'a [u8]>,
+        upper: Bound<&'a [u8]>,
+    ) -> Range<'a> {
+        let cursor = Cursor::new(src, root);
+        Range {
+            front: cursor.clone(),
+            back: cursor,
+            lower,
+            upper,
+            front_started: false,
+            back_started: false,
+            last_front: None,
+            last_back: None,
+            done: false,
+        }
+    }
+
+    fn below_upper(&self, key: &[u8]) -> bool {
+        match self.upper {
+            Bound::Included(u) => key <= u,
+            Bound::Excluded(u) => key < u,
+            Bound::Unbounded => true,
+        }
+    }
+
+    fn above_lower(&self, key: &[u8]) -> bool {
+        match self.lower {
+            Bound::Included(l) => key >= l,
+            Bound::Excluded(l) => key > l,
+            Bound::Unbounded => true,
+        }
+    }
+
+    fn advance_front(&mut self) -> Result<Option<(&'a [u8], &'a [u8])>> {
+        if !self.front_started {
+            self.front_started = true;
+            match self.lower {
+                Bound::Unbounded => self.front.seek_first()?,
+                Bound::Included(k) => self.front.seek_ge(k)?,
+                Bound::Excluded(k) => {
+                    self.front.seek_ge(k)?;
+                    if self.front.is_valid() && self.front.key()? == k {
+                        self.front.step_forward()?;
+                    }
+                }
+            }
+        } else {
+            self.front.step_forward()?;
+        }
+        if !self.front.is_valid() {
+            return Ok(None);
+        }
+        let key = self.front.key()?;
+        if !self.below_upper(key) || self.last_back.is_some_and(|b| key >= b) {
+            return Ok(None);
+        }
+        self.last_front = Some(key);
+        self.front.entry().map(Some)
+    }
+
+    fn advance_back(&mut self) -> Result<Option<(&'a [u8], &'a [u8])>> {
+        if !self.back_started {
+            self.back_started = true;
+            match self.upper {
+                Bound::Unbounded => self.back.seek_last()?,
+                Bound::Included(k) => self.back.seek_le(k)?,
+                Bound::Excluded(k) => {
+                    self.back.seek_le(k)?;
+                    if self.back.is_valid() && self.back.key()? == k {
+                        self.back.step_back()?;
+                    }
+                }
+            }
+        } else {
+            self.back.step_back()?;
+        }
+        if !self.back.is_valid() {
+            return Ok(None);
+        }
+        let key = self.back.key()?;
+        if !self.above_lower(key) || self.last_front.is_some_and(|f| key <= f) {
+            return Ok(None);
+        }
+        self.last_back = Some(key);
+        self.back.entry().map(Some)
+    }
+
+    fn finish(
+        &mut self,
+        r: Result<Option<(&'a [u8], &'a [u8])>>,
+    ) -> Option<Result<(&'a [u8], &'a [u8])>> {
+        match r {
+            Ok(Some(e)) => Some(Ok(e)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+impl<'a> Iterator for Range<'a> {
+    type Item = Result<(&'a [u8], &'a [u8])>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let r = self.advance_front();
+        self.finish(r)
+    }
+}
+
+impl DoubleEndedIterator for Range<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let r = self.advance_back();
+        self.finish(r)
+    }
+}

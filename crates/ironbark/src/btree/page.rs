@@ -1,0 +1,501 @@
+//! The byte layout of tree pages (branch, leaf) and blob runs (overflow
+//! values and the state blob), with bounds-checked accessors for pages read
+//! from the file and in-place editors for dirty pages.
+//!
+//! Every tree page starts with this header (little-endian):
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | XXH3-64 of the page from byte 8 to its end |
+//! | 8 | 8 | txn id that wrote the page |
+//! | 16 | 1 | kind: 1 branch, 2 leaf, 3 blob |
+//! | 17 | 1 | zero |
+//! | 18 | 2 | number of cells (tree pages) |
+//! | 20 | 4 | tree pages: offset of the lowest cell; blob: pages in the run |
+//! | 24 | 8 | the page's own page number |
+//! | 32 | 8 | blob only: length of the data, which starts at byte 40 |
+//!
+//! Tree pages: after the header, a slot array of `u16` cell offsets in key
+//! order; cells are packed from the end of the page downwards.
+//! Leaf cell: `u16 key_len, u8 flags, u32 value_len, key, value` where flags
+//! 0 is an inline value and 1 an overflow value whose bytes are replaced by
+//! `u64 blob page, u64 blob txn`.
+//! Branch cell: `u64 child page, u64 child txn, u16 key_len, key`.
+
+use crate::checksum::checksum;
+use crate::error::{Error, Result};
+
+pub(crate) const HEADER_LEN: usize = 32;
+pub(crate) const BLOB_HEADER_LEN: usize = 40;
+pub(crate) const KIND_BRANCH: u8 = 1;
+pub(crate) const KIND_LEAF: u8 = 2;
+pub(crate) const KIND_BLOB: u8 = 3;
+pub(crate) const LEAF_CELL_HEADER: usize = 7;
+pub(crate) const BRANCH_CELL_HEADER: usize = 18;
+pub(crate) const OVERFLOW_REF_LEN: usize = 16;
+const FLAG_OVERFLOW: u8 = 1;
+const SLOT_LEN: usize = 2;
+
+#[inline]
+pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+#[inline]
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+#[inline]
+pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+fn put_u16(b: &mut [u8], at: usize, v: u16) {
+    b[at..at + 2].copy_from_slice(&v.to_le_bytes());
+}
+fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+pub(crate) fn put_u64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// The size limits that follow from the page size.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    pub(crate) page_size: usize,
+    /// The largest cell: three of them (with slots) always fit a page, so a
+    /// split of a full page plus one cell always yields two valid pages.
+    pub(crate) max_cell: usize,
+    pub(crate) max_key: usize,
+}
+
+impl Limits {
+    pub(crate) fn new(page_size: usize) -> Limits {
+        let usable = page_size - HEADER_LEN;
+        let max_cell = usable / 3 - SLOT_LEN;
+        let max_key = max_cell - LEAF_CELL_HEADER - OVERFLOW_REF_LEN;
+        Limits {
+            page_size,
+            max_cell,
+            max_key,
+        }
+    }
+
+    pub(crate) fn usable(&self) -> usize {
+        self.page_size - HEADER_LEN
+    }
+
+    /// Whether a value of `value_len` bytes with a key of `key_len` is
+    /// stored inline in the leaf (else in an overflow blob).
+    pub(crate) fn value_is_inline(&self, key_len: usize, value_len: usize) -> bool {
+        LEAF_CELL_HEADER + key_len + value_len <= self.max_cell
+    }
+
+    /// Pages in a blob run holding `data_len` bytes.
+    pub(crate) fn blob_pages(&self, data_len: usize) -> u64 {
+        (BLOB_HEADER_LEN + data_len).div_ceil(self.page_size) as u64
+    }
+}
+
+/// The value of a leaf cell.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum LeafValue<'a> {
+    Inline(&'a [u8]),
+    Overflow { pgno: u64, txn: u64, len: u64 },
+}
+
+/// A read-only view of a tree page whose header has been validated.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Node<'a> {
+    pub(crate) bytes: &'a [u8],
+    pub(crate) pgno: u64,
+    pub(crate) count: usize,
+    pub(crate) is_leaf: bool,
+}
+
+pub(crate) fn page_txn(b: &[u8]) -> u64 {
+    u64_at(b, 8)
+}
+
+pub(crate) fn page_kind(b: &[u8]) -> u8 {
+    b[16]
+}
+
+impl<'a> Node<'a> {
+    /// Validates the header of a tree page. `expected_txn` is the txn id the
+    /// parent recorded (`None` for dirty pages, which have none yet).
+    #[inline]
+    pub(crate) fn parse(bytes: &'a [u8], pgno: u64, expected_txn: Option<u64>) -> Result<Node<'a>> {
+        if bytes.len() < HEADER_LEN * 2 {
+            return Err(Error::corrupted_page(pgno, "page too small"));
+        }
+        let kind = page_kind(bytes);
+        if kind != KIND_BRANCH && kind != KIND_LEAF {
+            return Err(Error::corrupted_page(
+                pgno,
+                format!("unexpected page kind {kind}"),
+            ));
+        }
+        if let Some(t) = expected_txn {
+            if page_txn(bytes) != t {
+                return Err(Error::corrupted_page(
+                    pgno,
+                    format!(
+                        "page txn {} does not match its parent's record {t}",
+                        page_txn(bytes)
+                    ),
+                ));
+            }
+        }
+        let count = u16_at(bytes, 18) as usize;
+        let upper = u32_at(bytes, 20) as usize;
+        if HEADER_LEN + count * SLOT_LEN > upper || upper > bytes.len() {
+            return Err(Error::corrupted_page(pgno, "cell area out of bounds"));
+        }
+        if count == 0 && kind == KIND_BRANCH {
+            return Err(Error::corrupted_page(pgno, "empty branch page"));
+        }
+        Ok(Node {
+            bytes,
+            pgno,
+            count,
+            is_leaf: kind == KIND_LEAF,
+        })
+    }
+
+    fn corrupt(&self, detail: &str) -> Error {
+        Error::corrupted_page(self.pgno, detail.to_string())
+    }
+
+    #[inline]
+    fn cell_offset(&self, i: usize) -> Result<usize> {
+        debug_assert!(i < self.count);
+        let off = u16_at(self.bytes, HEADER_LEN + i * SLOT_LEN) as usize;
+        if off < HEADER_LEN + self.count * SLOT_LEN || off >= self.bytes.len() {
+            return Err(self.corrupt("cell offset out of bounds"));
+        }
+        Ok(off)
+    }
+
+    /// The bytes of cell `i`, exactly.
+    pub(crate) fn cell(&self, i: usize) -> Result<&'a [u8]> {
+        let off = self.cell_offset(i)?;
+        let len = if self.is_leaf {
+            let h = self
+                .bytes
+                .get(off..off + LEAF_CELL_HEADER)
+                .ok_or_else(|| self.corrupt("leaf cell header out of bounds"))?;
+            let klen = u16_at(h, 0) as usize;
+            let body = if h[2] & FLAG_OVERFLOW != 0 {
+                OVERFLOW_REF_LEN
+            } else {
+                u32_at(h, 3) as usize
+            };
+            LEAF_CELL_HEADER + klen + body
+        } else {
+            let h = self
+                .bytes
+                .get(off..off + BRANCH_CELL_HEADER)
+                .ok_or_else(|| self.corrupt("branch cell header out of bounds"))?;
+            BRANCH_CELL_HEADER + u16_at(h, 16) as usize
+        };
+        self.bytes
+            .get(off..off + len)
+            .ok_or_else(|| self.corrupt("cell extends past the page"))
+    }
+
+    #[inline]
+    pub(crate) fn key(&self, i: usize) -> Result<&'a [u8]> {
+        let off = self.cell_offset(i)?;
+        let (start, klen_at) = if self.is_leaf {
+            (off + LEAF_CELL_HEADER, off)
+        } else {
+            (off + BRANCH_CELL_HEADER, off + 16)
+        };
+        let klen = self
+            .bytes
+            .get(klen_at..klen_at + 2)
+            .map(|b| u16_at(b, 0) as usize)
+            .ok_or_else(|| self.corrupt("key length out of bounds"))?;
+        self.bytes
+            .get(start..start + klen)
+            .ok_or_else(|| self.corrupt("key extends past the page"))
+    }
+
+    /// Key and value of leaf cell `i`.
+    #[inline]
+    pub(crate) fn leaf_entry(&self, i: usize) -> Result<(&'a [u8], LeafValue<'a>)> {
+        debug_assert!(self.is_leaf);
+        let cell = self.cell(i)?;
+        let klen = u16_at(cell, 0) as usize;
+        let key = &cell[LEAF_CELL_HEADER..LEAF_CELL_HEADER + klen];
+        let body = &cell[LEAF_CELL_HEADER + klen..];
+        let value = if cell[2] & FLAG_OVERFLOW != 0 {
+            LeafValue::Overflow {
+                pgno: u64_at(body, 0),
+                txn: u64_at(body, 8),
+                len: u32_at(cell, 3) as u64,
+            }
+        } else {
+            LeafValue::Inline(body)
+        };
+        Ok((key, value))
+    }
+
+    /// Child page and its txn id for branch cell `i`.
+    #[inline]
+    pub(crate) fn child(&self, i: usize) -> Result<(u64, u64)> {
+        debug_assert!(!self.is_leaf);
+        let off = self.cell_offset(i)?;
+        let h = self
+            .bytes
+            .get(off..off + 16)
+            .ok_or_else(|| self.corrupt("branch cell out of bounds"))?;
+        Ok((u64_at(h, 0), u64_at(h, 8)))
+    }
+
+    /// Leaf: `Ok(i)` if key `i` equals `key`, else `Err(i)` where it would go.
+    pub(crate) fn search_leaf(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
+        let (mut lo, mut hi) = (0usize, self.count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.key(mid)?.cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Ok(Ok(mid)),
+            }
+        }
+        Ok(Err(lo))
+    }
+
+    /// Branch: the index of the child whose range holds `key`.
+    pub(crate) fn search_branch(&self, key: &[u8]) -> Result<usize> {
+        // The largest i >= 1 with key[i] <= key, else 0.
+        let (mut lo, mut hi) = (1usize, self.count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.key(mid)? <= key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo - 1)
+    }
+
+    /// Bytes used by cells and slots.
+    pub(crate) fn used_bytes(&self) -> Result<usize> {
+        let mut used = 0;
+        for i in 0..self.count {
+            used += self.cell(i)?.len() + SLOT_LEN;
+        }
+        Ok(used)
+    }
+}
+
+/// Encodes a leaf cell with an inline value.
+pub(crate) fn leaf_cell_inline(key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut c = Vec::with_capacity(LEAF_CELL_HEADER + key.len() + value.len());
+    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    c.push(0);
+    c.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    c.extend_from_slice(key);
+    c.extend_from_slice(value);
+    c
+}
+
+/// Encodes a leaf cell whose value lives in the blob at `pgno`.
+pub(crate) fn leaf_cell_overflow(key: &[u8], value_len: u64, pgno: u64, txn: u64) -> Vec<u8> {
+    let mut c = Vec::with_capacity(LEAF_CELL_HEADER + key.len() + OVERFLOW_REF_LEN);
+    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    c.push(FLAG_OVERFLOW);
+    c.extend_from_slice(&(value_len as u32).to_le_bytes());
+    c.extend_from_slice(key);
+    c.extend_from_slice(&pgno.to_le_bytes());
+    c.extend_from_slice(&txn.to_le_bytes());
+    c
+}
+
+/// Encodes a branch cell.
+pub(crate) fn branch_cell(key: &[u8], child: u64, child_txn: u64) -> Vec<u8> {
+    let mut c = Vec::with_capacity(BRANCH_CELL_HEADER + key.len());
+    c.extend_from_slice(&child.to_le_bytes());
+    c.extend_from_slice(&child_txn.to_le_bytes());
+    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    c.extend_from_slice(key);
+    c
+}
+
+/// The cell size of a slot-array entry plus its cell.
+pub(crate) fn slotted_size(cell_len: usize) -> usize {
+    cell_len + SLOT_LEN
+}
+
+/// A fresh, empty tree page.
+pub(crate) fn new_page(page_size: usize, is_leaf: bool) -> Box<[u8]> {
+    let mut b = vec![0u8; page_size].into_boxed_slice();
+    b[16] = if is_leaf { KIND_LEAF } else { KIND_BRANCH };
+    put_u32(&mut b, 20, page_size as u32);
+    b
+}
+
+/// A page built from `cells` in order. The caller guarantees they fit.
+pub(crate) fn build_page<C: AsRef<[u8]>>(
+    page_size: usize,
+    is_leaf: bool,
+    cells: &[C],
+) -> Box<[u8]> {
+    let mut b = new_page(page_size, is_leaf);
+    for (i, c) in cells.iter().enumerate() {
+        let ok = insert_cell(&mut b, i, c.as_ref());
+        assert!(ok, "cells given to build_page do not fit");
+    }
+    b
+}
+
+fn count_of(b: &[u8]) -> usize {
+    u16_at(b, 18) as usize
+}
+
+fn upper_of(b: &[u8]) -> usize {
+    u32_at(b, 20) as usize
+}
+
+/// Free bytes between the slot array and the cell area of a dirty page.
+fn gap(b: &[u8]) -> usize {
+    upper_of(b) - (HEADER_LEN + count_of(b) * SLOT_LEN)
+}
+
+/// The cells of a dirty page, copied out in order.
+pub(crate) fn cells_of(b: &[u8]) -> Vec<Vec<u8>> {
+    let node = Node::parse(b, u64::MAX, None).expect("dirty page is well formed");
+    (0..node.count)
+        .map(|i| node.cell(i).expect("dirty cell is well formed").to_vec())
+        .collect()
+}
+
+/// Rewrites a dirty page so its free space is one gap.
+fn compact(b: &mut [u8]) {
+    let is_leaf = page_kind(b) == KIND_LEAF;
+    let cells = cells_of(b);
+    let fresh = build_page(b.len(), is_leaf, &cells);
+    b[16..].copy_from_slice(&fresh[16..]);
+}
+
+/// Inserts `cell` at slot `index` of a dirty page; `false` if it does not
+/// fit even after compaction (the caller splits).
+pub(crate) fn insert_cell(b: &mut [u8], index: usize, cell: &[u8]) -> bool {
+    let count = count_of(b);
+    assert!(index <= count);
+    let need = cell.len() + SLOT_LEN;
+    if gap(b) < need {
+        let used = Node::parse(b, u64::MAX, None)
+            .and_then(|n| n.used_bytes())
+            .expect("dirty page is well formed");
+        if b.len() - HEADER_LEN - used < need {
+            return false;
+        }
+        compact(b);
+    }
+    let upper = upper_of(b) - cell.len();
+    b[upper..upper + cell.len()].copy_from_slice(cell);
+    let slots = HEADER_LEN + index * SLOT_LEN;
+    b.copy_within(slots..HEADER_LEN + count * SLOT_LEN, slots + SLOT_LEN);
+    put_u16(b, slots, upper as u16);
+    put_u16(b, 18, (count + 1) as u16);
+    put_u32(b, 20, upper as u32);
+    true
+}
+
+/// Removes slot `index` of a dirty page (its cell bytes become garbage,
+/// reclaimed by the next compaction).
+pub(crate) fn remove_cell(b: &mut [u8], index: usize) {
+    let count = count_of(b);
+    assert!(index < count);
+    let slots = HEADER_LEN + index * SLOT_LEN;
+    b.copy_within(slots + SLOT_LEN..HEADER_LEN + count * SLOT_LEN, slots);
+    put_u16(b, 18, (count - 1) as u16);
+    if count == 1 {
+        put_u32(b, 20, b.len() as u32);
+    }
+}
+
+/// Points branch cell `index` of a dirty page at `child` written by `txn`.
+pub(crate) fn set_child(b: &mut [u8], index: usize, child: u64, txn: u64) {
+    let off = u16_at(b, HEADER_LEN + index * SLOT_LEN) as usize;
+    put_u64(b, off, child);
+    put_u64(b, off + 8, txn);
+}
+
+/// Points overflow leaf cell `index` of a dirty page at blob `pgno`.
+pub(crate) fn set_overflow(b: &mut [u8], index: usize, pgno: u64, txn: u64) {
+    let off = u16_at(b, HEADER_LEN + index * SLOT_LEN) as usize;
+    let klen = u16_at(b, off) as usize;
+    let at = off + LEAF_CELL_HEADER + klen;
+    put_u64(b, at, pgno);
+    put_u64(b, at + 8, txn);
+}
+
+/// Stamps a page (or the first page of a blob run) with its final number and
+/// txn id, then its checksum. The last step before a page is written.
+pub(crate) fn seal(b: &mut [u8], pgno: u64, txn: u64) {
+    put_u64(b, 8, txn);
+    put_u64(b, 24, pgno);
+    let sum = checksum(&b[8..]);
+    put_u64(b, 0, sum);
+}
+
+/// Whether the stored checksum matches the bytes.
+pub(crate) fn checksum_ok(b: &[u8]) -> bool {
+    b.len() >= HEADER_LEN && u64_at(b, 0) == checksum(&b[8..])
+}
+
+/// A blob run in memory: header plus `data`, padded to whole pages (at
+/// least `min_pages`).
+pub(crate) fn new_blob(page_size: usize, data: &[u8], min_pages: usize) -> Box<[u8]> {
+    let pages = (BLOB_HEADER_LEN + data.len())
+        .div_ceil(page_size)
+        .max(min_pages);
+    let mut b = vec![0u8; pages * page_size].into_boxed_slice();
+    b[16] = KIND_BLOB;
+    put_u32(&mut b, 20, pages as u32);
+    put_u64(&mut b, 32, data.len() as u64);
+    b[BLOB_HEADER_LEN..BLOB_HEADER_LEN + data.len()].copy_from_slice(data);
+    b
+}
+
+/// Pages in the blob run whose first page is `first` (header not trusted).
+pub(crate) fn blob_run_pages(first: &[u8]) -> u64 {
+    u32_at(first, 20) as u64
+}
+
+/// Validates a whole blob run and returns its data.
+pub(crate) fn blob_data(
+    run: &[u8],
+    pgno: u64,
+    expected_txn: Option<u64>,
+    expected_len: Option<u64>,
+) -> Result<&[u8]> {
+    if run.len() < BLOB_HEADER_LEN || page_kind(run) != KIND_BLOB {
+        return Err(Error::corrupted_page(pgno, "not a blob page"));
+    }
+    if let Some(t) = expected_txn {
+        if page_txn(run) != t {
+            return Err(Error::corrupted_page(
+                pgno,
+                "blob txn does not match its reference",
+            ));
+        }
+    }
+    let len = u64_at(run, 32);
+    if let Some(e) = expected_len {
+        if len != e {
+            return Err(Error::corrupted_page(
+                pgno,
+                "blob length does not match its reference",
+            ));
+        }
+    }
+    run.get(BLOB_HEADER_LEN..)
+        .and_then(|d| d.get(..usize::try_from(len).ok()?))
+        .ok_or_else(|| Error::corrupted_page(pgno, "blob length exceeds its run"))
+}

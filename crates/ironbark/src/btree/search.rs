@@ -1,0 +1,107 @@
+//! Point lookups: descend from the root to the leaf that may hold a key.
+//! No allocation, no lock, no system call: only page resolution and
+//! bounds-checked reads.
+
+use crate::btree::page::{blob_data, LeafValue, Node};
+use crate::btree::MAX_DEPTH;
+use crate::error::{Error, Result};
+use crate::pages::{expected_txn, PageSource};
+
+/// Where a tree starts: its root page (0 for an empty tree), the txn that
+/// wrote it, and the number of levels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct Root {
+    pub(crate) pgno: u64,
+    pub(crate) txn: u64,
+    pub(crate) depth: u32,
+}
+
+impl Root {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pgno == 0
+    }
+}
+
+/// Reads a tree page at the given level (1 = leaf), checking its kind.
+#[inline]
+pub(crate) fn node_at<'a, S: PageSource + ?Sized>(
+    src: &'a S,
+    pgno: u64,
+    txn: u64,
+    level: u32,
+) -> Result<Node<'a>> {
+    let node = Node::parse(src.page(pgno)?, pgno, expected_txn(pgno, txn))?;
+    if node.is_leaf != (level == 1) {
+        return Err(Error::corrupted_page(
+            pgno,
+            format!("page kind does not match its level {level} in the tree"),
+        ));
+    }
+    Ok(node)
+}
+
+/// Checks a root before descending from it.
+pub(crate) fn check_root(root: Root) -> Result<()> {
+    if root.depth == 0 || root.depth as usize > MAX_DEPTH {
+        return Err(Error::corrupted_page(
+            root.pgno,
+            format!("tree depth {} out of range", root.depth),
+        ));
+    }
+    Ok(())
+}
+
+/// The leaf that holds `key`'s range.
+#[inline]
+pub(crate) fn find_leaf<'a, S: PageSource + ?Sized>(
+    src: &'a S,
+    root: Root,
+    key: &[u8],
+) -> Result<Node<'a>> {
+    check_root(root)?;
+    let (mut pgno, mut txn) = (root.pgno, root.txn);
+    let mut level = root.depth;
+    loop {
+        let node = node_at(src, pgno, txn, level)?;
+        if node.is_leaf {
+            return Ok(node);
+        }
+        let i = node.search_branch(key)?;
+        (pgno, txn) = node.child(i)?;
+        level -= 1;
+    }
+}
+
+/// The value stored under `key`, borrowed from the source.
+pub(crate) fn get<'a, S: PageSource + ?Sized>(
+    src: &'a S,
+    root: Root,
+    key: &[u8],
+) -> Result<Option<&'a [u8]>> {
+    if root.is_empty() {
+        return Ok(None);
+    }
+    let leaf = find_leaf(src, root, key)?;
+    match leaf.search_leaf(key)? {
+        Ok(i) => {
+            let (_, value) = leaf.leaf_entry(i)?;
+            resolve_value(src, value).map(Some)
+        }
+        Err(_) => Ok(None),
+    }
+}
+
+/// The bytes of a leaf value, following an overflow reference.
+#[inline]
+pub(crate) fn resolve_value<'a, S: PageSource + ?Sized>(
+    src: &'a S,
+    value: LeafValue<'a>,
+) -> Result<&'a [u8]> {
+    match value {
+        LeafValue::Inline(v) => Ok(v),
+        LeafValue::Overflow { pgno, txn, len } => {
+            let run = src.blob_run(pgno)?;
+            blob_data(run, pgno, expected_txn(pgno, txn), Some(len))
+        }
+    }
+}

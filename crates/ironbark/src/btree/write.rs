@@ -1,0 +1,477 @@
+//! Mutations of the write path: insert with split, delete with merge, and
+//! freeing a whole tree. Copy-on-write: a committed page is never changed;
+//! the first change to it copies it into a dirty page with a provisional
+//! number, and the committed page is recorded as freed by this transaction.
+//!
+//! Invariants kept here: after every call the tree satisfies the rules in
+//! `btree`'s module doc; a page is never both dirty and freed; the page and
+//! entry counters in [`TreeState`] match the tree.
+
+use crate::btree::page::{
+    self, branch_cell, build_page, cells_of, insert_cell, leaf_cell_inline, leaf_cell_overflow,
+    new_blob, remove_cell, set_child, LeafValue, Limits, Node, BRANCH_CELL_HEADER,
+};
+use crate::btree::search::{check_root, find_leaf, node_at, Root};
+use crate::btree::MAX_DEPTH;
+use crate::error::{Error, Result};
+use crate::pages::{expected_txn, DirtyPages, MapSource, PageSource, WriteSource, DIRTY_BIT};
+use crate::storage::freespace::Extent;
+
+/// A tree's root and counters, as the catalog stores them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TreeState {
+    pub(crate) root: Root,
+    pub(crate) entries: u64,
+    pub(crate) branch_pages: u64,
+    pub(crate) leaf_pages: u64,
+    pub(crate) overflow_pages: u64,
+}
+
+/// The write transaction's pages, borrowed for one mutation.
+pub(crate) struct TreeWriter<'a> {
+    pub(crate) base: &'a MapSource,
+    pub(crate) dirty: &'a mut DirtyPages,
+    /// Committed pages this transaction no longer references.
+    pub(crate) freed: &'a mut Vec<Extent>,
+    pub(crate) limits: Limits,
+}
+
+/// One level of the path from the root: the dirty page and the slot taken.
+#[derive(Clone, Copy, Default)]
+struct Step {
+    page: u64,
+    slot: usize,
+}
+
+impl TreeWriter<'_> {
+    fn source(&self) -> WriteSource<'_> {
+        WriteSource {
+            base: self.base,
+            dirty: self.dirty,
+        }
+    }
+
+    /// The dirty copy of page `pgno`, making one if it is committed.
+    fn touch(&mut self, pgno: u64, txn: u64, level: u32) -> Result<u64> {
+        if pgno & DIRTY_BIT != 0 {
+            return Ok(pgno);
+        }
+        let node = node_at(self.base, pgno, txn, level)?;
+        // Validate every cell before the page joins the write path, whose
+        // editors trust dirty pages.
+        for i in 0..node.count {
+            node.cell(i)?;
+        }
+        let copy: Box<[u8]> = node.bytes.into();
+        self.freed.push(Extent {
+            start: pgno,
+            len: 1,
+        });
+        Ok(self.dirty.add(copy))
+    }
+
+    fn free_page(&mut self, pgno: u64) {
+        if pgno & DIRTY_BIT != 0 {
+            self.dirty.free(pgno);
+        } else {
+            self.freed.push(Extent {
+                start: pgno,
+                len: 1,
+            });
+        }
+    }
+
+    /// Frees an overflow blob; returns the pages it held.
+    fn free_blob(&mut self, pgno: u64, txn: u64) -> Result<u64> {
+        if pgno & DIRTY_BIT != 0 {
+            let pages = (self.dirty.get(pgno).len() / self.limits.page_size) as u64;
+            self.dirty.free(pgno);
+            return Ok(pages);
+        }
+        let run = self.base.blob_run(pgno)?;
+        page::blob_data(run, pgno, expected_txn(pgno, txn), None)?;
+        let pages = (run.len() / self.limits.page_size) as u64;
+        self.freed.push(Extent {
+            start: pgno,
+            len: pages,
+        });
+        Ok(pages)
+    }
+
+    /// Checks a key and value against the limits; nothing is written on error.
+    pub(crate) fn check_sizes(&self, key: &[u8], value_len: usize) -> Result<()> {
+        if key.len() > self.limits.max_key {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: self.limits.max_key,
+            });
+        }
+        if value_len > crate::MAX_VALUE_LEN {
+            return Err(Error::ValueTooLarge {
+                len: value_len,
+                max: crate::MAX_VALUE_LEN,
+            });
+        }
+        Ok(())
+    }
+
+    /// Inserts or replaces `key`.
+    pub(crate) fn put(&mut self, tree: &mut TreeState, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check_sizes(key, value.len())?;
+        let cell = if self.limits.value_is_inline(key.len(), value.len()) {
+            leaf_cell_inline(key, value)
+        } else {
+            let blob = new_blob(self.limits.page_size, value, 1);
+            let pages = (blob.len() / self.limits.page_size) as u64;
+            let id = self.dirty.add(blob);
+            tree.overflow_pages += pages;
+            leaf_cell_overflow(key, value.len() as u64, id, 0)
+        };
+        if tree.root.is_empty() {
+            let leaf = build_page(self.limits.page_size, true, &[&cell]);
+            tree.root = Root {
+                pgno: self.dirty.add(leaf),
+                txn: 0,
+                depth: 1,
+            };
+            tree.leaf_pages += 1;
+            tree.entries += 1;
+            return Ok(());
+        }
+        check_root(tree.root)?;
+        let mut path = [Step::default(); MAX_DEPTH];
+        let mut rightmost = true;
+        let mut id = self.touch(tree.root.pgno, tree.root.txn, tree.root.depth)?;
+        tree.root.pgno = id;
+        for level in (2..=tree.root.depth).rev() {
+            let node = Node::parse(self.dirty.get(id), id, None)?;
+            let slot = node.search_branch(key)?;
+            rightmost &= slot + 1 == node.count;
+            let (child, child_txn) = node.child(slot)?;
+            let child_id = self.touch(child, child_txn, level - 1)?;
+            if child_id != child {
+                set_child(self.dirty.get_mut(id), slot, child_id, 0);
+            }
+            path[(tree.root.depth - level) as usize] = Step { page: id, slot };
+            id = child_id;
+        }
+        let leaf = Node::parse(self.dirty.get(id), id, None)?;
+        let slot = match leaf.search_leaf(key)? {
+            Ok(i) => {
+                if let (_, LeafValue::Overflow { pgno, txn, .. }) = leaf.leaf_entry(i)? {
+                    tree.overflow_pages -= self.free_blob(pgno, txn)?;
+                }
+                remove_cell(self.dirty.get_mut(id), i);
+                i
+            }
+            Err(i) => {
+                tree.entries += 1;
+                i
+            }
+        };
+        if insert_cell(self.dirty.get_mut(id), slot, &cell) {
+            return Ok(());
+        }
+        let appending = rightmost && slot == Node::parse(self.dirty.get(id), id, None)?.count;
+        let (mut sep, mut right) = self.split(id, slot, cell, appending, true);
+        tree.leaf_pages += 1;
+        for depth in (0..tree.root.depth as usize - 1).rev() {
+            let step = path[depth];
+            let branch_cell = branch_cell(&sep, right, 0);
+            if insert_cell(self.dirty.get_mut(step.page), step.slot + 1, &branch_cell) {
+                return Ok(());
+            }
+            let count = Node::parse(self.dirty.get(step.page), step.page, None)?.count;
+            let appending = rightmost && step.slot + 1 == count;
+            (sep, right) = self.split(step.page, step.slot + 1, branch_cell, appending, false);
+            tree.branch_pages += 1;
+        }
+        // The root split: a new root above the two halves.
+        let cells = [
+            branch_cell(&[], tree.root.pgno, 0),
+            branch_cell(&sep, right, 0),
+        ];
+        let root = build_page(self.limits.page_size, false, &cells);
+        tree.root.pgno = self.dirty.add(root);
+        tree.root.depth += 1;
+        tree.branch_pages += 1;
+        if tree.root.depth as usize > MAX_DEPTH {
+            return Err(Error::Corrupted {
+                page: None,
+                detail: "tree depth limit reached".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Splits dirty page `id` while inserting `cell` at `slot`. The left half
+    /// stays in `id`; returns the separator key and the new right page.
+    fn split(
+        &mut self,
+        id: u64,
+        slot: usize,
+        cell: Vec<u8>,
+        appending: bool,
+        is_leaf: bool,
+    ) -> (Vec<u8>, u64) {
+        let mut cells = cells_of(self.dirty.get(id));
+        cells.insert(slot, cell);
+        let n = cells.len();
+        assert!(n >= 2, "split of a page with fewer than two cells");
+        let k = if appending {
+            n - 1
+        } else {
+            let total: usize = cells.iter().map(|c| page::slotted_size(c.len())).sum();
+            let mut acc = 0;
+            let mut k = n - 1;
+            for (i, c) in cells.iter().enumerate() {
+                acc += page::slotted_size(c.len());
+                if acc >= total / 2 {
+                    k = (i + 1).clamp(1, n - 1);
+                    break;
+                }
+            }
+            k
+        };
+        let page_size = self.limits.page_size;
+        let (sep, right_page) = if is_leaf {
+            let left_last = cell_key(&cells[k - 1], true);
+            let right_first = cell_key(&cells[k], true);
+            let sep = shortest_separator(left_last, right_first).to_vec();
+            (sep, build_page(page_size, true, &cells[k..]))
+        } else {
+            // The middle cell's key moves up; its child becomes the right
+            // page's first child, under the empty key.
+            let sep = cell_key(&cells[k], false).to_vec();
+            let mid = &cells[k];
+            let first = branch_cell(&[], page::u64_at(mid, 0), page::u64_at(mid, 8));
+            let mut right_cells = vec![first];
+            right_cells.extend_from_slice(&cells[k + 1..]);
+            (sep, build_page(page_size, false, &right_cells))
+        };
+        let left = build_page(page_size, is_leaf, &cells[..k]);
+        self.dirty.get_mut(id).copy_from_slice(&left);
+        let right = self.dirty.add(right_page);
+        (sep, right)
+    }
+
+    /// Removes `key`; returns whether it was there.
+    pub(crate) fn delete(&mut self, tree: &mut TreeState, key: &[u8]) -> Result<bool> {
+        if tree.root.is_empty() {
+            return Ok(false);
+        }
+        // Look before copying: a miss must not dirty any page.
+        let src = self.source();
+        let leaf = find_leaf(&src, tree.root, key)?;
+        if leaf.search_leaf(key)?.is_err() {
+            return Ok(false);
+        }
+        let mut path = [Step::default(); MAX_DEPTH];
+        let depth = tree.root.depth as usize;
+        let mut id = self.touch(tree.root.pgno, tree.root.txn, tree.root.depth)?;
+        tree.root.pgno = id;
+        for d in 0..depth - 1 {
+            let level = (depth - d) as u32;
+            let node = Node::parse(self.dirty.get(id), id, None)?;
+            let slot = node.search_branch(key)?;
+            let (child, child_txn) = node.child(slot)?;
+            let child_id = self.touch(child, child_txn, level - 1)?;
+            if child_id != child {
+                set_child(self.dirty.get_mut(id), slot, child_id, 0);
+            }
+            path[d] = Step { page: id, slot };
+            id = child_id;
+        }
+        let leaf = Node::parse(self.dirty.get(id), id, None)?;
+        let slot = leaf
+            .search_leaf(key)?
+            .expect("key found before copying the path");
+        if let (_, LeafValue::Overflow { pgno, txn, .. }) = leaf.leaf_entry(slot)? {
+            tree.overflow_pages -= self.free_blob(pgno, txn)?;
+        }
+        remove_cell(self.dirty.get_mut(id), slot);
+        tree.entries -= 1;
+        // Rebalance upwards: merge an underfull page into a sibling.
+        let mut child = id;
+        for d in (0..depth - 1).rev() {
+            let is_leaf = d == depth - 2;
+            let parent = path[d];
+            if !self.merge_if_underfull(tree, parent, child, is_leaf)? {
+                break;
+            }
+            child = parent.page;
+        }
+        self.shrink_root(tree)?;
+        Ok(true)
+    }
+
+    /// If dirty page `child` (at `parent.slot`) is less than a quarter full
+    /// and fits in one page with a sibling, merges them into `child`.
+    fn merge_if_underfull(
+        &mut self,
+        tree: &mut TreeState,
+        parent: Step,
+        child: u64,
+        is_leaf: bool,
+    ) -> Result<bool> {
+        let usable = self.limits.usable();
+        let used = Node::parse(self.dirty.get(child), child, None)?.used_bytes()?;
+        if used >= usable / 4 {
+            return Ok(false);
+        }
+        let pnode = Node::parse(self.dirty.get(parent.page), parent.page, None)?;
+        if pnode.count < 2 {
+            return Ok(false);
+        }
+        let (left_slot, right_slot) = if parent.slot + 1 < pnode.count {
+            (parent.slot, parent.slot + 1)
+        } else {
+            (parent.slot - 1, parent.slot)
+        };
+        let sib_slot = if left_slot == parent.slot {
+            right_slot
+        } else {
+            left_slot
+        };
+        let (sib, sib_txn) = pnode.child(sib_slot)?;
+        let separator = pnode.key(right_slot)?.to_vec();
+        let src = self.source();
+        let level = if is_leaf { 1 } else { 2 };
+        let sib_node = Node::parse(src.page(sib)?, sib, expected_txn(sib, sib_txn))?;
+        if sib_node.is_leaf != is_leaf {
+            return Err(Error::corrupted_page(sib, "sibling at a different level"));
+        }
+        let _ = level;
+        let extra = if is_leaf { 0 } else { separator.len() };
+        if used + sib_node.used_bytes()? + extra > usable {
+            return Ok(false);
+        }
+        let sib_cells: Vec<Vec<u8>> = (0..sib_node.count)
+            .map(|i| sib_node.cell(i).map(<[u8]>::to_vec))
+            .collect::<Result<_>>()?;
+        let own_cells = cells_of(self.dirty.get(child));
+        let (mut left, right) = if sib_slot == left_slot {
+            (sib_cells, own_cells)
+        } else {
+            (own_cells, sib_cells)
+        };
+        for (i, c) in right.into_iter().enumerate() {
+            if i == 0 && !is_leaf {
+                left.push(branch_cell(
+                    &separator,
+                    page::u64_at(&c, 0),
+                    page::u64_at(&c, 8),
+                ));
+            } else {
+                left.push(c);
+            }
+        }
+        let merged = build_page(self.limits.page_size, is_leaf, &left);
+        self.dirty.get_mut(child).copy_from_slice(&merged);
+        self.free_page(sib);
+        let p = self.dirty.get_mut(parent.page);
+        set_child(p, left_slot, child, 0);
+        remove_cell(p, right_slot);
+        if is_leaf {
+            tree.leaf_pages -= 1;
+        } else {
+            tree.branch_pages -= 1;
+        }
+        Ok(true)
+    }
+
+    /// Removes root levels with a single child, and an empty root leaf.
+    fn shrink_root(&mut self, tree: &mut TreeState) -> Result<()> {
+        loop {
+            let root = tree.root.pgno;
+            let node = Node::parse(self.dirty.get(root), root, None)?;
+            if node.is_leaf {
+                if node.count == 0 {
+                    self.dirty.free(root);
+                    tree.leaf_pages -= 1;
+                    tree.root = Root::default();
+                }
+                return Ok(());
+            }
+            if node.count > 1 {
+                return Ok(());
+            }
+            let (child, child_txn) = node.child(0)?;
+            self.dirty.free(root);
+            tree.branch_pages -= 1;
+            tree.root = Root {
+                pgno: child,
+                txn: child_txn,
+                depth: tree.root.depth - 1,
+            };
+        }
+    }
+
+    /// Frees every page of a tree (for dropping it).
+    pub(crate) fn free_tree(&mut self, tree: &TreeState) -> Result<()> {
+        if tree.root.is_empty() {
+            return Ok(());
+        }
+        check_root(tree.root)?;
+        self.free_subtree(tree.root.pgno, tree.root.txn, tree.root.depth)
+    }
+
+    fn free_subtree(&mut self, pgno: u64, txn: u64, level: u32) -> Result<()> {
+        let src = self.source();
+        let node = node_at(&src, pgno, txn, level)?;
+        let mut refs = Vec::with_capacity(node.count);
+        for i in 0..node.count {
+            if node.is_leaf {
+                if let (_, LeafValue::Overflow { pgno, txn, .. }) = node.leaf_entry(i)? {
+                    refs.push((pgno, txn));
+                }
+            } else {
+                refs.push(node.child(i)?);
+            }
+        }
+        let is_leaf = node.is_leaf;
+        for (p, t) in refs {
+            if is_leaf {
+                self.free_blob(p, t)?;
+            } else {
+                self.free_subtree(p, t, level - 1)?;
+            }
+        }
+        self.free_page(pgno);
+        Ok(())
+    }
+}
+
+/// The key of an encoded cell.
+fn cell_key(cell: &[u8], is_leaf: bool) -> &[u8] {
+    if is_leaf {
+        let klen = page::u16_at(cell, 0) as usize;
+        &cell[page::LEAF_CELL_HEADER..page::LEAF_CELL_HEADER + klen]
+    } else {
+        let klen = page::u16_at(cell, 16) as usize;
+        &cell[BRANCH_CELL_HEADER..BRANCH_CELL_HEADER + klen]
+    }
+}
+
+/// The shortest prefix of `right` that is greater than `left` (given
+/// `left < right`): a separator that keeps branch pages small.
+fn shortest_separator<'k>(left: &[u8], right: &'k [u8]) -> &'k [u8] {
+    debug_assert!(left < right);
+    let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
+    &right[..(common + 1).min(right.len())]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shortest_separator;
+
+    #[test]
+    fn separator_is_between() {
+        let cases: [(&[u8], &[u8]); 4] =
+            [(b"abc", b"abd"), (b"a", b"b"), (b"ab", b"abc"), (b"", b"x")];
+        for (l, r) in cases {
+            let s = shortest_separator(l, r);
+            assert!(l < s && s <= r, "{l:?} {s:?} {r:?}");
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! The one error type of the engine.
+//!
+//! Invariant: every failure a caller can cause (bad input, limits) or meet
+//! (I/O, a damaged or foreign file) is an [`Error`] value; the engine panics
+//! only on a broken internal invariant, which is a bug.
+
+use std::fmt;
+use std::io;
+
+/// What went wrong. `#[non_exhaustive]`: new kinds may be added.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The operating system reported an I/O error.
+    Io(io::Error),
+    /// The file holds bytes that fail a check: a checksum, a bound, a
+    /// structural rule. `page` names the page when one is to blame.
+    Corrupted {
+        /// The page number where the damage was found, if any.
+        page: Option<u64>,
+        /// What check failed.
+        detail: String,
+    },
+    /// The file does not start with ironbark's magic bytes.
+    NotAnIronbarkFile,
+    /// The file was written by an incompatible format version.
+    IncompatibleVersion {
+        /// The version found in the file.
+        found: u32,
+        /// The version this build reads and writes.
+        supported: u32,
+    },
+    /// The page size is not supported (asked for in `Options`, or found in
+    /// the file).
+    InvalidPageSize(u64),
+    /// A key is longer than [`crate::Database::max_key_len`].
+    KeyTooLarge {
+        /// The length of the key given.
+        len: usize,
+        /// The largest key allowed.
+        max: usize,
+    },
+    /// A value is longer than [`crate::MAX_VALUE_LEN`].
+    ValueTooLarge {
+        /// The length of the value given.
+        len: usize,
+        /// The largest value allowed.
+        max: usize,
+    },
+    /// A tree name is empty or longer than [`crate::MAX_TREE_NAME_LEN`].
+    InvalidTreeName(String),
+    /// No tree of that name exists in this snapshot.
+    NoSuchTree(String),
+    /// A tree handle was used after its tree was dropped in this transaction.
+    TreeDropped(String),
+    /// All reader slots are taken (see `Options::max_readers`).
+    ReadersFull {
+        /// The configured limit.
+        max: usize,
+    },
+    /// `try_begin_write` found another write transaction in progress.
+    Busy,
+    /// Another process holds the database open for writing.
+    Locked,
+    /// An earlier fsync failed; the instance refuses writes until reopened,
+    /// since the kernel may have dropped the unsynced pages.
+    Poisoned,
+    /// An option is out of its range.
+    InvalidOption(String),
+}
+
+/// `Result` with the engine's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// A corruption error that names a page.
+    pub(crate) fn corrupted_page(page: u64, detail: impl Into<String>) -> Error {
+        Error::Corrupted {
+            page: Some(page),
+            detail: detail.into(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io(e) => write!(f, "I/O error: {e}"),
+            Error::Corrupted {
+                page: Some(p),
+                detail,
+            } => write!(f, "database corrupted at page {p}: {detail}"),
+            Error::Corrupted { page: None, detail } => write!(f, "database corrupted: {detail}"),
+            Error::NotAnIronbarkFile => write!(f, "not an ironbark database file"),
+            Error::IncompatibleVersion { found, supported } => write!(
+                f,
+                "incompatible file format version {found} (this build supports {supported})"
+            ),
+            Error::InvalidPageSize(s) => write!(
+                f,
+                "unsupported page size {s} (a power of two from 1024 to 65536)"
+            ),
+            Error::KeyTooLarge { len, max } => {
+                write!(f, "key of {len} bytes is larger than the limit of {max}")
+            }
+            Error::ValueTooLarge { len, max } => {
+                write!(f, "value of {len} bytes is larger than the limit of {max}")
+            }
+            Error::InvalidTreeName(n) => write!(
+                f,
+                "invalid tree name {n:?} (1 to {} bytes)",
+                crate::MAX_TREE_NAME_LEN
+            ),
+            Error::NoSuchTree(n) => write!(f, "no tree named {n:?}"),
+            Error::TreeDropped(n) => write!(f, "tree {n:?} was dropped in this transaction"),
+            Error::ReadersFull { max } => {
+                write!(f, "all {max} reader slots are in use (Options::max_readers)")
+            }
+            Error::Busy => write!(f, "another write transaction is in progress"),
+            Error::Locked => write!(
+                f,
+                "the database is locked for writing by another process (or another open of the same file)"
+            ),
+            Error::Poisoned => write!(
+                f,
+                "an earlier sync failed; reopen the database before writing again"
+            ),
+            Error::InvalidOption(s) => write!(f, "invalid option: {s}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Error {
+        Error::Io(e)
+    }
+}

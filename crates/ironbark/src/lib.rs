@@ -1,0 +1,63 @@
+//! # ironbark
+//!
+//! An embedded, transactional, ordered key-value store: a copy-on-write
+//! B+tree in one file, read through a read-only memory map (lock-free,
+//! zero-copy reads that scale with threads), written with positioned writes
+//! and committed with a single `fdatasync`.
+//!
+//! ```
+//! # fn main() -> ironbark::Result<()> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let path = dir.path().join("data.ib");
+//! let db = ironbark::Database::open(&path)?;       // created if missing
+//! let mut tx = db.begin_write()?;                   // one writer at a time
+//! let users = tx.open_tree("users")?;               // created on first open
+//! tx.put(&users, b"alice", b"{\"age\": 30}")?;
+//! tx.put(&users, b"bob", b"{\"age\": 25}")?;
+//! tx.delete(&users, b"bob")?;
+//! tx.commit()?;                                     // durable when it returns
+//!
+//! let rx = db.begin_read()?;                        // a snapshot; never waits
+//! assert_eq!(rx.get(&users, b"alice")?, Some(&b"{\"age\": 30}"[..]));
+//! for entry in rx.range(&users, b"a".as_slice()..b"m".as_slice())? {
+//!     let (key, value) = entry?;                    // borrowed from the map
+//!     assert_eq!(key, b"alice");
+//!     assert!(!value.is_empty());
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! See `docs/design.md` for the architecture and the crash-safety argument,
+//! and `docs/file-format.md` for the byte layout.
+
+#![warn(missing_docs)]
+
+mod btree;
+mod catalog;
+mod check;
+mod checksum;
+mod db;
+mod error;
+mod options;
+mod pages;
+mod stats;
+mod storage;
+mod txn;
+
+pub use btree::cursor::Range;
+pub use check::CheckReport;
+pub use db::Database;
+pub use error::{Error, Result};
+pub use options::{Durability, Options, MAX_READERS_LIMIT};
+pub use stats::{CommitCounters, Stats, TreeStats};
+pub use txn::read::ReadTxn;
+pub use txn::write::WriteTxn;
+pub use txn::Tree;
+
+/// The largest value, in bytes: 1 GiB. Larger values are refused with
+/// [`Error::ValueTooLarge`] before anything is written.
+pub const MAX_VALUE_LEN: usize = 1 << 30;
+
+/// The longest tree name, in bytes.
+pub const MAX_TREE_NAME_LEN: usize = 255;

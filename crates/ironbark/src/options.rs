@@ -1,0 +1,41 @@
+//! Options chosen at open, and the durability of a commit.
+
+/// How durable a commit is when `commit` returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// The commit survives power loss: one `fdatasync` per commit.
+    #[default]
+    Immediate,
+    /// No sync. A process crash loses nothing; an OS crash or power loss may
+    /// lose the commits since the last sync, but the file always opens to a
+    /// consistent earlier commit. [`crate::Database::sync`] makes them durable.
+    None,
+}
+
+/// Options for [`crate::Database::open_with`].
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Page size for a new file: a power of two from 1024 to 65536 (default
+    /// 4096). An existing file keeps the page size it was created with.
+    pub page_size: usize,
+    /// The default durability of write transactions (default `Immediate`).
+    pub durability: Durability,
+    /// The most read transactions alive at once (default 126).
+    pub max_readers: usize,
+    /// Create the file if it is missing (default `true`).
+    pub create: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            page_size: 4096,
+            durability: Durability::Immediate,
+            max_readers: 126,
+            create: true,
+        }
+    }
+}
+
+/// The largest `max_readers` accepted.
+pub const MAX_READERS_LIMIT: usize = 1 << 16;

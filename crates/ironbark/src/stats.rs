@@ -1,0 +1,66 @@
+//! What `Database::stats` reports.
+
+/// Sizes, counts and counters of a database.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Bytes per page.
+    pub page_size: usize,
+    /// The data file's length in bytes (grown ahead of use in chunks).
+    pub file_size_bytes: u64,
+    /// Pages in use by the newest commit, meta pages and free pages included.
+    pub page_count: u64,
+    /// Free pages (reusable now, or waiting for older snapshots).
+    pub free_pages: u64,
+    /// Free pages that cannot be reused yet because a live reader's snapshot
+    /// can still see them.
+    pub pages_pinned_by_readers: u64,
+    /// The txn id of the newest commit.
+    pub last_txn_id: u64,
+    /// The newest txn id known to be durable.
+    pub durable_txn_id: u64,
+    /// Read transactions alive now.
+    pub live_readers: usize,
+    /// The reader limit.
+    pub max_readers: usize,
+    /// The oldest snapshot a live reader holds.
+    pub oldest_snapshot: Option<u64>,
+    /// Per named tree.
+    pub trees: Vec<TreeStats>,
+    /// Commit-path counters since open.
+    pub counters: CommitCounters,
+}
+
+/// Shape of one named tree.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct TreeStats {
+    /// The tree's name.
+    pub name: String,
+    /// Levels (0 when empty, 1 when the root is a leaf).
+    pub depth: u32,
+    /// Entries.
+    pub entries: u64,
+    /// Branch pages.
+    pub branch_pages: u64,
+    /// Leaf pages.
+    pub leaf_pages: u64,
+    /// Pages of overflow values.
+    pub overflow_pages: u64,
+}
+
+/// Counters of the commit path since the database was opened.
+#[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
+pub struct CommitCounters {
+    /// Commits that wrote something.
+    pub commits: u64,
+    /// Pages written (meta pages included).
+    pub pages_written: u64,
+    /// `pwritev` calls.
+    pub write_calls: u64,
+    /// Bytes passed to write calls.
+    pub bytes_written: u64,
+    /// `fdatasync` calls.
+    pub syncs: u64,
+}

@@ -1,0 +1,172 @@
+//! The data file: create (crash-safely), lock, positioned reads and writes,
+//! growth and sync. Every system call the engine makes on the file goes
+//! through [`DataFile`], so that fault injection has one seam to replace.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, IoSlice};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The largest number of buffers passed to one `pwritev` (Linux IOV_MAX).
+const IOV_MAX: usize = 1024;
+
+/// An open data file.
+#[derive(Debug)]
+pub(crate) struct DataFile {
+    file: File,
+}
+
+/// The identity of a file on this machine: (device, inode).
+pub(crate) type FileId = (u64, u64);
+
+impl DataFile {
+    /// Opens `path` for reading and writing.
+    pub(crate) fn open(path: &Path) -> Result<DataFile> {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        Ok(DataFile { file })
+    }
+
+    /// Creates `path` holding exactly `initial` bytes, atomically: the bytes
+    /// are written and synced to a temporary file that is then linked under
+    /// its final name, and the directory is synced. A crash at any point
+    /// leaves either no file or a complete one. Fails with `AlreadyExists` if
+    /// another process created the file first.
+    pub(crate) fn create_atomically(path: &Path, initial: &[u8]) -> io::Result<()> {
+        let dir = parent_dir(path);
+        let tmp = temp_name(path);
+        let result = (|| {
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&tmp)?;
+            f.write_all_at(initial, 0)?;
+            f.sync_all()?;
+            fs::hard_link(&tmp, path)?;
+            File::open(&dir)?.sync_all()
+        })();
+        let _ = fs::remove_file(&tmp);
+        result
+    }
+
+    /// Takes an exclusive advisory lock on the file, or fails with
+    /// `Error::Locked` if another open file description holds one.
+    pub(crate) fn lock_exclusive(&self) -> Result<()> {
+        // SAFETY: flock on a file descriptor we own; no memory is involved.
+        let rc = unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            Err(Error::Locked)
+        } else {
+            Err(Error::Io(err))
+        }
+    }
+
+    pub(crate) fn id(&self) -> Result<FileId> {
+        let m = self.file.metadata()?;
+        Ok((m.dev(), m.ino()))
+    }
+
+    pub(crate) fn len(&self) -> Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset`; a short file is an
+    /// `UnexpectedEof` I/O error.
+    pub(crate) fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.file.read_exact_at(buf, offset)?;
+        Ok(())
+    }
+
+    /// Writes `bufs` back to back starting at `offset`, in as few `pwritev`
+    /// calls as the kernel allows. Returns the number of calls made.
+    pub(crate) fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<u64> {
+        let mut calls = 0u64;
+        let mut offset = offset;
+        let mut index = 0usize; // first buffer not fully written
+        let mut skip = 0usize; // bytes of bufs[index] already written
+        while index < bufs.len() {
+            let end = (index + IOV_MAX).min(bufs.len());
+            let slices: Vec<IoSlice<'_>> = bufs[index..end]
+                .iter()
+                .enumerate()
+                .map(|(i, b)| IoSlice::new(if i == 0 { &b[skip..] } else { b }))
+                .collect();
+            let offset_arg = libc::off_t::try_from(offset)
+                .map_err(|_| Error::Io(io::Error::other("file offset out of range")))?;
+            // SAFETY: IoSlice is ABI-compatible with iovec; the slices borrow
+            // live buffers for the duration of the call and the kernel only
+            // reads them.
+            let n = unsafe {
+                libc::pwritev(
+                    self.file.as_raw_fd(),
+                    slices.as_ptr() as *const libc::iovec,
+                    slices.len() as libc::c_int,
+                    offset_arg,
+                )
+            };
+            calls += 1;
+            if n < 0 {
+                let err = io::Error::last_os_error();
+                if err.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(Error::Io(err));
+            }
+            if n == 0 {
+                return Err(Error::Io(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "pwritev wrote nothing",
+                )));
+            }
+            let mut written = n as usize;
+            offset += written as u64;
+            while written > 0 {
+                let left = bufs[index].len() - skip;
+                if written >= left {
+                    written -= left;
+                    index += 1;
+                    skip = 0;
+                } else {
+                    skip += written;
+                    written = 0;
+                }
+            }
+        }
+        Ok(calls)
+    }
+
+    pub(crate) fn set_len(&self, len: u64) -> Result<()> {
+        self.file.set_len(len)?;
+        Ok(())
+    }
+
+    /// Makes every write so far durable (`fdatasync`: data and the size).
+    pub(crate) fn sync_data(&self) -> Result<()> {
+        self.file.sync_data()?;
+        Ok(())
+    }
+
+    pub(crate) fn as_file(&self) -> &File {
+        &self.file
+    }
+}
+
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn temp_name(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".creating-{}", std::process::id()));
+    path.with_file_name(name)
+}

@@ -1,0 +1,118 @@
+//! The two meta pages (pages 0 and 1): the root of everything a commit made.
+//!
+//! Invariant: the writer never overwrites the meta slot that holds the
+//! newest *durable* commit, so whatever a crash does to the other slot, one
+//! valid meta describing a fully durable commit survives. Open takes the
+//! newest valid meta whose commit verifies (see `db::open`).
+//!
+//! Layout (little-endian), at the start of the page; the rest is zero:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | magic `IRONBARK` |
+//! | 8 | 4 | format version |
+//! | 12 | 4 | page size |
+//! | 16 | 8 | txn id of the commit |
+//! | 24 | 8 | page count (pages in use, meta pages included) |
+//! | 32 | 8 | page number of the state blob (catalog + free space) |
+//! | 40 | 8 | txn id that wrote the state blob |
+//! | 48 | 8 | newest txn id known durable before this meta was written |
+//! | 56 | 8 | XXH3-64 of bytes 0..56 |
+
+use crate::checksum::checksum;
+use crate::error::{Error, Result};
+
+pub(crate) const MAGIC: [u8; 8] = *b"IRONBARK";
+pub(crate) const FORMAT_VERSION: u32 = 1;
+/// Bytes of a meta page that carry data.
+pub(crate) const META_LEN: usize = 64;
+/// Pages 0 and 1 are the meta slots.
+pub(crate) const META_SLOTS: u64 = 2;
+pub(crate) const MIN_PAGE_SIZE: usize = 1024;
+pub(crate) const MAX_PAGE_SIZE: usize = 65536;
+
+/// A decoded, checksum-verified meta page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Meta {
+    pub(crate) page_size: u32,
+    pub(crate) txn: u64,
+    pub(crate) page_count: u64,
+    pub(crate) state_pgno: u64,
+    pub(crate) state_txn: u64,
+    pub(crate) last_synced_txn: u64,
+}
+
+pub(crate) fn page_size_is_valid(size: u64) -> bool {
+    size.is_power_of_two() && (MIN_PAGE_SIZE as u64..=MAX_PAGE_SIZE as u64).contains(&size)
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+impl Meta {
+    pub(crate) fn encode(&self) -> [u8; META_LEN] {
+        let mut b = [0u8; META_LEN];
+        b[0..8].copy_from_slice(&MAGIC);
+        b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&self.page_size.to_le_bytes());
+        b[16..24].copy_from_slice(&self.txn.to_le_bytes());
+        b[24..32].copy_from_slice(&self.page_count.to_le_bytes());
+        b[32..40].copy_from_slice(&self.state_pgno.to_le_bytes());
+        b[40..48].copy_from_slice(&self.state_txn.to_le_bytes());
+        b[48..56].copy_from_slice(&self.last_synced_txn.to_le_bytes());
+        let sum = checksum(&b[0..56]);
+        b[56..64].copy_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    /// Decodes and verifies the meta in `slot` (0 or 1) from its first
+    /// `META_LEN` bytes. Errors: `NotAnIronbarkFile` (wrong magic),
+    /// `IncompatibleVersion`, `InvalidPageSize`, `Corrupted`.
+    pub(crate) fn decode(b: &[u8], slot: u64) -> Result<Meta> {
+        if b.len() < META_LEN || b[0..8] != MAGIC {
+            return Err(Error::NotAnIronbarkFile);
+        }
+        let stored = u64_at(b, 56);
+        if checksum(&b[0..56]) != stored {
+            return Err(Error::corrupted_page(slot, "meta page checksum mismatch"));
+        }
+        let version = u32_at(b, 8);
+        if version != FORMAT_VERSION {
+            return Err(Error::IncompatibleVersion {
+                found: version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        let page_size = u32_at(b, 12);
+        if !page_size_is_valid(page_size as u64) {
+            return Err(Error::InvalidPageSize(page_size as u64));
+        }
+        let meta = Meta {
+            page_size,
+            txn: u64_at(b, 16),
+            page_count: u64_at(b, 24),
+            state_pgno: u64_at(b, 32),
+            state_txn: u64_at(b, 40),
+            last_synced_txn: u64_at(b, 48),
+        };
+        let bad = |d: &str| Err(Error::corrupted_page(slot, d.to_string()));
+        if meta.txn == 0 {
+            return bad("meta txn id is zero");
+        }
+        if meta.page_count <= META_SLOTS || meta.page_count > (u64::MAX >> 1) / page_size as u64 {
+            return bad("meta page count out of range");
+        }
+        if meta.state_pgno < META_SLOTS || meta.state_pgno >= meta.page_count {
+            return bad("meta state page out of range");
+        }
+        if meta.state_txn > meta.txn || meta.last_synced_txn > meta.txn {
+            return bad("meta txn ids out of order");
+        }
+        Ok(meta)
+    }
+}

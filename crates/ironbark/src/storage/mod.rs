@@ -1,0 +1,11 @@
+//! Storage: the data file, the read-only memory map over it, the two meta
+//! pages, and the free-space map.
+//!
+//! Invariant kept by this layer: bytes are only ever written to the file
+//! with positioned writes (`pwritev`) by the single writer, and only to pages
+//! that no live snapshot and no durable meta page can reach.
+
+pub(crate) mod file;
+pub(crate) mod freespace;
+pub(crate) mod map;
+pub(crate) mod meta;

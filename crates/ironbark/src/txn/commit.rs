@@ -1,0 +1,383 @@
+//! The commit protocol, in one place.
+//!
+//! 1. Pages this commit stopped using (and the previous state blob) become
+//!    *pending*, tagged with this txn; pending pages freed by commits that
+//!    no live snapshot and no durable meta can see become reusable.
+//! 2. Every dirty page gets its real page number, chosen so the commit's
+//!    pages are as contiguous as possible (one best-fit run if one exists).
+//! 3. Parents are patched with their children's numbers and txn ids; every
+//!    page is stamped with its number and txn and checksummed.
+//! 4. The pages go to the file sorted by page number, coalesced into as few
+//!    `pwritev` calls as possible; then the meta page, into the slot that
+//!    does *not* hold the newest durable commit.
+//! 5. With `Durability::Immediate`, one `fdatasync`. If power fails before
+//!    it completes, the new meta may be on disk while some pages are not;
+//!    open verifies every page written since the last durable commit
+//!    (checksums plus the txn ids recorded by parents) and falls back to the
+//!    other slot, which this protocol never overwrote.
+//!
+//! See docs/design.md for the full argument.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::btree::page::{new_blob, seal, set_child, set_overflow, LeafValue, Node};
+use crate::catalog::{self, Catalog};
+use crate::db::{Shared, Snapshot, WriterState};
+use crate::error::Result;
+use crate::options::Durability;
+use crate::pages::{DirtyPages, MapSource, PageSource, DIRTY_BIT};
+use crate::storage::freespace::{Extent, FreeSpace};
+use crate::storage::map::Map;
+use crate::storage::meta::Meta;
+use crate::txn::write::WriteTxn;
+
+/// The smallest step by which the file grows.
+const GROWTH_MIN_BYTES: u64 = 1 << 20;
+
+pub(crate) fn commit(tx: WriteTxn<'_>) -> Result<()> {
+    let WriteTxn {
+        shared,
+        mut writer,
+        base,
+        mut catalog,
+        mut dirty,
+        mut freed,
+        changed,
+        durability,
+    } = tx;
+    if !changed {
+        return Ok(());
+    }
+    let w = &mut *writer;
+    if w.poisoned {
+        return Err(crate::Error::Poisoned);
+    }
+    let saved_free = w.free.clone();
+    match write_commit(
+        shared,
+        w,
+        &base,
+        &mut catalog,
+        &mut dirty,
+        &mut freed,
+        durability,
+    ) {
+        Ok(meta) => {
+            shared.publish(Snapshot {
+                meta,
+                source: MapSource {
+                    map: w.map.clone(),
+                    page_count: meta.page_count,
+                    page_size: shared.limits.page_size,
+                },
+                catalog,
+            });
+            shared.counters.commits.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+        Err(e) => {
+            // Nothing was published: the pages written went to free space.
+            w.free = saved_free;
+            Err(e)
+        }
+    }
+}
+
+/// Takes `n` contiguous pages: a best-fit free extent, else the file's end.
+fn alloc_run(free: &mut FreeSpace, page_count: &mut u64, n: u64) -> u64 {
+    free.take_contiguous(n).unwrap_or_else(|| {
+        let start = *page_count;
+        *page_count += n;
+        start
+    })
+}
+
+/// Takes `n` pages in as few runs as possible.
+fn alloc_pages(free: &mut FreeSpace, page_count: &mut u64, n: u64) -> Vec<Extent> {
+    if n == 0 {
+        return Vec::new();
+    }
+    if let Some(start) = free.take_contiguous(n) {
+        return vec![Extent { start, len: n }];
+    }
+    let mut runs = Vec::new();
+    let mut left = n;
+    while left > 0 {
+        let Some(e) = free.take_largest(left) else {
+            break;
+        };
+        left -= e.len;
+        runs.push(e);
+    }
+    if left > 0 {
+        runs.push(Extent {
+            start: *page_count,
+            len: left,
+        });
+        *page_count += left;
+    }
+    runs
+}
+
+/// The live dirty tree pages in pre-order (so leaves land in key order) and
+/// the dirty blobs they reference.
+fn order_dirty(catalog: &Catalog, dirty: &DirtyPages) -> Result<(Vec<u64>, Vec<u64>)> {
+    let mut order = Vec::new();
+    let mut blobs = Vec::new();
+    let mut stack = Vec::new();
+    for t in &catalog.trees {
+        if t.state.root.pgno & DIRTY_BIT != 0 {
+            stack.push(t.state.root.pgno);
+        }
+        while let Some(id) = stack.pop() {
+            order.push(id);
+            let node = Node::parse(dirty.get(id), id, None)?;
+            for i in (0..node.count).rev() {
+                let child = if node.is_leaf {
+                    match node.leaf_entry(i)?.1 {
+                        LeafValue::Overflow { pgno, .. } => pgno,
+                        LeafValue::Inline(_) => continue,
+                    }
+                } else {
+                    node.child(i)?.0
+                };
+                if child & DIRTY_BIT == 0 {
+                    continue;
+                }
+                if node.is_leaf {
+                    blobs.push(child);
+                } else {
+                    stack.push(child);
+                }
+            }
+        }
+    }
+    let live = dirty.pages.iter().filter(|p| p.is_some()).count();
+    assert_eq!(
+        order.len() + blobs.len(),
+        live,
+        "a dirty page is unreachable"
+    );
+    Ok((order, blobs))
+}
+
+/// Replaces provisional numbers in dirty page `id` with real ones, then
+/// stamps and checksums it.
+fn patch_and_seal(dirty: &mut DirtyPages, id: u64, real: &[u64], txn: u64) -> Result<()> {
+    let real_of = |p: u64| real[(p & !DIRTY_BIT) as usize];
+    let node = Node::parse(dirty.get(id), id, None)?;
+    let mut patches = Vec::new();
+    for i in 0..node.count {
+        let target = if node.is_leaf {
+            match node.leaf_entry(i)?.1 {
+                LeafValue::Overflow { pgno, .. } => pgno,
+                LeafValue::Inline(_) => continue,
+            }
+        } else {
+            node.child(i)?.0
+        };
+        if target & DIRTY_BIT != 0 {
+            patches.push((i, real_of(target)));
+        }
+    }
+    let is_leaf = node.is_leaf;
+    let buf = dirty.get_mut(id);
+    for (i, pgno) in patches {
+        assert!(pgno != 0, "dirty page without a real number");
+        if is_leaf {
+            set_overflow(buf, i, pgno, txn);
+        } else {
+            set_child(buf, i, pgno, txn);
+        }
+    }
+    seal(buf, real_of(id), txn);
+    Ok(())
+}
+
+fn write_commit(
+    shared: &Shared,
+    w: &mut WriterState,
+    base: &Snapshot,
+    catalog: &mut Catalog,
+    dirty: &mut DirtyPages,
+    freed: &mut Vec<Extent>,
+    durability: Durability,
+) -> Result<Meta> {
+    let limits = shared.limits;
+    let ps = limits.page_size;
+    let txn = base.txn() + 1;
+
+    // 1. Free space.
+    let old_state = base.source.blob_run(base.meta.state_pgno)?;
+    freed.push(Extent {
+        start: base.meta.state_pgno,
+        len: (old_state.len() / ps) as u64,
+    });
+    freed.sort_unstable();
+    for e in freed.iter() {
+        w.free.add_pending(txn, *e);
+    }
+    let horizon = shared
+        .readers
+        .oldest()
+        .unwrap_or(u64::MAX)
+        .min(w.durable_txn);
+    w.free.release(horizon);
+
+    // 2. Page numbers.
+    let (order, blobs) = order_dirty(catalog, dirty)?;
+    let mut page_count = base.meta.page_count;
+    let state_pages = limits.blob_pages(catalog::encoded_len(catalog, w.free.extent_count()));
+    let mut real = vec![0u64; dirty.pages.len()];
+    for &b in &blobs {
+        let n = (dirty.get(b).len() / ps) as u64;
+        real[(b & !DIRTY_BIT) as usize] = alloc_run(&mut w.free, &mut page_count, n);
+    }
+    let runs = alloc_pages(&mut w.free, &mut page_count, order.len() as u64);
+    let mut next = runs.iter().flat_map(|e| e.start..e.end());
+    for &id in &order {
+        real[(id & !DIRTY_BIT) as usize] = next.next().expect("enough pages allocated");
+    }
+    let state_pgno = alloc_run(&mut w.free, &mut page_count, state_pages);
+
+    // 3. Patch, stamp, checksum.
+    for &id in &order {
+        patch_and_seal(dirty, id, &real, txn)?;
+    }
+    for &b in &blobs {
+        let pgno = real[(b & !DIRTY_BIT) as usize];
+        seal(dirty.get_mut(b), pgno, txn);
+    }
+    for t in catalog.trees.iter_mut() {
+        let root = &mut t.state.root;
+        if root.pgno & DIRTY_BIT != 0 {
+            root.pgno = real[(root.pgno & !DIRTY_BIT) as usize];
+            root.txn = txn;
+        }
+    }
+    let state = catalog::encode(catalog, &w.free);
+    assert!(
+        limits.blob_pages(state.len()) <= state_pages,
+        "state blob outgrew its estimate"
+    );
+    let mut state_blob = new_blob(ps, &state, state_pages as usize);
+    seal(&mut state_blob, state_pgno, txn);
+
+    // 4. Write.
+    ensure_file_len(shared, w, page_count)?;
+    let mut writes: Vec<(u64, &[u8])> = order
+        .iter()
+        .chain(blobs.iter())
+        .map(|&id| (real[(id & !DIRTY_BIT) as usize], dirty.get(id)))
+        .collect();
+    writes.push((state_pgno, &state_blob));
+    writes.sort_unstable_by_key(|w| w.0);
+    let mut calls = 0;
+    let mut bytes = 0u64;
+    let mut group_start = 0;
+    for i in 1..=writes.len() {
+        let contiguous = i < writes.len()
+            && writes[i - 1].0 + (writes[i - 1].1.len() / ps) as u64 == writes[i].0;
+        if !contiguous {
+            let bufs: Vec<&[u8]> = writes[group_start..i].iter().map(|w| w.1).collect();
+            calls += shared
+                .file
+                .write_vectored_at(&bufs, writes[group_start].0 * ps as u64)?;
+            bytes += bufs.iter().map(|b| b.len() as u64).sum::<u64>();
+            group_start = i;
+        }
+    }
+    let slot = 1 - w.durable_slot;
+    let meta = Meta {
+        page_size: ps as u32,
+        txn,
+        page_count,
+        state_pgno,
+        state_txn: txn,
+        last_synced_txn: w.durable_txn,
+    };
+    let meta_bytes = meta.encode();
+    calls += shared
+        .file
+        .write_vectored_at(&[&meta_bytes], slot * ps as u64)?;
+    let c = &shared.counters;
+    c.write_calls.fetch_add(calls, Ordering::Relaxed);
+    c.bytes_written
+        .fetch_add(bytes + meta_bytes.len() as u64, Ordering::Relaxed);
+    c.pages_written
+        .fetch_add(bytes / ps as u64 + 1, Ordering::Relaxed);
+
+    // 5. Sync.
+    if durability == Durability::Immediate {
+        sync_file(shared, w)?;
+        w.durable_txn = txn;
+        w.durable_slot = slot;
+    }
+    Ok(meta)
+}
+
+/// Grows the file (in chunks) and the map to hold `page_count` pages.
+fn ensure_file_len(shared: &Shared, w: &mut WriterState, page_count: u64) -> Result<()> {
+    let ps = shared.limits.page_size as u64;
+    let needed = page_count * ps;
+    if needed > w.file_len {
+        let grown = needed
+            .max(w.file_len + w.file_len / 8)
+            .max(w.file_len + GROWTH_MIN_BYTES)
+            .next_multiple_of(ps);
+        shared.file.set_len(grown)?;
+        w.file_len = grown;
+    }
+    if needed > w.map.reserved_len() {
+        w.map = Arc::new(Map::new(shared.file.as_file(), needed.saturating_mul(2))?);
+    }
+    Ok(())
+}
+
+/// One `fdatasync`; a failure poisons the instance.
+fn sync_file(shared: &Shared, w: &mut WriterState) -> Result<()> {
+    shared.counters.syncs.fetch_add(1, Ordering::Relaxed);
+    if let Err(e) = shared.file.sync_data() {
+        w.poisoned = true;
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Makes the newest commit durable (`Database::sync`).
+pub(crate) fn sync_published(shared: &Shared, w: &mut WriterState) -> Result<()> {
+    if w.poisoned {
+        return Err(crate::Error::Poisoned);
+    }
+    let txn = shared.published_txn.load(Ordering::SeqCst);
+    if w.durable_txn < txn {
+        sync_file(shared, w)?;
+        w.durable_txn = txn;
+        // Every commit since the last durable one wrote the other slot.
+        w.durable_slot = 1 - w.durable_slot;
+    }
+    Ok(())
+}
+
+/// At close: if the newest commit is durable, records that in the other
+/// meta slot, so the next open need not verify the commit's pages.
+pub(crate) fn mark_clean(shared: &Shared) -> Result<()> {
+    let mut w = shared.lock_writer();
+    let snap = shared.published.load_full();
+    if w.poisoned || w.durable_txn != snap.txn() || snap.meta.last_synced_txn == snap.txn() {
+        return Ok(());
+    }
+    let meta = Meta {
+        last_synced_txn: snap.txn(),
+        ..snap.meta
+    };
+    let slot = 1 - w.durable_slot;
+    let ps = shared.limits.page_size as u64;
+    shared
+        .file
+        .write_vectored_at(&[&meta.encode()], slot * ps)?;
+    sync_file(shared, &mut w)?;
+    w.durable_slot = slot;
+    Ok(())
+}

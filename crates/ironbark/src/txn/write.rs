@@ -1,0 +1,246 @@
+//! The write transaction: private dirty pages over the snapshot it began
+//! from. Nothing reaches the file before `commit`; dropping the transaction
+//! discards it.
+//!
+//! Invariant: while a `WriteTxn` lives it holds the writer mutex, so the
+//! free-space map and the dirty pages belong to it alone.
+
+use std::ops::RangeBounds;
+use std::sync::{Arc, MutexGuard};
+
+use crate::btree::cursor::Range;
+use crate::btree::search;
+use crate::btree::write::{TreeState, TreeWriter};
+use crate::catalog::{Catalog, TreeEntry};
+use crate::db::{Shared, Snapshot, WriterState};
+use crate::error::{Error, Result};
+use crate::options::Durability;
+use crate::pages::{DirtyPages, PageSource, WriteSource};
+use crate::storage::freespace::Extent;
+use crate::txn::read::copied;
+use crate::txn::Tree;
+
+/// The one write transaction. Changes are visible to it at once and to
+/// everyone else after `commit`. Dropped without commit, it is aborted.
+pub struct WriteTxn<'db> {
+    pub(crate) shared: &'db Shared,
+    pub(crate) writer: MutexGuard<'db, WriterState>,
+    pub(crate) base: Arc<Snapshot>,
+    pub(crate) catalog: Catalog,
+    pub(crate) dirty: DirtyPages,
+    /// Committed pages this transaction stopped using.
+    pub(crate) freed: Vec<Extent>,
+    pub(crate) changed: bool,
+    pub(crate) durability: Durability,
+}
+
+impl std::fmt::Debug for WriteTxn<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteTxn")
+            .field("base_txn", &self.base.txn())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'db> WriteTxn<'db> {
+    pub(crate) fn begin(
+        shared: &'db Shared,
+        writer: MutexGuard<'db, WriterState>,
+    ) -> Result<WriteTxn<'db>> {
+        if writer.poisoned {
+            return Err(Error::Poisoned);
+        }
+        let base = shared.published.load_full();
+        Ok(WriteTxn {
+            shared,
+            catalog: base.catalog.clone(),
+            base,
+            writer,
+            dirty: DirtyPages::default(),
+            freed: Vec::new(),
+            changed: false,
+            durability: shared.default_durability,
+        })
+    }
+
+    /// The durability of this commit (default: the database's option).
+    pub fn set_durability(&mut self, durability: Durability) {
+        self.durability = durability;
+    }
+
+    /// The txn id this transaction will commit as.
+    pub fn txn_id(&self) -> u64 {
+        self.base.txn() + 1
+    }
+
+    fn index_of(&self, tree: &Tree) -> Result<usize> {
+        match self
+            .catalog
+            .trees
+            .binary_search_by(|t| (*t.name).cmp(&tree.name))
+        {
+            Ok(i) if self.catalog.trees[i].id == tree.id => Ok(i),
+            _ => Err(Error::TreeDropped(tree.name.to_string())),
+        }
+    }
+
+    /// Opens the tree `name`, creating it (empty) if it does not exist.
+    pub fn open_tree(&mut self, name: &str) -> Result<Tree> {
+        if name.is_empty() || name.len() > crate::MAX_TREE_NAME_LEN {
+            return Err(Error::InvalidTreeName(name.to_string()));
+        }
+        let i = match self.catalog.trees.binary_search_by(|t| (*t.name).cmp(name)) {
+            Ok(i) => i,
+            Err(i) => {
+                let id = self.catalog.next_tree_id;
+                self.catalog.next_tree_id += 1;
+                self.catalog.trees.insert(
+                    i,
+                    TreeEntry {
+                        id,
+                        name: name.into(),
+                        state: TreeState::default(),
+                    },
+                );
+                self.changed = true;
+                i
+            }
+        };
+        let e = &self.catalog.trees[i];
+        Ok(Tree {
+            id: e.id,
+            name: e.name.clone(),
+        })
+    }
+
+    /// A handle to the existing tree `name`, or `NoSuchTree`.
+    pub fn tree(&self, name: &str) -> Result<Tree> {
+        self.catalog
+            .find(name)
+            .map(|e| Tree {
+                id: e.id,
+                name: e.name.clone(),
+            })
+            .ok_or_else(|| Error::NoSuchTree(name.to_string()))
+    }
+
+    /// The names of all trees, in order.
+    pub fn list_trees(&self) -> Vec<String> {
+        self.catalog
+            .trees
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect()
+    }
+
+    /// Deletes the tree `name` and frees all its pages; returns whether it
+    /// existed. Handles to it fail with `TreeDropped` afterwards.
+    pub fn drop_tree(&mut self, name: &str) -> Result<bool> {
+        let Ok(i) = self.catalog.trees.binary_search_by(|t| (*t.name).cmp(name)) else {
+            return Ok(false);
+        };
+        let state = self.catalog.trees[i].state;
+        self.tree_writer().free_tree(&state)?;
+        self.catalog.trees.remove(i);
+        self.changed = true;
+        Ok(true)
+    }
+
+    fn tree_writer(&mut self) -> TreeWriter<'_> {
+        TreeWriter {
+            base: &self.base.source,
+            dirty: &mut self.dirty,
+            freed: &mut self.freed,
+            limits: self.shared.limits,
+        }
+    }
+
+    /// Stores `value` under `key`, replacing any value there.
+    /// Errors `KeyTooLarge` / `ValueTooLarge` leave the tree unchanged.
+    pub fn put(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
+        let i = self.index_of(tree)?;
+        let mut state = self.catalog.trees[i].state;
+        let result = self.tree_writer().put(&mut state, key, value);
+        self.catalog.trees[i].state = state;
+        self.changed = true;
+        result
+    }
+
+    /// Removes `key`; returns whether it was there.
+    pub fn delete(&mut self, tree: &Tree, key: &[u8]) -> Result<bool> {
+        let i = self.index_of(tree)?;
+        let mut state = self.catalog.trees[i].state;
+        let result = self.tree_writer().delete(&mut state, key);
+        self.catalog.trees[i].state = state;
+        if matches!(result, Ok(true)) {
+            self.changed = true;
+        }
+        result
+    }
+
+    /// The value under `key` as this transaction sees it.
+    pub fn get(&self, tree: &Tree, key: &[u8]) -> Result<Option<&[u8]>> {
+        let root = self.catalog.trees[self.index_of(tree)?].state.root;
+        search::get(self, root, key)
+    }
+
+    /// The number of entries in `tree`.
+    pub fn len(&self, tree: &Tree) -> Result<u64> {
+        Ok(self.catalog.trees[self.index_of(tree)?].state.entries)
+    }
+
+    /// Whether `tree` has no entries.
+    pub fn is_empty(&self, tree: &Tree) -> Result<bool> {
+        Ok(self.len(tree)? == 0)
+    }
+
+    /// The entries with keys in `range` as this transaction sees them.
+    pub fn range<'a, R: RangeBounds<&'a [u8]>>(
+        &'a self,
+        tree: &Tree,
+        range: R,
+    ) -> Result<Range<'a>> {
+        let root = self.catalog.trees[self.index_of(tree)?].state.root;
+        Ok(Range::new(
+            self,
+            root,
+            copied(range.start_bound()),
+            copied(range.end_bound()),
+        ))
+    }
+
+    /// All entries of `tree`, in key order.
+    pub fn iter<'a>(&'a self, tree: &Tree) -> Result<Range<'a>> {
+        self.range::<std::ops::RangeFull>(tree, ..)
+    }
+
+    /// Commits: when it returns `Ok`, readers that begin see the changes,
+    /// and with `Durability::Immediate` they survive power loss.
+    pub fn commit(self) -> Result<()> {
+        crate::txn::commit::commit(self)
+    }
+
+    /// Discards every change (the same as dropping the transaction).
+    pub fn abort(self) {}
+}
+
+/// The transaction resolves its own pages (dirty first, then its base
+/// snapshot), so values it returns borrow the transaction itself.
+impl PageSource for WriteTxn<'_> {
+    #[inline]
+    fn page(&self, pgno: u64) -> Result<&[u8]> {
+        WriteSource {
+            base: &self.base.source,
+            dirty: &self.dirty,
+        }
+        .resolve_page(pgno)
+    }
+
+    fn blob_run(&self, pgno: u64) -> Result<&[u8]> {
+        WriteSource {
+            base: &self.base.source,
+            dirty: &self.dirty,
+        }
+        .resolve_blob_run(pgno)
+    }
+}
