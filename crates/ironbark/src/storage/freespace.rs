@@ -64,6 +64,15 @@ impl FreeSpace {
             .sum()
     }
 
+    /// Pages pending whose `freed_by` is in `(after, up_to]`.
+    pub(crate) fn pending_pages_between(&self, after: u64, up_to: u64) -> u64 {
+        self.pending
+            .iter()
+            .filter(|p| p.freed_by > after && p.freed_by <= up_to)
+            .map(|p| p.extent.len)
+            .sum()
+    }
+
     /// The number of extents `encode` would write.
     pub(crate) fn extent_count(&self) -> usize {
         self.by_start.len() + self.pending.len()

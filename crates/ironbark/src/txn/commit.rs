@@ -32,6 +32,10 @@ use crate::storage::map::Map;
 use crate::storage::meta::Meta;
 use crate::txn::write::WriteTxn;
 
+/// Pages held back only for crash safety (under `Durability::None`) above
+/// which a commit first syncs, so they can be reused.
+const HELD_PAGES_MIN: u64 = 1024;
+
 /// The smallest step by which the file grows.
 const GROWTH_MIN_BYTES: u64 = 1 << 20;
 
