@@ -10,7 +10,11 @@
 //! | 4 | number of trees `T` |
 //! | 4 | number of free extents `F` |
 //! | T x (62 + name) | per tree, sorted by name: `u64 id, u64 root page, u64 root txn, u32 depth, u64 entries, u64 branch pages, u64 leaf pages, u64 overflow pages, u16 name length, name` |
-//! | F x 24 | per extent: `u64 first page, u64 pages, u64 freed by txn` (0 = reusable) |
+//! | F x (2 to 20) | per free extent, in page order, merged: `varint gap, varint pages`, where the gap is the first page minus the end of the previous extent (0 for the first) |
+//!
+//! The free list is stored merged and untagged: at open every page free in
+//! the chosen commit is reusable (open syncs it first, and no reader exists
+//! yet), so which commit freed a page no longer matters.
 //!
 //! Invariant: decoding validates every field against the page count, so a
 //! damaged blob is `Corrupted`, never a panic or an out-of-range page.
@@ -21,12 +25,11 @@ use crate::btree::search::Root;
 use crate::btree::write::TreeState;
 use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
-use crate::storage::freespace::{Extent, FreeSpace, PendingExtent};
+use crate::storage::freespace::{Extent, FreeSpace};
 use crate::storage::meta::META_SLOTS;
 
 /// Bytes of a tree record before its name.
 const TREE_FIXED_LEN: usize = 8 + 8 + 8 + 4 + 8 * 4 + 2;
-const EXTENT_LEN: usize = 24;
 const HEADER_LEN: usize = 16;
 
 /// One named tree in a snapshot.
@@ -56,26 +59,41 @@ impl Catalog {
 /// The decoded state blob.
 pub(crate) struct State {
     pub(crate) catalog: Catalog,
-    pub(crate) reusable: Vec<Extent>,
-    pub(crate) pending: Vec<PendingExtent>,
+    /// Every free page, as merged extents in page order.
+    pub(crate) free: Vec<Extent>,
 }
 
-/// The size `encode` will produce.
-pub(crate) fn encoded_len(catalog: &Catalog, extents: usize) -> usize {
-    HEADER_LEN
-        + catalog
-            .trees
-            .iter()
-            .map(|t| TREE_FIXED_LEN + t.name.len())
-            .sum::<usize>()
-        + extents * EXTENT_LEN
+/// All free extents (reusable and pending), sorted and merged.
+fn merged_free(free: &FreeSpace) -> Vec<Extent> {
+    let mut all: Vec<Extent> = free
+        .reusable()
+        .chain(free.pending().iter().map(|p| p.extent))
+        .collect();
+    all.sort_unstable();
+    let mut merged: Vec<Extent> = Vec::with_capacity(all.len());
+    for e in all {
+        match merged.last_mut() {
+            Some(last) if last.end() == e.start => last.len += e.len,
+            _ => merged.push(e),
+        }
+    }
+    merged
+}
+
+fn put_varint(b: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        b.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    b.push(v as u8);
 }
 
 pub(crate) fn encode(catalog: &Catalog, free: &FreeSpace) -> Vec<u8> {
-    let mut b = Vec::with_capacity(encoded_len(catalog, free.extent_count()));
+    let extents = merged_free(free);
+    let mut b = Vec::with_capacity(HEADER_LEN + catalog.trees.len() * 80 + extents.len() * 4);
     b.extend_from_slice(&catalog.next_tree_id.to_le_bytes());
     b.extend_from_slice(&(catalog.trees.len() as u32).to_le_bytes());
-    b.extend_from_slice(&(free.extent_count() as u32).to_le_bytes());
+    b.extend_from_slice(&(extents.len() as u32).to_le_bytes());
     for t in &catalog.trees {
         let s = &t.state;
         b.extend_from_slice(&t.id.to_le_bytes());
@@ -88,15 +106,11 @@ pub(crate) fn encode(catalog: &Catalog, free: &FreeSpace) -> Vec<u8> {
         b.extend_from_slice(&(t.name.len() as u16).to_le_bytes());
         b.extend_from_slice(t.name.as_bytes());
     }
-    for e in free.reusable() {
-        for v in [e.start, e.len, 0] {
-            b.extend_from_slice(&v.to_le_bytes());
-        }
-    }
-    for p in free.pending() {
-        for v in [p.extent.start, p.extent.len, p.freed_by] {
-            b.extend_from_slice(&v.to_le_bytes());
-        }
+    let mut end = 0;
+    for e in extents {
+        put_varint(&mut b, e.start - end);
+        put_varint(&mut b, e.len);
+        end = e.end();
     }
     b
 }
@@ -125,19 +139,31 @@ impl<'a> Reader<'a> {
     fn u64(&mut self) -> Result<u64> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
     }
+    fn varint(&mut self) -> Result<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = self.take(1)?[0];
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(Error::corrupted_page(self.pgno, "varint too long"))
+    }
 }
 
 /// Decodes and validates a state blob of a commit with `page_count` pages
 /// and txn id `txn`.
 pub(crate) fn decode(b: &[u8], pgno: u64, page_count: u64, txn: u64) -> Result<State> {
     let bad = |d: String| Error::corrupted_page(pgno, d);
+    let _ = txn;
     let mut r = Reader { b, at: 0, pgno };
     let next_tree_id = r.u64()?;
     let tree_count = r.u32()? as usize;
     let extent_count = r.u32()? as usize;
     let min_len = tree_count
         .checked_mul(TREE_FIXED_LEN + 1)
-        .and_then(|t| t.checked_add(extent_count.checked_mul(EXTENT_LEN)?))
+        .and_then(|t| t.checked_add(extent_count.checked_mul(2)?))
         .ok_or_else(|| bad("state blob counts overflow".into()))?;
     if min_len > b.len() {
         return Err(bad("state blob counts exceed its length".into()));
@@ -188,46 +214,28 @@ pub(crate) fn decode(b: &[u8], pgno: u64, page_count: u64, txn: u64) -> Result<S
             state,
         });
     }
-    let mut reusable = Vec::new();
-    let mut pending = Vec::new();
-    let mut last_freed_by = 0;
+    let mut free = Vec::with_capacity(extent_count);
+    let mut end = 0u64;
     for _ in 0..extent_count {
-        let start = r.u64()?;
-        let len = r.u64()?;
-        let freed_by = r.u64()?;
-        let in_range = start >= META_SLOTS
-            && len > 0
-            && start.checked_add(len).is_some_and(|e| e <= page_count);
-        if !in_range || freed_by > txn {
-            return Err(bad(format!("free extent {start}+{len} out of range")));
-        }
-        let extent = Extent { start, len };
-        if freed_by == 0 {
-            reusable.push(extent);
-        } else {
-            if freed_by < last_freed_by {
-                return Err(bad("pending extents out of txn order".into()));
-            }
-            last_freed_by = freed_by;
-            pending.push(PendingExtent { freed_by, extent });
-        }
-    }
-    // No page may be free twice.
-    let mut all: Vec<Extent> = reusable
-        .iter()
-        .copied()
-        .chain(pending.iter().map(|p| p.extent))
-        .collect();
-    all.sort_unstable();
-    if all.windows(2).any(|w| w[0].end() > w[1].start) {
-        return Err(bad("free extents overlap".into()));
+        let gap = r.varint()?;
+        let len = r.varint()?;
+        let start = end.checked_add(gap);
+        let in_range = start.is_some_and(|s| {
+            s >= META_SLOTS && len > 0 && s.checked_add(len).is_some_and(|e| e <= page_count)
+        });
+        let Some(start) = start.filter(|_| in_range) else {
+            return Err(bad(format!(
+                "free extent {end}+{gap}, {len} pages, out of range"
+            )));
+        };
+        free.push(Extent { start, len });
+        end = start + len;
     }
     Ok(State {
         catalog: Catalog {
             next_tree_id,
             trees,
         },
-        reusable,
-        pending,
+        free,
     })
 }

@@ -253,11 +253,7 @@ impl Database {
 
     fn free_extents(&self, snap: &Snapshot) -> Result<Vec<crate::storage::freespace::Extent>> {
         let state = load_state(&snap.source, &snap.meta)?;
-        Ok(state
-            .reusable
-            .into_iter()
-            .chain(state.pending.into_iter().map(|p| p.extent))
-            .collect())
+        Ok(state.free)
     }
 
     /// Sizes, counts and counters.
@@ -448,11 +444,7 @@ fn load(path: &Path, file: DataFile, file_id: FileId, options: &Options) -> Resu
         // Everything free in this commit is reusable once the commit is
         // durable: nothing older can be opened again, and no reader exists.
         let mut free = FreeSpace::default();
-        for e in state
-            .reusable
-            .iter()
-            .chain(state.pending.iter().map(|p| &p.extent))
-        {
+        for e in &state.free {
             free.add_reusable(*e);
         }
         if meta.last_synced_txn < meta.txn {

@@ -73,11 +73,6 @@ impl FreeSpace {
             .sum()
     }
 
-    /// The number of extents `encode` would write.
-    pub(crate) fn extent_count(&self) -> usize {
-        self.by_start.len() + self.pending.len()
-    }
-
     pub(crate) fn reusable(&self) -> impl Iterator<Item = Extent> + '_ {
         self.by_start
             .iter()

@@ -97,6 +97,15 @@ fn alloc_run(free: &mut FreeSpace, page_count: &mut u64, n: u64) -> u64 {
     })
 }
 
+/// Returns an allocation that was not used.
+fn give_back(free: &mut FreeSpace, page_count: &mut u64, e: Extent) {
+    if e.end() == *page_count {
+        *page_count = e.start;
+    } else {
+        free.add_reusable(e);
+    }
+}
+
 /// Takes `n` pages in as few runs as possible.
 fn alloc_pages(free: &mut FreeSpace, page_count: &mut u64, n: u64) -> Vec<Extent> {
     if n == 0 {
@@ -222,17 +231,22 @@ fn write_commit(
     for e in freed.iter() {
         w.free.add_pending(txn, *e);
     }
-    let horizon = shared
-        .readers
-        .oldest()
-        .unwrap_or(u64::MAX)
-        .min(w.durable_txn);
-    w.free.release(horizon);
+    let reader_horizon = shared.readers.oldest().unwrap_or(u64::MAX);
+    if durability == Durability::None && w.durable_txn < base.txn() {
+        // Without syncs, pages freed since the last durable commit can never
+        // be reused. When they grow to a notable share of the file, one
+        // sync of the commits before this one releases them: space stays
+        // bounded with no knob to tune.
+        let held = w.free.pending_pages_between(w.durable_txn, reader_horizon);
+        if held > HELD_PAGES_MIN.max(base.meta.page_count / 4) {
+            sync_published(shared, w)?;
+        }
+    }
+    w.free.release(reader_horizon.min(w.durable_txn));
 
     // 2. Page numbers.
     let (order, blobs) = order_dirty(catalog, dirty)?;
     let mut page_count = base.meta.page_count;
-    let state_pages = limits.blob_pages(catalog::encoded_len(catalog, w.free.extent_count()));
     let mut real = vec![0u64; dirty.pages.len()];
     for &b in &blobs {
         let n = (dirty.get(b).len() / ps) as u64;
@@ -243,8 +257,6 @@ fn write_commit(
     for &id in &order {
         real[(id & !DIRTY_BIT) as usize] = next.next().expect("enough pages allocated");
     }
-    let state_pgno = alloc_run(&mut w.free, &mut page_count, state_pages);
-
     // 3. Patch, stamp, checksum.
     for &id in &order {
         patch_and_seal(dirty, id, &real, txn)?;
@@ -260,11 +272,25 @@ fn write_commit(
             root.txn = txn;
         }
     }
-    let state = catalog::encode(catalog, &w.free);
-    assert!(
-        limits.blob_pages(state.len()) <= state_pages,
-        "state blob outgrew its estimate"
-    );
+    // The state blob describes free space after its own allocation: guess
+    // its size, allocate, encode, and retry one page larger if it grew.
+    let mut state_pages = limits.blob_pages(catalog::encode(catalog, &w.free).len());
+    let (state_pgno, state) = loop {
+        let start = alloc_run(&mut w.free, &mut page_count, state_pages);
+        let state = catalog::encode(catalog, &w.free);
+        if limits.blob_pages(state.len()) <= state_pages {
+            break (start, state);
+        }
+        give_back(
+            &mut w.free,
+            &mut page_count,
+            Extent {
+                start,
+                len: state_pages,
+            },
+        );
+        state_pages += 1;
+    };
     let mut state_blob = new_blob(ps, &state, state_pages as usize);
     seal(&mut state_blob, state_pgno, txn);
 

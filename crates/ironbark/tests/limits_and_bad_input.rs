@@ -1,0 +1,1096 @@
+//! Limits and bad input: key and value size limits (and one past them),
+//! values around the inline/overflow threshold, hostile files (empty,
+//! random, wrong magic, truncated, wrong version, damaged meta or data
+//! pages), the reader limit, `Busy`, invalid options and tree names, stale
+//! tree handles, and the cross-process `Locked` error.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::process::Command;
+
+use common::{temp_db, Rng};
+use ironbark::{Database, Durability, Error, Options, MAX_TREE_NAME_LEN, MAX_VALUE_LEN};
+
+type Contents = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+const PS: usize = 4096;
+
+fn opts(page_size: usize, durability: Durability) -> Options {
+    Options {
+        page_size,
+        durability,
+        ..Options::default()
+    }
+}
+
+/// Every tree's entries, read through a fresh snapshot.
+fn dump(db: &Database) -> ironbark::Result<Contents> {
+    let rx = db.begin_read()?;
+    let mut out = Contents::new();
+    for name in rx.list_trees() {
+        let t = rx.tree(&name)?;
+        let mut m = BTreeMap::new();
+        for e in rx.iter(&t)? {
+            let (k, v) = e?;
+            m.insert(k.to_vec(), v.to_vec());
+            assert!(m.len() < 10_000_000, "iteration does not end");
+        }
+        out.insert(name, m);
+    }
+    Ok(out)
+}
+
+fn meta_txn(image: &[u8], slot: usize, page_size: usize) -> u64 {
+    let at = slot * page_size + 16;
+    u64::from_le_bytes(image[at..at + 8].try_into().unwrap())
+}
+
+fn reseal_meta(image: &mut [u8], slot: usize, page_size: usize) {
+    let base = slot * page_size;
+    let sum = xxhash_rust::xxh3::xxh3_64(&image[base..base + 56]);
+    image[base + 56..base + 64].copy_from_slice(&sum.to_le_bytes());
+}
+
+/// Opens `image` written to a fresh file, catching panics.
+fn open_image(image: &[u8], what: &str) -> (common::TempDb, ironbark::Result<Database>) {
+    let t = temp_db("image.ib");
+    std::fs::write(&t.path, image).unwrap();
+    let path = t.path.clone();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        Database::open_with(&path, &opts(PS, Durability::None))
+    }))
+    .unwrap_or_else(|_| panic!("{what}: open panicked"));
+    (t, r)
+}
+
+/// A database with a few trees over several commits; returns the contents
+/// after each commit.
+fn populate(db: &Database, seed: u64, commits: usize) -> Vec<Contents> {
+    let mut rng = Rng::new(seed);
+    let mut states = Vec::new();
+    for c in 0..commits {
+        let mut tx = db.begin_write().unwrap();
+        for name in ["a", "b"] {
+            let t = tx.open_tree(name).unwrap();
+            for _ in 0..150 {
+                let k = format!("key{:04}", rng.below(400)).into_bytes();
+                let v = match rng.below(10) {
+                    0 => {
+                        let n = PS * 2 + rng.below(100) as usize;
+                        rng.bytes(n)
+                    }
+                    _ => {
+                        let n = rng.below(200) as usize;
+                        rng.bytes(n)
+                    }
+                };
+                tx.put(&t, &k, &v).unwrap();
+            }
+            for _ in 0..20 {
+                let k = format!("key{:04}", rng.below(400)).into_bytes();
+                tx.delete(&t, &k).unwrap();
+            }
+        }
+        let t = tx.open_tree("commit").unwrap();
+        tx.put(&t, b"n", c.to_string().as_bytes()).unwrap();
+        tx.commit().unwrap();
+        states.push(dump(db).unwrap());
+    }
+    states
+}
+
+#[test]
+fn key_size_limit() {
+    for page_size in [1024, 4096, 65536] {
+        let t = temp_db("keys.ib");
+        let db = Database::open_with(&t.path, &opts(page_size, Durability::None)).unwrap();
+        let max = db.max_key_len();
+        if page_size == 4096 {
+            assert!(max >= 1024, "max key {max} at 4 KiB pages is below 1024");
+        }
+        let mut rng = Rng::new(page_size as u64);
+        let max_key = rng.bytes(max);
+        let mut too_long = max_key.clone();
+        too_long.push(1);
+
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        tx.put(&tree, b"before", b"1").unwrap();
+        tx.put(&tree, &max_key, b"max").unwrap();
+        match tx.put(&tree, &too_long, b"x") {
+            Err(Error::KeyTooLarge { len, max: m }) => {
+                assert_eq!((len, m), (max + 1, max));
+            }
+            other => panic!("page size {page_size}: key of max+1 bytes gave {other:?}"),
+        }
+        // The failed put changed nothing; the transaction goes on.
+        assert_eq!(tx.get(&tree, &too_long).unwrap(), None);
+        assert_eq!(tx.len(&tree).unwrap(), 2);
+        tx.put(&tree, b"after", b"2").unwrap();
+        // An empty key is a key like any other.
+        tx.put(&tree, b"", b"empty key").unwrap();
+        // A long key with a large (overflow) value and with an empty value.
+        let big_value = rng.bytes(page_size * 3);
+        let mut max_key2 = max_key.clone();
+        max_key2[max - 1] ^= 0x55;
+        tx.put(&tree, &max_key2, &big_value).unwrap();
+        assert!(matches!(
+            tx.put(&tree, &too_long, &big_value),
+            Err(Error::KeyTooLarge { .. })
+        ));
+        tx.commit().unwrap();
+
+        let rx = db.begin_read().unwrap();
+        assert_eq!(rx.get(&tree, &max_key).unwrap(), Some(&b"max"[..]));
+        assert_eq!(rx.get(&tree, &max_key2).unwrap(), Some(&big_value[..]));
+        assert_eq!(rx.get(&tree, b"").unwrap(), Some(&b"empty key"[..]));
+        assert_eq!(rx.get(&tree, b"before").unwrap(), Some(&b"1"[..]));
+        assert_eq!(rx.get(&tree, b"after").unwrap(), Some(&b"2"[..]));
+        assert_eq!(rx.get(&tree, &too_long).unwrap(), None);
+        assert_eq!(rx.len(&tree).unwrap(), 5);
+        let first = rx.iter(&tree).unwrap().next().unwrap().unwrap();
+        assert_eq!(first, (&b""[..], &b"empty key"[..]));
+        let keys: Vec<Vec<u8>> = rx
+            .iter(&tree)
+            .unwrap()
+            .map(|e| e.unwrap().0.to_vec())
+            .collect();
+        assert!(!keys.contains(&too_long));
+        drop(rx);
+
+        // A tree of max-length keys sharing a long prefix, so separators in
+        // branch pages are long too.
+        let mut tx = db.begin_write().unwrap();
+        let big = tx.open_tree("big").unwrap();
+        let mut want = BTreeMap::new();
+        for i in 0..300u32 {
+            let mut k = vec![b'p'; max];
+            k[max - 4..].copy_from_slice(&(i.wrapping_mul(2_654_435_761)).to_be_bytes());
+            let n = rng.below(40) as usize;
+            let v = rng.bytes(n);
+            tx.put(&big, &k, &v).unwrap();
+            want.insert(k, v);
+        }
+        tx.commit().unwrap();
+        let rx = db.begin_read().unwrap();
+        let fwd: Vec<(Vec<u8>, Vec<u8>)> = rx
+            .iter(&big)
+            .unwrap()
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+            .collect();
+        assert!(fwd == want.clone().into_iter().collect::<Vec<_>>());
+        let rev: Vec<Vec<u8>> = rx
+            .iter(&big)
+            .unwrap()
+            .rev()
+            .map(|e| e.unwrap().0.to_vec())
+            .collect();
+        assert!(rev == want.keys().rev().cloned().collect::<Vec<_>>());
+        let report = db.check().unwrap();
+        assert_eq!(report.entries, 305);
+    }
+}
+
+#[test]
+fn value_size_limit_one_gib() {
+    let t = temp_db("values.ib");
+    let db = Database::open_with(&t.path, &opts(PS, Durability::None)).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("v").unwrap();
+    tx.put(&tree, b"small", b"old").unwrap();
+    tx.commit().unwrap();
+
+    let mut tx = db.begin_write().unwrap();
+    // One past the limit: refused, the old value stays. (A zeroed
+    // allocation: its pages are never touched if the size check comes first.)
+    let past = vec![0u8; MAX_VALUE_LEN + 1];
+    match tx.put(&tree, b"small", &past) {
+        Err(Error::ValueTooLarge { len, max }) => {
+            assert_eq!((len, max), (MAX_VALUE_LEN + 1, MAX_VALUE_LEN));
+        }
+        other => panic!("value of MAX_VALUE_LEN + 1 bytes gave {other:?}"),
+    }
+    assert!(matches!(
+        tx.put(&tree, b"new", &past),
+        Err(Error::ValueTooLarge { .. })
+    ));
+    drop(past);
+    assert_eq!(tx.get(&tree, b"small").unwrap(), Some(&b"old"[..]));
+    assert_eq!(tx.get(&tree, b"new").unwrap(), None);
+    assert_eq!(tx.len(&tree).unwrap(), 1);
+
+    // Exactly the limit.
+    let mut huge = vec![7u8; MAX_VALUE_LEN];
+    huge[0] = 1;
+    huge[MAX_VALUE_LEN / 2] = 2;
+    huge[MAX_VALUE_LEN - 1] = 3;
+    tx.put(&tree, b"huge", &huge).unwrap();
+    tx.put(&tree, b"z", b"after").unwrap();
+    tx.commit().unwrap();
+
+    let rx = db.begin_read().unwrap();
+    let got = rx.get(&tree, b"huge").unwrap().expect("huge value present");
+    assert_eq!(got.len(), MAX_VALUE_LEN);
+    assert!(got == &huge[..], "1 GiB value does not round-trip");
+    assert_eq!(rx.get(&tree, b"small").unwrap(), Some(&b"old"[..]));
+    assert_eq!(rx.get(&tree, b"z").unwrap(), Some(&b"after"[..]));
+    let stats = db.stats().unwrap();
+    let ts = stats.trees.iter().find(|t| t.name == "v").unwrap();
+    assert!(ts.overflow_pages as usize >= MAX_VALUE_LEN / PS);
+    drop(rx);
+
+    // Delete it: its pages become free.
+    let mut tx = db.begin_write().unwrap();
+    assert!(tx.delete(&tree, b"huge").unwrap());
+    tx.commit().unwrap();
+    let stats = db.stats().unwrap();
+    assert!(stats.free_pages as usize >= MAX_VALUE_LEN / PS);
+}
+
+#[test]
+fn values_around_inline_overflow_threshold() {
+    for page_size in [1024usize, 4096, 65536] {
+        let t = temp_db("threshold.ib");
+        let db = Database::open_with(&t.path, &opts(page_size, Durability::None)).unwrap();
+        let mut rng = Rng::new(7 + page_size as u64);
+        // The documented layout: a cell holds at most a third of the usable
+        // page (minus its slot); a leaf cell header is 7 bytes; a blob has a
+        // 40-byte header.
+        let max_cell = (page_size - 32) / 3 - 2;
+        let mut lens = Vec::new();
+        for key_len in [0usize, 1, 16, db.max_key_len()] {
+            let threshold = max_cell - 7 - key_len;
+            for v in threshold.saturating_sub(3)..=threshold + 3 {
+                lens.push((key_len, v));
+            }
+        }
+        for blob_edge in [page_size - 40, 2 * page_size - 40, 3 * page_size - 40] {
+            for v in blob_edge - 2..=blob_edge + 2 {
+                lens.push((8, v));
+            }
+        }
+        lens.push((8, 0));
+        let mut want = BTreeMap::new();
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        for (i, &(key_len, v)) in lens.iter().enumerate() {
+            let mut k = rng.bytes(key_len);
+            if key_len >= 4 {
+                k[..4].copy_from_slice(&(i as u32).to_be_bytes());
+            } else if want.contains_key(&k) {
+                continue;
+            }
+            let value = rng.bytes(v);
+            tx.put(&tree, &k, &value).unwrap();
+            want.insert(k, value);
+        }
+        // Overwrite some with sizes on the other side of the threshold.
+        let keys: Vec<Vec<u8>> = want.keys().cloned().collect();
+        for k in keys.iter().step_by(3) {
+            let old = want[k].len();
+            let v = rng.bytes(if old > max_cell { 5 } else { max_cell + 1 });
+            tx.put(&tree, k, &v).unwrap();
+            want.insert(k.clone(), v);
+        }
+        tx.commit().unwrap();
+        let verify = |db: &Database| {
+            let rx = db.begin_read().unwrap();
+            for (k, v) in &want {
+                assert_eq!(
+                    rx.get(&tree, k).unwrap(),
+                    Some(v.as_slice()),
+                    "page size {page_size}, key {} bytes, value {} bytes",
+                    k.len(),
+                    v.len()
+                );
+            }
+            let got: Vec<(Vec<u8>, Vec<u8>)> = rx
+                .iter(&tree)
+                .unwrap()
+                .rev()
+                .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+                .collect();
+            assert!(got.into_iter().rev().eq(want.clone()));
+            db.check().unwrap();
+        };
+        verify(&db);
+        drop(db);
+        let db = Database::open_with(&t.path, &opts(page_size, Durability::None)).unwrap();
+        verify(&db);
+
+        // Small values never take overflow pages; page-sized ones do.
+        let mut tx = db.begin_write().unwrap();
+        let small = tx.open_tree("small").unwrap();
+        for i in 0..50u32 {
+            tx.put(&small, &i.to_be_bytes(), &[1u8; 20]).unwrap();
+        }
+        let large = tx.open_tree("large").unwrap();
+        tx.put(&large, b"k", &vec![2u8; page_size]).unwrap();
+        tx.commit().unwrap();
+        let stats = db.stats().unwrap();
+        let of = |n: &str| {
+            stats
+                .trees
+                .iter()
+                .find(|t| t.name == n)
+                .unwrap()
+                .overflow_pages
+        };
+        assert_eq!(of("small"), 0);
+        assert!(of("large") >= 1);
+    }
+}
+
+#[test]
+fn empty_random_and_foreign_files() {
+    // Empty file.
+    let (_t, r) = open_image(&[], "empty file");
+    assert!(
+        matches!(r, Err(Error::NotAnIronbarkFile)),
+        "empty file: {r:?}"
+    );
+    // Random bytes, of several sizes.
+    let mut rng = Rng::new(99);
+    for len in [
+        1usize,
+        63,
+        64,
+        100,
+        4095,
+        4096,
+        8192,
+        3 * 4096,
+        65536 * 3,
+        200_000,
+    ] {
+        let image = rng.bytes(len);
+        let (_t, r) = open_image(&image, "random bytes");
+        assert!(r.is_err(), "{len} random bytes opened");
+    }
+    // Zeros.
+    let (_t, r) = open_image(&vec![0u8; 3 * PS], "zeros");
+    assert!(matches!(r, Err(Error::NotAnIronbarkFile)), "zeros: {r:?}");
+    // Text.
+    let (_t, r) = open_image(&b"hello, this is not a database\n".repeat(500), "text");
+    assert!(matches!(r, Err(Error::NotAnIronbarkFile)), "text: {r:?}");
+
+    // Wrong magic in both meta pages of a valid file.
+    let t = temp_db("valid.ib");
+    let db = Database::open(&t.path).unwrap();
+    populate(&db, 1, 3);
+    drop(db);
+    let image = std::fs::read(&t.path).unwrap();
+    let mut bad = image.clone();
+    bad[0] = b'X';
+    bad[PS] = b'X';
+    let (_t, r) = open_image(&bad, "wrong magic");
+    assert!(
+        matches!(r, Err(Error::NotAnIronbarkFile)),
+        "wrong magic: {r:?}"
+    );
+    // Magic resealed with a new checksum: still not ours.
+    let mut bad = image.clone();
+    bad[..8].copy_from_slice(b"LMDBFILE");
+    bad[PS..PS + 8].copy_from_slice(b"LMDBFILE");
+    reseal_meta(&mut bad, 0, PS);
+    reseal_meta(&mut bad, 1, PS);
+    let (_t, r) = open_image(&bad, "foreign magic");
+    assert!(
+        matches!(r, Err(Error::NotAnIronbarkFile)),
+        "foreign magic: {r:?}"
+    );
+
+    // A missing file with `create: false`.
+    let t = temp_db("missing.ib");
+    let r = Database::open_with(
+        &t.path,
+        &Options {
+            create: false,
+            ..Options::default()
+        },
+    );
+    assert!(matches!(r, Err(Error::Io(_))), "missing file: {r:?}");
+    assert!(!t.path.exists(), "create: false created the file");
+}
+
+#[test]
+fn version_changed_is_incompatible() {
+    let t = temp_db("version.ib");
+    let db = Database::open(&t.path).unwrap();
+    populate(&db, 2, 2);
+    drop(db);
+    let image = std::fs::read(&t.path).unwrap();
+    for version in [0u32, 2, 99, u32::MAX] {
+        let mut bad = image.clone();
+        for slot in 0..2 {
+            bad[slot * PS + 8..slot * PS + 12].copy_from_slice(&version.to_le_bytes());
+            reseal_meta(&mut bad, slot, PS);
+        }
+        let (_t, r) = open_image(&bad, "version");
+        match r {
+            Err(Error::IncompatibleVersion { found, supported }) => {
+                assert_eq!(found, version);
+                assert_eq!(supported, 1);
+            }
+            other => panic!("version {version}: {other:?}"),
+        }
+    }
+    // Changed without resealing: the checksum no longer matches.
+    let mut bad = image.clone();
+    for slot in 0..2 {
+        bad[slot * PS + 8] ^= 0x02;
+    }
+    let (_t, r) = open_image(&bad, "version, not resealed");
+    assert!(
+        matches!(r, Err(Error::Corrupted { .. })),
+        "unsealed version change: {r:?}"
+    );
+    // An unsupported page size recorded in the file.
+    let mut bad = image.clone();
+    for slot in 0..2 {
+        bad[slot * PS + 12..slot * PS + 16].copy_from_slice(&3000u32.to_le_bytes());
+        reseal_meta(&mut bad, slot, PS);
+    }
+    let (_t, r) = open_image(&bad, "page size");
+    assert!(r.is_err(), "page size 3000 in the file opened");
+}
+
+#[test]
+fn damaged_newest_meta_falls_back_to_previous_commit() {
+    let t = temp_db("meta.ib");
+    let db = Database::open(&t.path).unwrap();
+    let states = populate(&db, 3, 4);
+    // The image of the file just after the last commit (before close, which
+    // marks the commit clean in the other slot).
+    let image = std::fs::read(&t.path).unwrap();
+    drop(db);
+    let (t0, t1) = (meta_txn(&image, 0, PS), meta_txn(&image, 1, PS));
+    assert_eq!(t0.abs_diff(t1), 1, "meta slots hold txns {t0} and {t1}");
+    let newest = if t0 > t1 { 0 } else { 1 };
+
+    // The untouched image opens to the last commit.
+    let (_k, r) = open_image(&image, "intact");
+    let db = r.unwrap();
+    assert_eq!(dump(&db).unwrap(), states[3]);
+    drop(db);
+
+    for (what, damage) in [
+        ("checksum byte", 60usize),
+        ("txn byte", 17),
+        ("page count byte", 25),
+        ("magic byte", 3),
+    ] {
+        let mut bad = image.clone();
+        bad[newest * PS + damage] ^= 0x10;
+        let (_k, r) = open_image(&bad, what);
+        let db = r.unwrap_or_else(|e| panic!("damaged newest meta ({what}): {e}"));
+        assert_eq!(
+            dump(&db).unwrap(),
+            states[2],
+            "damaged newest meta ({what}) did not fall back to the previous commit"
+        );
+        db.check().unwrap();
+        // And the fallback is writable.
+        let mut tx = db.begin_write().unwrap();
+        let tr = tx.open_tree("after").unwrap();
+        tx.put(&tr, b"k", b"v").unwrap();
+        tx.commit().unwrap();
+        db.check().unwrap();
+    }
+
+    // The older slot damaged: the newest commit still opens.
+    let mut bad = image.clone();
+    bad[(1 - newest) * PS + 40] ^= 0x01;
+    let (_k, r) = open_image(&bad, "older meta damaged");
+    assert_eq!(dump(&r.unwrap()).unwrap(), states[3]);
+
+    // Both damaged: an error, not a panic.
+    let mut bad = image.clone();
+    bad[40] ^= 0x01;
+    bad[PS + 40] ^= 0x01;
+    let (_k, r) = open_image(&bad, "both metas damaged");
+    assert!(
+        matches!(r, Err(Error::Corrupted { .. })),
+        "both metas: {r:?}"
+    );
+}
+
+/// Mutated meta fields (resealed, so only the bounds checks stand in the
+/// way): open, read and check must not panic.
+#[test]
+fn hostile_meta_fields_never_panic() {
+    let t = temp_db("fuzzmeta.ib");
+    let db = Database::open(&t.path).unwrap();
+    let states = populate(&db, 4, 3);
+    let image = std::fs::read(&t.path).unwrap();
+    drop(db);
+    let mut rng = Rng::new(4242);
+    let mut opened = 0;
+    for i in 0..150 {
+        let mut bad = image.clone();
+        for slot in 0..2 {
+            if slot == 1 && rng.chance(30) {
+                continue;
+            }
+            let field = [16usize, 24, 32, 40, 48][rng.below(5) as usize];
+            let at = slot * PS + field;
+            let old = u64::from_le_bytes(bad[at..at + 8].try_into().unwrap());
+            let new = match rng.below(5) {
+                0 => rng.next_u64(),
+                1 => old.wrapping_add(1 + rng.below(3)),
+                2 => old.wrapping_sub(1 + rng.below(3)),
+                3 => u64::MAX >> rng.below(20),
+                _ => rng.below(64),
+            };
+            bad[at..at + 8].copy_from_slice(&new.to_le_bytes());
+            reseal_meta(&mut bad, slot, PS);
+        }
+        let (_k, r) = open_image(&bad, &format!("meta fuzz {i}"));
+        if let Ok(db) = r {
+            opened += 1;
+            let d = catch_unwind(AssertUnwindSafe(|| dump(&db)))
+                .unwrap_or_else(|_| panic!("meta fuzz {i}: reading panicked"));
+            let c = catch_unwind(AssertUnwindSafe(|| db.check()))
+                .unwrap_or_else(|_| panic!("meta fuzz {i}: check panicked"));
+            if c.is_ok() {
+                // A file that checks clean shows one of the real commits.
+                let d = d.unwrap_or_else(|e| panic!("meta fuzz {i}: checks clean, reads {e}"));
+                assert!(
+                    states.contains(&d),
+                    "meta fuzz {i}: checks clean but shows contents of no commit"
+                );
+            }
+        }
+    }
+    eprintln!("meta fuzz: {opened} of 150 mutated files opened");
+}
+
+#[test]
+fn truncated_file_is_an_error_never_a_panic() {
+    let t = temp_db("trunc.ib");
+    let db = Database::open(&t.path).unwrap();
+    let states = populate(&db, 5, 5);
+    // Read while open: the meta slots hold the last two commits.
+    let image = std::fs::read(&t.path).unwrap();
+    let page_count = db.stats().unwrap().page_count as usize;
+    drop(db);
+    let mut cuts = vec![
+        0usize,
+        1,
+        8,
+        63,
+        64,
+        65,
+        PS - 1,
+        PS,
+        PS + 63,
+        PS + 64,
+        2 * PS - 1,
+        2 * PS,
+        2 * PS + 1,
+        3 * PS,
+        page_count * PS / 2,
+        page_count * PS - PS,
+        page_count * PS - 1,
+        page_count * PS,
+        image.len() - 1,
+    ];
+    let mut rng = Rng::new(5);
+    for _ in 0..20 {
+        cuts.push(rng.below((page_count * PS) as u64) as usize);
+    }
+    for cut in cuts {
+        let (_k, r) = open_image(&image[..cut], &format!("cut at {cut}"));
+        match r {
+            Err(_) => {}
+            Ok(db) => {
+                // Only a cut that keeps a whole commit may open, and then it
+                // shows that commit exactly.
+                let d = dump(&db).unwrap_or_else(|e| panic!("cut at {cut}: opened, reads {e}"));
+                assert!(
+                    states[3..].contains(&d),
+                    "cut at {cut} opened to contents of no recent commit"
+                );
+                db.check()
+                    .unwrap_or_else(|e| panic!("cut at {cut}: opened, check: {e}"));
+                assert!(cut >= 3 * PS, "cut at {cut} opened");
+            }
+        }
+    }
+    // Cut below the newest commit's pages and past the last meta byte:
+    // either an error or exactly the previous commit.
+    let (_k, r) = open_image(&image[..page_count * PS - 1], "cut one byte short");
+    if let Ok(db) = r {
+        assert_eq!(dump(&db).unwrap(), states[3]);
+    }
+}
+
+/// Finds the leaf pages of a file written by one commit (txn `txn`).
+fn leaves_of(image: &[u8], txn: u64) -> Vec<usize> {
+    (2..image.len() / PS)
+        .filter(|&p| {
+            let b = &image[p * PS..(p + 1) * PS];
+            b[16] == 2
+                && u64::from_le_bytes(b[8..16].try_into().unwrap()) == txn
+                && u64::from_le_bytes(b[24..32].try_into().unwrap()) == p as u64
+        })
+        .collect()
+}
+
+/// The keys of a leaf page, parsed with the documented layout.
+fn leaf_keys(page: &[u8]) -> Vec<(Vec<u8>, usize)> {
+    let count = u16::from_le_bytes([page[18], page[19]]) as usize;
+    (0..count)
+        .map(|i| {
+            let off = u16::from_le_bytes([page[32 + 2 * i], page[33 + 2 * i]]) as usize;
+            let klen = u16::from_le_bytes([page[off], page[off + 1]]) as usize;
+            (page[off + 7..off + 7 + klen].to_vec(), off)
+        })
+        .collect()
+}
+
+fn is_corrupted_at(e: &Error, page: usize) -> bool {
+    matches!(e, Error::Corrupted { page: Some(p), .. } if *p == page as u64)
+}
+
+#[test]
+fn damaged_data_page_is_reported_as_corrupted() {
+    let t = temp_db("leaf.ib");
+    let db = Database::open(&t.path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    let mut want = BTreeMap::new();
+    for i in 0..400u32 {
+        let k = format!("key{i:05}").into_bytes();
+        let v = format!("value-{i:05}-{}", "x".repeat(80)).into_bytes();
+        tx.put(&tree, &k, &v).unwrap();
+        want.insert(k, v);
+    }
+    let txn = tx.txn_id();
+    tx.commit().unwrap();
+    let unclean_image = std::fs::read(&t.path).unwrap();
+    drop(db);
+    let clean_image = std::fs::read(&t.path).unwrap();
+    let leaves = leaves_of(&clean_image, txn);
+    assert!(
+        leaves.len() >= 4,
+        "expected several leaves, found {leaves:?}"
+    );
+    let leaf = leaves[leaves.len() / 2];
+    let page = &clean_image[leaf * PS..(leaf + 1) * PS];
+    let keys = leaf_keys(page);
+    assert!(!keys.is_empty());
+    let (victim_key, cell) = keys[keys.len() / 2].clone();
+    assert!(
+        want.contains_key(&victim_key),
+        "parsed a key that is not ours"
+    );
+    let other_leaf = leaves[0];
+    let (other_key, _) = leaf_keys(&clean_image[other_leaf * PS..(other_leaf + 1) * PS])[0].clone();
+
+    // Structural damage: every read that touches the page reports it,
+    // naming the page; other pages still read correctly.
+    let structural: [(&str, usize, &[u8]); 5] = [
+        ("kind", 16, &[9]),
+        ("txn", 8, &[0xEE]),
+        ("cell count", 18, &[0xFF, 0xFF]),
+        ("cell area offset", 20, &[0, 0, 0, 0]),
+        ("slot offset", 32 + 2 * (keys.len() / 2), &[0xFF, 0xFF]),
+    ];
+    for (what, at, bytes) in structural {
+        let mut bad = clean_image.clone();
+        bad[leaf * PS + at..leaf * PS + at + bytes.len()].copy_from_slice(bytes);
+        let (_k, r) = open_image(&bad, what);
+        let db = r.unwrap_or_else(|e| panic!("{what}: open failed: {e}"));
+        let rx = db.begin_read().unwrap();
+        match rx.get(&tree, &victim_key) {
+            Err(e) => assert!(is_corrupted_at(&e, leaf), "{what}: get gave {e}"),
+            Ok(v) => panic!("{what}: get of a key in the damaged leaf gave {v:?}"),
+        }
+        assert_eq!(
+            rx.get(&tree, &other_key).unwrap(),
+            Some(want[&other_key].as_slice()),
+            "{what}: an undamaged leaf reads wrong"
+        );
+        let mut saw_error = false;
+        for e in rx.iter(&tree).unwrap() {
+            match e {
+                Ok((k, v)) => assert_eq!(Some(&v.to_vec()), want.get(k), "{what}: wrong entry"),
+                Err(e) => {
+                    assert!(is_corrupted_at(&e, leaf), "{what}: iteration gave {e}");
+                    saw_error = true;
+                }
+            }
+        }
+        assert!(
+            saw_error,
+            "{what}: a full scan passed over the damaged leaf"
+        );
+        let c = db.check();
+        assert!(
+            matches!(&c, Err(e) if is_corrupted_at(e, leaf)),
+            "{what}: check gave {c:?}"
+        );
+    }
+
+    // A flipped value byte after a clean close: check() names the page.
+    // (Reads do not verify checksums: the design leaves that to check()
+    // and to open after an unclean shutdown.)
+    let value_at = leaf * PS + cell + 7 + victim_key.len() + 3;
+    let mut bad = clean_image.clone();
+    bad[value_at] ^= 0x01;
+    let (_k, r) = open_image(&bad, "value byte");
+    let db = r.unwrap();
+    let c = db.check();
+    assert!(
+        matches!(&c, Err(e) if is_corrupted_at(e, leaf)),
+        "value byte: check gave {c:?}"
+    );
+    match db.begin_read().unwrap().get(&tree, &victim_key) {
+        Ok(Some(v)) if v != want[&victim_key].as_slice() => eprintln!(
+            "note: after a clean close, a damaged value byte in leaf {leaf} is read \
+             without error (reads do not verify checksums); check() reports it"
+        ),
+        Ok(v) => assert_eq!(v, Some(want[&victim_key].as_slice())),
+        Err(e) => assert!(is_corrupted_at(&e, leaf), "value byte: get gave {e}"),
+    }
+    drop(db);
+
+    // The same damage in a commit that was not closed cleanly: open verifies
+    // the commit's pages, so the damaged commit is never shown.
+    let mut bad = unclean_image.clone();
+    bad[value_at] ^= 0x01;
+    let (_k, r) = open_image(&bad, "value byte, unclean");
+    match r {
+        Err(e) => assert!(matches!(e, Error::Corrupted { .. }), "unclean: {e}"),
+        Ok(db) => {
+            let d = dump(&db).unwrap();
+            // Only the previous commit (the empty database) may show.
+            assert!(d.is_empty(), "unclean open showed the damaged commit");
+            db.check().unwrap();
+        }
+    }
+}
+
+/// Random byte damage anywhere past the meta pages: never a panic; a read
+/// that returns wrong data is always caught by `check()`.
+#[test]
+fn random_page_damage_never_panics() {
+    let t = temp_db("fuzzdata.ib");
+    let db = Database::open(&t.path).unwrap();
+    let states = populate(&db, 6, 4);
+    drop(db);
+    let image = std::fs::read(&t.path).unwrap();
+    let last = states.last().unwrap();
+    let used = {
+        let (_k, r) = open_image(&image, "intact");
+        r.unwrap().stats().unwrap().page_count as usize
+    };
+    let mut rng = Rng::new(66);
+    let mut detected = 0;
+    for i in 0..120 {
+        let mut bad = image.clone();
+        let page = 2 + rng.below(used as u64 - 2) as usize;
+        for _ in 0..1 + rng.below(4) {
+            let at = page * PS + rng.below(PS as u64) as usize;
+            bad[at] ^= 1 << rng.below(8);
+        }
+        let (_k, r) = open_image(&bad, &format!("damage {i}"));
+        let Ok(db) = r else { continue };
+        let d = catch_unwind(AssertUnwindSafe(|| dump(&db)))
+            .unwrap_or_else(|_| panic!("damage {i} (page {page}): reading panicked"));
+        let c = catch_unwind(AssertUnwindSafe(|| db.check()))
+            .unwrap_or_else(|_| panic!("damage {i} (page {page}): check panicked"));
+        if let Err(e) = &d {
+            assert!(
+                matches!(e, Error::Corrupted { .. }),
+                "damage {i}: read error {e}"
+            );
+        }
+        let wrong = d.as_ref().is_ok_and(|d| d != last);
+        if wrong || d.is_err() {
+            assert!(
+                c.is_err(),
+                "damage {i} (page {page}): reads differ but check() passes"
+            );
+        }
+        if c.is_err() {
+            detected += 1;
+        }
+    }
+    eprintln!("data fuzz: check() detected damage in {detected} of 120 files");
+}
+
+#[test]
+fn reader_limit() {
+    let t = temp_db("readers.ib");
+    let db = Database::open_with(
+        &t.path,
+        &Options {
+            max_readers: 4,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut held: Vec<_> = (0..4).map(|_| db.begin_read().unwrap()).collect();
+    match db.begin_read() {
+        Err(Error::ReadersFull { max }) => assert_eq!(max, 4),
+        other => panic!("5th reader: {other:?}"),
+    }
+    // From another thread too.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            assert!(matches!(db.begin_read(), Err(Error::ReadersFull { .. })));
+        });
+    });
+    assert_eq!(db.stats().unwrap().live_readers, 4);
+    // The writer is not blocked by a full table.
+    let mut tx = db.begin_write().unwrap();
+    let tr = tx.open_tree("t").unwrap();
+    tx.put(&tr, b"k", b"v").unwrap();
+    tx.commit().unwrap();
+    held.pop();
+    let rx = db.begin_read().unwrap();
+    assert_eq!(rx.get(&tr, b"k").unwrap(), Some(&b"v"[..]));
+    assert!(matches!(db.begin_read(), Err(Error::ReadersFull { .. })));
+    drop(held);
+    drop(rx);
+    assert_eq!(db.stats().unwrap().live_readers, 0);
+    let again: Vec<_> = (0..4).map(|_| db.begin_read().unwrap()).collect();
+    assert_eq!(again.len(), 4);
+}
+
+#[test]
+fn busy_writer() {
+    let t = temp_db("busy.ib");
+    let db = Database::open(&t.path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tr = tx.open_tree("t").unwrap();
+    tx.put(&tr, b"k", b"1").unwrap();
+    assert!(matches!(db.try_begin_write(), Err(Error::Busy)));
+    std::thread::scope(|s| {
+        s.spawn(|| assert!(matches!(db.try_begin_write(), Err(Error::Busy))));
+    });
+    // A clone (and a second open of the same path) shares the lock.
+    let db2 = Database::open(&t.path).unwrap();
+    assert!(matches!(db2.try_begin_write(), Err(Error::Busy)));
+    tx.commit().unwrap();
+    let mut tx = db2.try_begin_write().unwrap();
+    assert_eq!(tx.get(&tr, b"k").unwrap(), Some(&b"1"[..]));
+    tx.put(&tr, b"k", b"2").unwrap();
+    assert!(matches!(db.try_begin_write(), Err(Error::Busy)));
+    drop(tx); // abort
+    assert_eq!(
+        db.begin_read().unwrap().get(&tr, b"k").unwrap(),
+        Some(&b"1"[..])
+    );
+    assert!(db.try_begin_write().is_ok());
+}
+
+#[test]
+fn invalid_options() {
+    let t = temp_db("opts.ib");
+    for page_size in [0usize, 1, 512, 1000, 3000, 4095, 4097, 131_072, 1 << 20] {
+        let r = Database::open_with(&t.path, &opts(page_size, Durability::Immediate));
+        assert!(
+            matches!(r, Err(Error::InvalidPageSize(p)) if p == page_size as u64),
+            "page size {page_size}: {r:?}"
+        );
+    }
+    for max_readers in [0usize, ironbark::MAX_READERS_LIMIT + 1, usize::MAX] {
+        let r = Database::open_with(
+            &t.path,
+            &Options {
+                max_readers,
+                ..Options::default()
+            },
+        );
+        assert!(
+            matches!(r, Err(Error::InvalidOption(_))),
+            "max_readers {max_readers}: {r:?}"
+        );
+    }
+    assert!(!t.path.exists(), "a rejected open created the file");
+    // Every valid page size works, and an existing file keeps its own.
+    for page_size in [1024usize, 2048, 4096, 8192, 16384, 32768, 65536] {
+        let t = temp_db("ps.ib");
+        let db = Database::open_with(&t.path, &opts(page_size, Durability::None)).unwrap();
+        assert_eq!(db.page_size(), page_size);
+        drop(db);
+        let db = Database::open_with(&t.path, &opts(1024, Durability::None)).unwrap();
+        assert_eq!(db.page_size(), page_size);
+    }
+}
+
+#[test]
+fn tree_names_and_handles() {
+    let t = temp_db("names.ib");
+    let db = Database::open(&t.path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    assert!(matches!(tx.open_tree(""), Err(Error::InvalidTreeName(_))));
+    let long = "n".repeat(MAX_TREE_NAME_LEN + 1);
+    assert!(matches!(
+        tx.open_tree(&long),
+        Err(Error::InvalidTreeName(_))
+    ));
+    let longest = "n".repeat(MAX_TREE_NAME_LEN);
+    let lt = tx.open_tree(&longest).unwrap();
+    tx.put(&lt, b"k", b"v").unwrap();
+    let odd = tx.open_tree("with/slash and \u{e9}\u{0}nul").unwrap();
+    tx.put(&odd, b"k", b"odd").unwrap();
+    assert!(matches!(tx.tree("missing"), Err(Error::NoSuchTree(_))));
+    let a = tx.open_tree("a").unwrap();
+    tx.put(&a, b"k", b"a1").unwrap();
+    tx.commit().unwrap();
+    assert_eq!(db.begin_read().unwrap().list_trees().len(), 3);
+
+    let rx = db.begin_read().unwrap();
+    assert!(matches!(rx.tree("missing"), Err(Error::NoSuchTree(_))));
+    assert_eq!(rx.get(&odd, b"k").unwrap(), Some(&b"odd"[..]));
+    drop(rx);
+
+    // A handle used after its tree is dropped, in the same transaction.
+    let mut tx = db.begin_write().unwrap();
+    assert!(tx.drop_tree("a").unwrap());
+    assert!(!tx.drop_tree("a").unwrap());
+    assert!(tx.put(&a, b"k", b"x").is_err());
+    assert!(tx.get(&a, b"k").is_err());
+    assert!(tx.delete(&a, b"k").is_err());
+    assert!(tx.iter(&a).is_err());
+    assert!(matches!(tx.tree("a"), Err(Error::NoSuchTree(_))));
+    // A reader that began before the drop still sees the tree.
+    let old_rx = db.begin_read().unwrap();
+    tx.commit().unwrap();
+    assert_eq!(old_rx.get(&a, b"k").unwrap(), Some(&b"a1"[..]));
+    let rx = db.begin_read().unwrap();
+    assert!(rx.get(&a, b"k").is_err());
+    assert!(rx.iter(&a).is_err());
+    assert!(matches!(rx.tree("a"), Err(Error::NoSuchTree(_))));
+    drop(rx);
+
+    // A new tree of the same name is a different tree: the old handle
+    // does not reach it.
+    let mut tx = db.begin_write().unwrap();
+    let a2 = tx.open_tree("a").unwrap();
+    tx.put(&a2, b"k", b"a2").unwrap();
+    assert!(tx.get(&a, b"k").is_err(), "stale handle reads the new tree");
+    assert!(tx.put(&a, b"k", b"stale").is_err());
+    tx.commit().unwrap();
+    let rx = db.begin_read().unwrap();
+    assert!(rx.get(&a, b"k").is_err(), "stale handle reads the new tree");
+    assert_eq!(rx.get(&a2, b"k").unwrap(), Some(&b"a2"[..]));
+    assert_eq!(old_rx.get(&a, b"k").unwrap(), Some(&b"a1"[..]));
+    drop(old_rx);
+    db.check().unwrap();
+}
+
+#[test]
+fn same_path_twice_shares_the_instance() {
+    let t = temp_db("twice.ib");
+    let db1 = Database::open(&t.path).unwrap();
+    // Through another spelling of the same path.
+    let other = t.dir.path().join(".").join("twice.ib");
+    let db2 = Database::open(&other).unwrap();
+    let mut tx = db1.begin_write().unwrap();
+    let tr = tx.open_tree("t").unwrap();
+    tx.put(&tr, b"k", b"from db1").unwrap();
+    tx.commit().unwrap();
+    assert_eq!(
+        db2.begin_read().unwrap().get(&tr, b"k").unwrap(),
+        Some(&b"from db1"[..])
+    );
+    let mut tx = db2.begin_write().unwrap();
+    tx.put(&tr, b"k2", b"from db2").unwrap();
+    tx.commit().unwrap();
+    assert_eq!(
+        db1.begin_read().unwrap().get(&tr, b"k2").unwrap(),
+        Some(&b"from db2"[..])
+    );
+    // Dropping one handle leaves the other working.
+    drop(db1);
+    let mut tx = db2.begin_write().unwrap();
+    tx.put(&tr, b"k3", b"3").unwrap();
+    tx.commit().unwrap();
+    drop(db2);
+    // Reopened after both are gone.
+    let db = Database::open(&t.path).unwrap();
+    let rx = db.begin_read().unwrap();
+    assert_eq!(rx.len(&rx.tree("t").unwrap()).unwrap(), 3);
+}
+
+const CHILD_PATH_ENV: &str = "IRONBARK_TEST_LOCK_CHILD_PATH";
+const CHILD_EXPECT_ENV: &str = "IRONBARK_TEST_LOCK_CHILD_EXPECT";
+
+/// Not a test on its own: the body of the child process that
+/// `second_process_is_locked_out` spawns. Does nothing unless the
+/// environment says so.
+#[test]
+fn lock_child_process() {
+    let Ok(path) = std::env::var(CHILD_PATH_ENV) else {
+        return;
+    };
+    let expect = std::env::var(CHILD_EXPECT_ENV).unwrap();
+    match (expect.as_str(), Database::open(&path)) {
+        ("locked", Err(Error::Locked)) => println!("CHILD-RESULT: locked"),
+        ("open", Ok(db)) => {
+            let rx = db.begin_read().unwrap();
+            let t = rx.tree("t").unwrap();
+            let v = rx.get(&t, b"k").unwrap().unwrap().to_vec();
+            println!("CHILD-RESULT: open {}", String::from_utf8(v).unwrap());
+        }
+        (e, r) => panic!("child expected {e}, got {r:?}"),
+    }
+}
+
+fn run_child(path: &Path, expect: &str) -> String {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "lock_child_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_PATH_ENV, path)
+        .env(CHILD_EXPECT_ENV, expect)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "child failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .find_map(|l| l.split_once("CHILD-RESULT: ").map(|(_, r)| r))
+        .unwrap_or_else(|| panic!("child did not run the check:\n{stdout}"))
+        .to_string()
+}
+
+#[test]
+fn second_process_is_locked_out() {
+    let t = temp_db("locked.ib");
+    let db = Database::open(&t.path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tr = tx.open_tree("t").unwrap();
+    tx.put(&tr, b"k", b"parent").unwrap();
+    tx.commit().unwrap();
+    assert_eq!(run_child(&t.path, "locked"), "locked");
+    // A read snapshot alive in the parent changes nothing.
+    let rx = db.begin_read().unwrap();
+    assert_eq!(run_child(&t.path, "locked"), "locked");
+    drop(rx);
+    // Once the parent closes it, the child opens it and sees the data.
+    drop(db);
+    assert_eq!(run_child(&t.path, "open"), "open parent");
+    // And the parent can open it again afterwards.
+    let db = Database::open(&t.path).unwrap();
+    assert_eq!(
+        db.begin_read().unwrap().get(&tr, b"k").unwrap(),
+        Some(&b"parent"[..])
+    );
+}
