@@ -1,0 +1,66 @@
+//! The one interface every engine is driven through.
+
+use std::path::PathBuf;
+
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// How an engine is opened for one run.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// A directory that belongs to this engine alone.
+    pub dir: PathBuf,
+    /// Every commit is durable (fsync) when true; otherwise no syncs at all.
+    pub sync: bool,
+    /// Cache budget for engines that have their own cache.
+    pub cache_bytes: u64,
+    /// Upper bound on the database size, for engines that need one (LMDB).
+    pub map_bytes: u64,
+}
+
+/// One operation of a write transaction.
+#[derive(Clone, Copy, Debug)]
+pub enum Op<'a> {
+    Put(&'a [u8], &'a [u8]),
+    Delete(&'a [u8]),
+}
+
+/// An open database. Shared by all threads of a run; each thread opens its
+/// own [`Session`].
+pub trait Engine: Send + Sync {
+    /// A per-thread handle (SQLite needs a connection per thread, WiredTiger
+    /// a session per thread).
+    fn session(&self) -> Result<Box<dyn Session + '_>>;
+
+    /// Engine-reported counters (name, cumulative value), sampled before and
+    /// after the timed phase.
+    fn counters(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+
+    /// Makes everything written so far durable and closes the database. Its
+    /// duration is reported as the time to close ("cleanup time").
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
+pub trait Session {
+    /// Applies `ops` in one transaction. `append` is set when every key is
+    /// greater than every key already stored and `ops` is ascending.
+    fn write(&mut self, ops: &[Op<'_>], append: bool) -> Result<()>;
+
+    /// Point lookup in its own read transaction; calls `f` with the value
+    /// when the key exists.
+    fn get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool>;
+
+    /// In one read transaction, visits up to `limit` entries starting at the
+    /// first key >= `start` (ascending) or the last key <= `start`
+    /// (descending); `None` starts at the first or last key. Returns the
+    /// number of entries visited.
+    fn scan(
+        &mut self,
+        start: Option<&[u8]>,
+        reverse: bool,
+        limit: u64,
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<u64>;
+}

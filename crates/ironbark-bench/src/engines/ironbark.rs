@@ -1,0 +1,133 @@
+//! ironbark, the engine this benchmark exists for.
+//!
+//! Non-durable runs open with `Durability::None`; durable runs commit with
+//! one fdatasync each. There is no append flag: the engine detects
+//! sequential inserts itself. One read transaction per lookup.
+
+use ironbark::{Database, Durability, Options, Tree};
+
+use crate::engine::{Engine, EngineConfig, Op, Result, Session};
+
+const TREE: &str = "bench";
+
+pub struct Ironbark {
+    db: Database,
+    tree: Tree,
+}
+
+pub fn open(cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
+    let options = Options {
+        durability: if cfg.sync {
+            Durability::Immediate
+        } else {
+            Durability::None
+        },
+        max_readers: 1024,
+        ..Default::default()
+    };
+    let db = Database::open_with(cfg.dir.join("data.ib"), &options)?;
+    let mut tx = db.begin_write()?;
+    let tree = tx.open_tree(TREE)?;
+    tx.commit()?;
+    Ok(Box::new(Ironbark { db, tree }))
+}
+
+impl Engine for Ironbark {
+    fn session(&self) -> Result<Box<dyn Session + '_>> {
+        Ok(Box::new(IronbarkSession { e: self }))
+    }
+
+    fn counters(&self) -> Vec<(String, u64)> {
+        match self.db.stats() {
+            Ok(s) => {
+                let c = s.counters;
+                vec![
+                    ("commits".into(), c.commits),
+                    ("pages_written".into(), c.pages_written),
+                    ("write_calls".into(), c.write_calls),
+                    ("bytes_written".into(), c.bytes_written),
+                    ("syncs".into(), c.syncs),
+                ]
+            }
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        self.db.sync()?;
+        drop(self);
+        Ok(())
+    }
+}
+
+struct IronbarkSession<'a> {
+    e: &'a Ironbark,
+}
+
+impl Session for IronbarkSession<'_> {
+    fn write(&mut self, ops: &[Op<'_>], _append: bool) -> Result<()> {
+        let t = &self.e.tree;
+        let mut tx = self.e.db.begin_write()?;
+        for op in ops {
+            match *op {
+                Op::Put(k, v) => tx.put(t, k, v)?,
+                Op::Delete(k) => {
+                    tx.delete(t, k)?;
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let rx = self.e.db.begin_read()?;
+        match rx.get(&self.e.tree, key)? {
+            Some(v) => {
+                f(v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn scan(
+        &mut self,
+        start: Option<&[u8]>,
+        reverse: bool,
+        limit: u64,
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<u64> {
+        let rx = self.e.db.begin_read()?;
+        let t = &self.e.tree;
+        let range = match (start, reverse) {
+            (None, _) => rx.iter(t)?,
+            (Some(s), false) => rx.range(t, s..)?,
+            (Some(s), true) => rx.range(t, ..=s)?,
+        };
+        let mut n = 0u64;
+        let mut visit = |item: ironbark::Result<(&[u8], &[u8])>| -> Result<bool> {
+            if n >= limit {
+                return Ok(false);
+            }
+            let (k, v) = item?;
+            f(k, v);
+            n += 1;
+            Ok(true)
+        };
+        if reverse {
+            for item in range.rev() {
+                if !visit(item)? {
+                    break;
+                }
+            }
+        } else {
+            for item in range {
+                if !visit(item)? {
+                    break;
+                }
+            }
+        }
+        Ok(n)
+    }
+}

@@ -1,0 +1,290 @@
+//! The parent process: expands presets into runs, starts one child process
+//! per engine x benchmark x thread count x allocator, collects the JSON
+//! result lines and prints the tables.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::config::{split_flags, Config};
+use crate::engine::Result;
+use crate::presets;
+use crate::result::{RunResult, RESULT_PREFIX};
+use crate::tables;
+use crate::workload::{self, Job, Kind};
+
+pub const CHILD_SUBCOMMAND: &str = "__child";
+
+/// Shared libraries preloaded for `--malloc` (Debian's multiarch paths).
+fn preload(allocator: &str) -> Option<Vec<PathBuf>> {
+    let names: &[&str] = match allocator {
+        "jemalloc" => &["libjemalloc.so.2"],
+        "tcmalloc" => &["libtcmalloc_minimal.so.4"],
+        _ => return Some(Vec::new()),
+    };
+    let dirs = [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+    ];
+    names
+        .iter()
+        .map(|n| {
+            dirs.iter()
+                .map(|d| Path::new(d).join(n))
+                .find(|p| p.exists())
+        })
+        .collect()
+}
+
+/// Runs one job in a child process of this same executable.
+pub fn spawn_child(job: &Job) -> Result<RunResult> {
+    let exe = std::env::current_exe()?;
+    let mut cmd = Command::new(exe);
+    cmd.arg(CHILD_SUBCOMMAND)
+        .arg(serde_json::to_string(job)?)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    match preload(&job.allocator) {
+        Some(libs) if !libs.is_empty() => {
+            let list: Vec<String> = libs.iter().map(|p| p.display().to_string()).collect();
+            cmd.env("LD_PRELOAD", list.join(":"));
+        }
+        Some(_) => {}
+        None => {
+            return Err(format!(
+                "allocator {} is not installed (scripts/install-peers.sh installs it)",
+                job.allocator
+            )
+            .into())
+        }
+    }
+    let out = cmd.output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().find_map(|l| l.strip_prefix(RESULT_PREFIX));
+    match (out.status.success(), line) {
+        (true, Some(json)) => Ok(serde_json::from_str(json)?),
+        _ => Err(format!(
+            "{} {} (threads {}) failed: {}",
+            job.engine, job.benchmark, job.threads, out.status
+        )
+        .into()),
+    }
+}
+
+/// Entry point of the hidden child subcommand: prints one result line.
+pub fn child_main(job_json: &str) -> Result<()> {
+    let job: Job = serde_json::from_str(job_json)?;
+    let result = workload::run_child(&job)?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{RESULT_PREFIX}{}", serde_json::to_string(&result)?)?;
+    stdout.flush()?;
+    Ok(())
+}
+
+/// One step of a preset, resolved against the user's flags.
+struct Plan {
+    preset: String,
+    title: String,
+    note: String,
+    config: Config,
+    command: String,
+}
+
+fn plans(
+    user_flags: &[(String, String)],
+    raw_args: &[String],
+) -> Result<(Vec<Plan>, Option<PathBuf>)> {
+    let mut base = Config::default();
+    for (n, v) in user_flags {
+        if n == "preset" || n == "json" {
+            base.apply(n, v)?;
+        }
+    }
+    let explicit_benchmarks = user_flags.iter().any(|(n, _)| n == "benchmarks");
+    let preset_name = match (&base.preset, explicit_benchmarks) {
+        (Some(p), _) => Some(p.clone()),
+        (None, true) => None,
+        (None, false) => Some("quick".to_string()),
+    };
+    let user_cmd = if raw_args.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", raw_args.join(" "))
+    };
+    let mut out = Vec::new();
+    match preset_name {
+        Some(name) => {
+            let preset = presets::find(&name).ok_or_else(|| {
+                let names: Vec<&str> = presets::PRESETS.iter().map(|p| p.name).collect();
+                format!("unknown preset `{name}` (known: {})", names.join(", "))
+            })?;
+            for step in preset.steps {
+                let mut config = Config::default();
+                let owned: Vec<String> = step.flags.iter().map(|s| s.to_string()).collect();
+                for (n, v) in split_flags(&owned)?.iter().chain(user_flags) {
+                    config.apply(n, v)?;
+                }
+                config.validate()?;
+                out.push(Plan {
+                    preset: name.clone(),
+                    title: step.title.to_string(),
+                    note: step.note.to_string(),
+                    config,
+                    command: format!("cargo run --release -p ironbark-bench --{user_cmd}"),
+                });
+            }
+        }
+        None => {
+            let mut config = Config::default();
+            for (n, v) in user_flags {
+                config.apply(n, v)?;
+            }
+            config.validate()?;
+            out.push(Plan {
+                preset: "custom".into(),
+                title: "custom run".into(),
+                note: String::new(),
+                config,
+                command: format!("cargo run --release -p ironbark-bench --{user_cmd}"),
+            });
+        }
+    }
+    Ok((out, base.json))
+}
+
+fn default_json_path(preset: &str) -> PathBuf {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    PathBuf::from("bench-results").join(format!("{preset}-{secs}.jsonl"))
+}
+
+/// Runs the benchmarks the flags describe; returns the results.
+pub fn run(raw_args: &[String]) -> Result<Vec<RunResult>> {
+    let user_flags = split_flags(raw_args)?;
+    let (plans, json_path) = plans(&user_flags, raw_args)?;
+    let json_path = json_path.unwrap_or_else(|| default_json_path(&plans[0].preset));
+    if let Some(parent) = json_path.parent() {
+        if !parent.as_os_str().is_empty() {
+            std::fs::create_dir_all(parent)?;
+        }
+    }
+    let mut json = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&json_path)?;
+    eprintln!("ironbark-bench: results go to {}", json_path.display());
+
+    let mut all = Vec::new();
+    let mut failures = Vec::new();
+    // Number of records each engine's database holds intact, when known.
+    let mut full: HashMap<String, Option<u64>> = HashMap::new();
+    let use_existing = plans.iter().any(|p| p.config.use_existing_db);
+    let first = &plans[0];
+    println!("# ironbark-bench: preset `{}`\n", first.preset);
+    println!("Command: `{}`\n", first.command);
+    println!("Engines: {}\n", first.config.engines.join(", "));
+    for plan in &plans {
+        let cfg = &plan.config;
+        let mut step_results = Vec::new();
+        for engine in &cfg.engines {
+            let state = full.entry(engine.clone()).or_insert(if use_existing {
+                Some(cfg.num)
+            } else {
+                None
+            });
+            for bench in &cfg.benchmarks {
+                let threads: Vec<usize> = if workload::uses_threads(bench) {
+                    cfg.threads.clone()
+                } else {
+                    vec![1]
+                };
+                for &t in &threads {
+                    for allocator in &cfg.malloc {
+                        if workload::kind(bench) != Kind::Fill && *state != Some(cfg.num) {
+                            let prep = Job {
+                                config: cfg.clone(),
+                                engine: engine.clone(),
+                                benchmark: "fillseqbatch".into(),
+                                threads: 1,
+                                allocator: "glibc".into(),
+                                preset: plan.preset.clone(),
+                                step: "prep".into(),
+                            };
+                            let mut prep_cfg = prep.config.clone();
+                            prep_cfg.batch_size = Some(1000);
+                            prep_cfg.sync = false;
+                            let prep = Job {
+                                config: prep_cfg,
+                                ..prep
+                            };
+                            eprintln!("  {engine}: loading {} records for {bench}", cfg.num);
+                            spawn_child(&prep)?;
+                            *state = Some(cfg.num);
+                        }
+                        let job = Job {
+                            config: cfg.clone(),
+                            engine: engine.clone(),
+                            benchmark: bench.clone(),
+                            threads: t,
+                            allocator: allocator.clone(),
+                            preset: plan.preset.clone(),
+                            step: plan.title.clone(),
+                        };
+                        match spawn_child(&job) {
+                            Ok(r) => {
+                                eprintln!(
+                                    "  {:<10} {:<16} t={:<2} {:>10} ops/s {:>9.2} us/op  found {}/{}",
+                                    r.engine,
+                                    r.benchmark,
+                                    r.threads,
+                                    tables::si(r.ops_per_sec),
+                                    r.usec_per_op,
+                                    r.found,
+                                    r.ops
+                                );
+                                writeln!(json, "{}", serde_json::to_string(&r)?)?;
+                                json.flush()?;
+                                step_results.push(r);
+                                *state = if workload::leaves_full_db(bench) {
+                                    Some(cfg.num)
+                                } else {
+                                    None
+                                };
+                            }
+                            Err(e) => {
+                                eprintln!("  error: {e}");
+                                failures.push(e.to_string());
+                                *state = None;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        println!("## {}: {}\n", plan.preset, plan.title);
+        if !plan.note.is_empty() {
+            println!("{}\n", plan.note);
+        }
+        println!("{}", tables::markdown(&step_results));
+        all.extend(step_results);
+    }
+    if !use_existing {
+        for engine in &first.config.engines {
+            let _ = std::fs::remove_dir_all(workload::engine_dir(&first.config, engine));
+        }
+    }
+    eprintln!(
+        "ironbark-bench: {} results in {}",
+        all.len(),
+        json_path.display()
+    );
+    if !failures.is_empty() {
+        return Err(format!("{} runs failed: {}", failures.len(), failures.join("; ")).into());
+    }
+    Ok(all)
+}

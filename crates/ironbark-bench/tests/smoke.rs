@@ -1,0 +1,179 @@
+//! Runs every workload against every engine of this build at a tiny size and
+//! checks the JSON lines: every field present, every lookup found its key.
+
+use std::process::Command;
+
+const BENCHMARKS: &[&str] = &[
+    "fillseq",
+    "fillrandom",
+    "fillseqbatch",
+    "fillrandbatch",
+    "overwrite",
+    "readrandom",
+    "readmissing",
+    "readseq",
+    "readreverse",
+    "seekrandom",
+    "deleterandom",
+    "readwhilewriting",
+    "fillsync",
+    "smalltxn",
+];
+
+const FIELDS: &[&str] = &[
+    "preset",
+    "step",
+    "engine",
+    "benchmark",
+    "threads",
+    "allocator",
+    "num",
+    "key_size",
+    "value_size",
+    "batch_size",
+    "sync",
+    "ops",
+    "found",
+    "missing",
+    "expected_found",
+    "wall_s",
+    "ops_per_sec",
+    "mb_per_sec",
+    "usec_per_op",
+    "p50_us",
+    "p75_us",
+    "p99_us",
+    "p999_us",
+    "p9999_us",
+    "max_us",
+    "read_ops",
+    "read_ops_per_sec",
+    "write_ops",
+    "write_ops_per_sec",
+    "write_p50_us",
+    "write_p99_us",
+    "user_s",
+    "sys_s",
+    "cpu_pct",
+    "voluntary_cs",
+    "involuntary_cs",
+    "peak_rss_bytes",
+    "end_rss_bytes",
+    "disk_bytes",
+    "disk_apparent_bytes",
+    "bytes_written",
+    "write_calls",
+    "storage_bytes_written",
+    "user_bytes_written",
+    "write_amp",
+    "commits",
+    "bytes_per_commit",
+    "write_calls_per_commit",
+    "fsyncs",
+    "open_s",
+    "warm_s",
+    "close_s",
+    "engine_counters",
+    "unix_time",
+];
+
+fn bench_exe() -> &'static str {
+    env!("CARGO_BIN_EXE_ironbark-bench")
+}
+
+fn built_engines() -> Vec<String> {
+    let out = Command::new(bench_exe())
+        .arg("list")
+        .output()
+        .expect("run list");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("engines in this build: "))
+        .expect("engine line");
+    line.split(", ").map(String::from).collect()
+}
+
+#[test]
+fn every_workload_on_every_engine() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("results.jsonl");
+    let engines = built_engines();
+    assert!(
+        engines.len() >= 4,
+        "default build has ironbark, lmdb, redb, sqlite: {engines:?}"
+    );
+    let out = Command::new(bench_exe())
+        .arg(format!("--benchmarks={}", BENCHMARKS.join(",")))
+        .arg("--num=3000")
+        .arg("--reads=1000")
+        .arg("--writes=300")
+        .arg("--txns=5")
+        .arg("--seek_nexts=5")
+        .arg("--threads=1,2")
+        .arg(format!("--db={}", dir.path().join("db").display()))
+        .arg(format!("--json={}", json.display()))
+        .output()
+        .expect("run ironbark-bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ironbark-bench failed:\n{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("| engine | ops/sec |"),
+        "no table:\n{stdout}"
+    );
+
+    let text = std::fs::read_to_string(&json).expect("json file");
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    for engine in &engines {
+        for bench in BENCHMARKS {
+            let threads: &[u64] = match *bench {
+                "readrandom" | "readmissing" | "readseq" | "readreverse" | "seekrandom"
+                | "readwhilewriting" => &[1, 2],
+                _ => &[1],
+            };
+            for &t in threads {
+                let row = rows
+                    .iter()
+                    .find(|r| {
+                        r["engine"] == engine.as_str()
+                            && r["benchmark"] == *bench
+                            && r["threads"] == t
+                    })
+                    .unwrap_or_else(|| panic!("no result for {engine} {bench} threads={t}"));
+                let obj = row.as_object().expect("object");
+                for f in FIELDS {
+                    assert!(obj.contains_key(*f), "{engine} {bench}: missing field {f}");
+                }
+                let ops = row["ops"].as_u64().unwrap();
+                assert!(ops > 0, "{engine} {bench}: no operations");
+                assert_eq!(
+                    row["found"], row["expected_found"],
+                    "{engine} {bench} t={t}: lookups did not find every key"
+                );
+                if *bench == "readmissing" {
+                    assert_eq!(row["found"], 0, "{engine}: readmissing found keys");
+                    assert_eq!(row["missing"], row["ops"]);
+                }
+                if ["readrandom", "readseq", "readreverse", "seekrandom"].contains(bench) {
+                    assert_eq!(row["missing"], 0, "{engine} {bench}: keys missing");
+                    assert_eq!(row["found"], row["ops"]);
+                }
+                if *bench == "readseq" || *bench == "readreverse" {
+                    assert_eq!(ops, 1000 * t, "{engine} {bench}: scan length");
+                }
+                if *bench == "readwhilewriting" {
+                    assert!(
+                        row["write_ops"].as_u64().unwrap() > 0,
+                        "{engine}: the writer wrote nothing"
+                    );
+                }
+                assert!(row["ops_per_sec"].as_f64().unwrap() > 0.0);
+            }
+        }
+    }
+}
