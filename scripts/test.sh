@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The project's test command (README, .ci/run): formatting, lints, docs and
+# every test of the workspace, on a fresh Debian machine with a Rust
+# toolchain. Installs what it needs itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -x scripts/install-peers.sh ]; then
+  scripts/install-peers.sh
+fi
+features=()
+if [ -f crates/ironbark-bench/Cargo.toml ] && grep -q '^debian-peers' crates/ironbark-bench/Cargo.toml; then
+  features=(--features ironbark-bench/debian-peers)
+fi
+
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+cargo test --workspace --release "${features[@]}"
