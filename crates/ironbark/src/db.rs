@@ -179,7 +179,7 @@ impl Database {
                     format!("{} does not exist", path.display()),
                 )));
             }
-            match DataFile::create_atomically(path, &initial_image(options.page_size)) {
+            match DataFile::create_atomically(path, &[&initial_image(options.page_size)]) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(Error::Io(e)),

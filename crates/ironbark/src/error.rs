@@ -67,6 +67,9 @@ pub enum Error {
     Poisoned,
     /// An option is out of its range.
     InvalidOption(String),
+    /// An operation of this write transaction failed part-way (for example
+    /// on a corrupted page), so the transaction cannot be committed.
+    TxnFailed(String),
 }
 
 /// `Result` with the engine's [`Error`].
@@ -126,6 +129,10 @@ impl fmt::Display for Error {
                 "an earlier sync failed; reopen the database before writing again"
             ),
             Error::InvalidOption(s) => write!(f, "invalid option: {s}"),
+            Error::TxnFailed(s) => write!(
+                f,
+                "the write transaction cannot commit: an operation failed part-way ({s})"
+            ),
         }
     }
 }

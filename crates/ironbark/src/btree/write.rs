@@ -116,8 +116,9 @@ impl TreeWriter<'_> {
     }
 
     /// Inserts or replaces `key`.
+    /// The caller has checked the sizes (`check_sizes`).
     pub(crate) fn put(&mut self, tree: &mut TreeState, key: &[u8], value: &[u8]) -> Result<()> {
-        self.check_sizes(key, value.len())?;
+        debug_assert!(self.check_sizes(key, value.len()).is_ok());
         let cell = if self.limits.value_is_inline(key.len(), value.len()) {
             leaf_cell_inline(key, value)
         } else {
@@ -336,12 +337,10 @@ impl TreeWriter<'_> {
         let (sib, sib_txn) = pnode.child(sib_slot)?;
         let separator = pnode.key(right_slot)?.to_vec();
         let src = self.source();
-        let level = if is_leaf { 1 } else { 2 };
         let sib_node = Node::parse(src.page(sib)?, sib, expected_txn(sib, sib_txn))?;
         if sib_node.is_leaf != is_leaf {
             return Err(Error::corrupted_page(sib, "sibling at a different level"));
         }
-        let _ = level;
         let extra = if is_leaf { 0 } else { separator.len() };
         if used + sib_node.used_bytes()? + extra > usable {
             return Ok(false);

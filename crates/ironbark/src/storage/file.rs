@@ -29,12 +29,12 @@ impl DataFile {
         Ok(DataFile { file })
     }
 
-    /// Creates `path` holding exactly `initial` bytes, atomically: the bytes
+    /// Creates `path` holding exactly `parts`, back to back, atomically: the bytes
     /// are written and synced to a temporary file that is then linked under
     /// its final name, and the directory is synced. A crash at any point
     /// leaves either no file or a complete one. Fails with `AlreadyExists` if
     /// another process created the file first.
-    pub(crate) fn create_atomically(path: &Path, initial: &[u8]) -> io::Result<()> {
+    pub(crate) fn create_atomically(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
         let dir = parent_dir(path);
         let tmp = temp_name(path);
         let result = (|| {
@@ -43,7 +43,11 @@ impl DataFile {
                 .write(true)
                 .create_new(true)
                 .open(&tmp)?;
-            f.write_all_at(initial, 0)?;
+            let mut offset = 0u64;
+            for part in parts {
+                f.write_all_at(part, offset)?;
+                offset += part.len() as u64;
+            }
             f.sync_all()?;
             fs::hard_link(&tmp, path)?;
             File::open(&dir)?.sync_all()

@@ -48,8 +48,12 @@ pub(crate) fn commit(tx: WriteTxn<'_>) -> Result<()> {
         mut dirty,
         mut freed,
         changed,
+        failed,
         durability,
     } = tx;
+    if let Some(why) = failed {
+        return Err(crate::Error::TxnFailed(why));
+    }
     if !changed {
         return Ok(());
     }

@@ -11,6 +11,8 @@ use crate::btree::search::{self, Root};
 use crate::catalog::TreeEntry;
 use crate::db::{Shared, Snapshot};
 use crate::error::{Error, Result};
+use crate::storage::file::DataFile;
+use crate::storage::meta::{Meta, META_LEN, META_SLOTS};
 use crate::txn::Tree;
 
 /// A consistent, read-only view of one commit. `Send`: it may move to
@@ -118,6 +120,30 @@ impl ReadTxn {
     /// All entries of `tree`, in key order.
     pub fn iter<'a>(&'a self, tree: &Tree) -> Result<Range<'a>> {
         self.range::<std::ops::RangeFull>(tree, ..)
+    }
+
+    /// Writes a consistent copy of this snapshot to a new file at `path`
+    /// (a hot backup: the writer may go on committing meanwhile). The copy
+    /// is page for page, free pages included; it is written to a temporary
+    /// file, synced, and then linked under `path`, which must not exist.
+    pub fn copy_to(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        let meta = Meta {
+            last_synced_txn: self.snapshot.txn(),
+            ..self.snapshot.meta
+        };
+        let source = &self.snapshot.source;
+        let page_size = source.page_size;
+        let mut head = vec![0u8; page_size * META_SLOTS as usize];
+        head[..META_LEN].copy_from_slice(&meta.encode());
+        head[page_size..page_size + META_LEN].copy_from_slice(&meta.encode());
+        let body_len = usize::try_from((meta.page_count - META_SLOTS) * page_size as u64)
+            .map_err(|_| Error::InvalidOption("snapshot too large to copy".into()))?;
+        let body = source
+            .map
+            .slice(META_SLOTS * page_size as u64, body_len)
+            .ok_or_else(|| Error::corrupted_page(META_SLOTS, "snapshot beyond the map"))?;
+        DataFile::create_atomically(path.as_ref(), &[&head, body])?;
+        Ok(())
     }
 }
 

@@ -31,6 +31,9 @@ pub struct WriteTxn<'db> {
     /// Committed pages this transaction stopped using.
     pub(crate) freed: Vec<Extent>,
     pub(crate) changed: bool,
+    /// Set when a mutation failed part-way: the dirty pages may be
+    /// inconsistent, so the transaction can only be aborted.
+    pub(crate) failed: Option<String>,
     pub(crate) durability: Durability,
 }
 
@@ -59,6 +62,7 @@ impl<'db> WriteTxn<'db> {
             dirty: DirtyPages::default(),
             freed: Vec::new(),
             changed: false,
+            failed: None,
             durability: shared.default_durability,
         })
     }
@@ -140,9 +144,10 @@ impl<'db> WriteTxn<'db> {
             return Ok(false);
         };
         let state = self.catalog.trees[i].state;
-        self.tree_writer().free_tree(&state)?;
-        self.catalog.trees.remove(i);
         self.changed = true;
+        let result = self.tree_writer().free_tree(&state);
+        self.note_failure(result)?;
+        self.catalog.trees.remove(i);
         Ok(true)
     }
 
@@ -160,9 +165,18 @@ impl<'db> WriteTxn<'db> {
     pub fn put(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
         let i = self.index_of(tree)?;
         let mut state = self.catalog.trees[i].state;
+        self.tree_writer().check_sizes(key, value.len())?;
         let result = self.tree_writer().put(&mut state, key, value);
         self.catalog.trees[i].state = state;
         self.changed = true;
+        self.note_failure(result)
+    }
+
+    /// Records that a mutation failed part-way.
+    fn note_failure<T>(&mut self, result: Result<T>) -> Result<T> {
+        if let Err(e) = &result {
+            self.failed.get_or_insert_with(|| e.to_string());
+        }
         result
     }
 
@@ -172,10 +186,10 @@ impl<'db> WriteTxn<'db> {
         let mut state = self.catalog.trees[i].state;
         let result = self.tree_writer().delete(&mut state, key);
         self.catalog.trees[i].state = state;
-        if matches!(result, Ok(true)) {
+        if !matches!(result, Ok(false)) {
             self.changed = true;
         }
-        result
+        self.note_failure(result)
     }
 
     /// The value under `key` as this transaction sees it.
