@@ -8,6 +8,13 @@ cd "$(dirname "$0")/.."
 if [ -x scripts/install-peers.sh ]; then
   scripts/install-peers.sh
 fi
+# The CLI's round-trip tests run the real LMDB tools.
+if ! command -v mdb_dump >/dev/null 2>&1; then
+  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends lmdb-utils
+fi
+# The rocksdb peer links Debian's librocksdb (never the bundled build).
+export ROCKSDB_LIB_DIR="${ROCKSDB_LIB_DIR:-/usr/lib/$(gcc -print-multiarch)}"
+
 features=()
 if [ -f crates/ironbark-bench/Cargo.toml ] && grep -q '^debian-peers' crates/ironbark-bench/Cargo.toml; then
   features=(--features ironbark-bench/debian-peers)
