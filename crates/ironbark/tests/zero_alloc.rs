@@ -1,0 +1,259 @@
+//! Zero allocation on the read path: a counting global allocator (counting
+//! per thread, so other test threads do not interfere) shows that
+//! `ReadTxn::get` (hits, misses, overflow values) and every cursor step
+//! (`next` and `next_back` of `range` and `iter`, including the first step,
+//! which seeks) allocate nothing.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::hint::black_box;
+use std::ops::{Bound, RangeBounds};
+
+use common::{temp_db, Rng};
+use ironbark::{Database, Durability, Options, ReadTxn, Tree};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn bump() {
+    // `try_with`: the allocator may run while thread-locals are torn down.
+    let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the
+// counter is a const-initialised thread-local `Cell`, which never allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        bump();
+        System.alloc(layout)
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        bump();
+        System.alloc_zeroed(layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        bump();
+        System.realloc(ptr, layout, new_size)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by this thread so far.
+fn allocations() -> u64 {
+    ALLOCATIONS.with(Cell::get)
+}
+
+/// Runs `f`, returning its result and the allocations it made.
+fn counted<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    let before = allocations();
+    let r = f();
+    (r, allocations() - before)
+}
+
+struct Fixture {
+    _t: common::TempDb,
+    db: Database,
+    tree: Tree,
+    keys: Vec<Vec<u8>>,
+    misses: Vec<Vec<u8>>,
+    overflow_keys: Vec<Vec<u8>>,
+}
+
+fn fixture(page_size: usize) -> Fixture {
+    let t = temp_db("alloc.ib");
+    let db = Database::open_with(
+        &t.path,
+        &Options {
+            page_size,
+            durability: Durability::None,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut rng = Rng::new(page_size as u64);
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    let mut keys = Vec::new();
+    let mut overflow_keys = Vec::new();
+    for i in 0..20_000u32 {
+        let mut k = format!("k{:08}", i * 2).into_bytes();
+        let extra = rng.below(30) as usize;
+        k.resize(k.len() + extra, b'~');
+        let v = if i % 400 == 0 {
+            overflow_keys.push(k.clone());
+            let n = page_size * 2 + rng.below(100_000) as usize;
+            rng.bytes(n)
+        } else {
+            let n = rng.below(150) as usize;
+            rng.bytes(n)
+        };
+        tx.put(&tree, &k, &v).unwrap();
+        keys.push(k);
+    }
+    // A few empty values and a long key.
+    tx.put(&tree, b"", b"").unwrap();
+    keys.push(Vec::new());
+    let long = vec![b'z'; db.max_key_len()];
+    tx.put(&tree, &long, b"long").unwrap();
+    keys.push(long);
+    tx.commit().unwrap();
+    keys.sort();
+    let misses = (0..2000u32)
+        .map(|i| format!("k{:08}", i * 20 + 1).into_bytes())
+        .chain([b"a".to_vec(), vec![0xFF; 40], b"k".to_vec()])
+        .collect();
+    let s = db.stats().unwrap();
+    let ts = s.trees.iter().find(|t| t.name == "t").unwrap();
+    assert!(ts.depth >= 3, "tree of depth {}: too shallow", ts.depth);
+    assert!(ts.overflow_pages > 0);
+    Fixture {
+        _t: t,
+        db,
+        tree,
+        keys,
+        misses,
+        overflow_keys,
+    }
+}
+
+fn gets(rx: &ReadTxn, f: &Fixture) {
+    for (what, keys, present) in [
+        ("hits", &f.keys, true),
+        ("misses", &f.misses, false),
+        ("overflow hits", &f.overflow_keys, true),
+    ] {
+        // Warm up (first touches of the map fault pages in; the kernel
+        // does that, not the heap).
+        for k in keys {
+            black_box(rx.get(&f.tree, k).unwrap());
+        }
+        let (found, n) = counted(|| {
+            let mut found = 0;
+            for k in keys {
+                let v = rx.get(&f.tree, black_box(k)).unwrap();
+                if let Some(v) = black_box(v) {
+                    found += 1;
+                    black_box(v.len());
+                }
+            }
+            found
+        });
+        assert_eq!(found, if present { keys.len() } else { 0 }, "{what}");
+        assert_eq!(n, 0, "{} gets ({what}) allocated {n} times", keys.len());
+    }
+}
+
+/// Steps `it` with `next`/`next_back` chosen by `pattern`, counting the
+/// allocations of each step alone. Returns the keys seen, in key order.
+fn steps(mut it: ironbark::Range<'_>, rng: &mut Rng, pattern: u64) -> (Vec<Vec<u8>>, u64) {
+    let mut front = Vec::new();
+    let mut back = Vec::new();
+    let mut allocs = 0;
+    loop {
+        let forward = match pattern {
+            0 => true,
+            1 => false,
+            _ => rng.chance(50),
+        };
+        let (e, n) = if forward {
+            counted(|| it.next().map(|e| e.unwrap()))
+        } else {
+            counted(|| it.next_back().map(|e| e.unwrap()))
+        };
+        allocs += n;
+        let Some((k, v)) = e else { break };
+        black_box(v);
+        if forward {
+            front.push(k.to_vec());
+        } else {
+            back.push(k.to_vec());
+        }
+    }
+    back.reverse();
+    front.extend(back);
+    (front, allocs)
+}
+
+fn cursors(rx: &ReadTxn, f: &Fixture, rng: &mut Rng) {
+    let all = f.keys.clone();
+    for pattern in 0..3 {
+        let (it, created) = counted(|| rx.iter(&f.tree).unwrap());
+        if created > 0 {
+            eprintln!("note: creating an iterator allocated {created} times");
+        }
+        let (seen, n) = steps(it, rng, pattern);
+        assert!(seen == all, "pattern {pattern}: iteration is wrong");
+        assert_eq!(
+            n,
+            0,
+            "pattern {pattern}: {} iter steps allocated {n} times",
+            seen.len() + 1
+        );
+    }
+    // Ranges with every kind of bound, from existing and missing keys.
+    for r in 0..60 {
+        let pick = |rng: &mut Rng| -> Vec<u8> {
+            if rng.chance(50) {
+                f.keys[rng.below(f.keys.len() as u64) as usize].clone()
+            } else {
+                f.misses[rng.below(f.misses.len() as u64) as usize].clone()
+            }
+        };
+        let (mut a, mut b) = (pick(rng), pick(rng));
+        if a > b {
+            std::mem::swap(&mut a, &mut b);
+        }
+        let lo = match rng.below(3) {
+            0 => Bound::Included(a.as_slice()),
+            1 => Bound::Excluded(a.as_slice()),
+            _ => Bound::Unbounded,
+        };
+        let hi = match rng.below(3) {
+            0 => Bound::Included(b.as_slice()),
+            1 => Bound::Excluded(b.as_slice()),
+            _ => Bound::Unbounded,
+        };
+        let want: Vec<Vec<u8>> = all
+            .iter()
+            .filter(|k| (lo, hi).contains(&k.as_slice()))
+            .cloned()
+            .collect();
+        let (it, created) = counted(|| rx.range(&f.tree, (lo, hi)).unwrap());
+        if created > 0 && r == 0 {
+            eprintln!("note: creating a range allocated {created} times");
+        }
+        let (seen, n) = steps(it, rng, r % 3);
+        assert!(seen == want, "range {r}: wrong keys");
+        assert_eq!(
+            n,
+            0,
+            "range {r}: {} steps allocated {n} times",
+            seen.len() + 1
+        );
+    }
+}
+
+#[test]
+fn reads_allocate_nothing() {
+    for page_size in [4096, 1024] {
+        let f = fixture(page_size);
+        let (rx, n) = counted(|| f.db.begin_read().unwrap());
+        eprintln!("page size {page_size}: begin_read allocated {n} times");
+        gets(&rx, &f);
+        let mut rng = Rng::new(9);
+        cursors(&rx, &f, &mut rng);
+        // The counter works: an allocation is seen.
+        let (_, n) = counted(|| black_box(vec![1u8; 10]));
+        assert_eq!(n, 1);
+    }
+}
