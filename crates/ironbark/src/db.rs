@@ -21,7 +21,7 @@ use crate::btree::page::{self, new_blob, seal, Limits};
 use crate::catalog::{self, Catalog};
 use crate::check::{verify_commit, CheckReport, Checker};
 use crate::error::{Error, Result};
-use crate::options::{Durability, Options, MAX_READERS_LIMIT};
+use crate::options::{BrokenProtocol, Durability, Options, MAX_READERS_LIMIT};
 use crate::pages::{MapSource, PageSource};
 use crate::stats::{CommitCounters, Stats, TreeStats};
 use crate::storage::file::{DataFile, FileId};
@@ -77,6 +77,7 @@ pub(crate) struct Shared {
     file_id: FileId,
     pub(crate) limits: Limits,
     pub(crate) default_durability: Durability,
+    pub(crate) broken_protocol: Option<BrokenProtocol>,
     pub(crate) published: ArcSwap<Snapshot>,
     /// The txn of `published`, stored after it (see `txn::readers`).
     pub(crate) published_txn: AtomicU64,
@@ -185,7 +186,7 @@ impl Database {
                 Err(e) => return Err(Error::Io(e)),
             }
         }
-        let file = DataFile::open(path)?;
+        let file = DataFile::open(path, options.io_hook.clone())?;
         let file_id = file.id()?;
         if let Some(shared) = reg.get(&file_id).and_then(Weak::upgrade) {
             return Ok(Database { shared });
@@ -454,6 +455,7 @@ fn load(path: &Path, file: DataFile, file_id: FileId, options: &Options) -> Resu
             path: path.to_path_buf(),
             limits: Limits::new(page_size),
             default_durability: options.durability,
+            broken_protocol: options.broken_protocol,
             published: ArcSwap::from_pointee(Snapshot {
                 meta,
                 source,

@@ -49,8 +49,12 @@ pub use btree::cursor::Range;
 pub use check::CheckReport;
 pub use db::Database;
 pub use error::{Error, Result};
+#[doc(hidden)]
+pub use options::BrokenProtocol;
 pub use options::{Durability, Options, MAX_READERS_LIMIT};
 pub use stats::{CommitCounters, Stats, TreeStats};
+#[doc(hidden)]
+pub use storage::file::{IoHook, IoHookHandle};
 pub use txn::read::ReadTxn;
 pub use txn::write::WriteTxn;
 pub use txn::Tree;

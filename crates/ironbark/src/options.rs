@@ -24,6 +24,25 @@ pub struct Options {
     pub max_readers: usize,
     /// Create the file if it is missing (default `true`).
     pub create: bool,
+    /// Fault injection for the engine's own tests: every write, sync, length
+    /// change and read of the data file is first offered to this hook.
+    #[doc(hidden)]
+    pub io_hook: Option<crate::storage::file::IoHookHandle>,
+    /// Deliberately breaks the commit protocol, so that the crash tests can
+    /// show they catch a broken protocol. Never set this.
+    #[doc(hidden)]
+    pub broken_protocol: Option<BrokenProtocol>,
+}
+
+/// Ways to break the commit protocol on purpose (for testing the tests).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BrokenProtocol {
+    /// Reuse freed pages before the commit that freed them is durable (what
+    /// LMDB does with MDB_NOSYNC).
+    ReuseBeforeDurable,
+    /// Write every meta page into slot 0, over the durable one.
+    OneMetaSlot,
 }
 
 impl Default for Options {
@@ -33,6 +52,8 @@ impl Default for Options {
             durability: Durability::Immediate,
             max_readers: 126,
             create: true,
+            io_hook: None,
+            broken_protocol: None,
         }
     }
 }

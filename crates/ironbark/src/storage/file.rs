@@ -13,10 +13,46 @@ use crate::error::{Error, Result};
 /// The largest number of buffers passed to one `pwritev` (Linux IOV_MAX).
 const IOV_MAX: usize = 1024;
 
+/// The fault-injection seam: called before each operation the engine makes
+/// on an open data file. An `Err` fails the operation without performing
+/// it, and the engine returns that error. Hidden from the docs: it exists
+/// for the crash, I/O-error and disk-full tests.
+#[doc(hidden)]
+pub trait IoHook: Send + Sync + 'static {
+    /// Before `bufs` are written back to back at byte `offset`.
+    fn on_write(&self, _offset: u64, _bufs: &[&[u8]]) -> io::Result<()> {
+        Ok(())
+    }
+    /// Before an `fdatasync`.
+    fn on_sync(&self) -> io::Result<()> {
+        Ok(())
+    }
+    /// Before the file's length is set to `len`.
+    fn on_set_len(&self, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+    /// Before `len` bytes are read at `offset` (meta pages at open).
+    fn on_read(&self, _offset: u64, _len: usize) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A hook in `Options` (a newtype so that `Options` stays `Debug`).
+#[doc(hidden)]
+#[derive(Clone)]
+pub struct IoHookHandle(pub std::sync::Arc<dyn IoHook>);
+
+impl std::fmt::Debug for IoHookHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IoHook")
+    }
+}
+
 /// An open data file.
 #[derive(Debug)]
 pub(crate) struct DataFile {
     file: File,
+    hook: Option<IoHookHandle>,
 }
 
 /// The identity of a file on this machine: (device, inode).
@@ -24,9 +60,13 @@ pub(crate) type FileId = (u64, u64);
 
 impl DataFile {
     /// Opens `path` for reading and writing.
-    pub(crate) fn open(path: &Path) -> Result<DataFile> {
+    pub(crate) fn open(path: &Path, hook: Option<IoHookHandle>) -> Result<DataFile> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
-        Ok(DataFile { file })
+        Ok(DataFile { file, hook })
+    }
+
+    fn hook(&self) -> Option<&dyn IoHook> {
+        self.hook.as_ref().map(|h| &*h.0)
     }
 
     /// Creates `path` holding exactly `parts`, back to back, atomically: the bytes
@@ -84,6 +124,9 @@ impl DataFile {
     /// Reads exactly `buf.len()` bytes at `offset`; a short file is an
     /// `UnexpectedEof` I/O error.
     pub(crate) fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        if let Some(h) = self.hook() {
+            h.on_read(offset, buf.len())?;
+        }
         self.file.read_exact_at(buf, offset)?;
         Ok(())
     }
@@ -91,6 +134,9 @@ impl DataFile {
     /// Writes `bufs` back to back starting at `offset`, in as few `pwritev`
     /// calls as the kernel allows. Returns the number of calls made.
     pub(crate) fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<u64> {
+        if let Some(h) = self.hook() {
+            h.on_write(offset, bufs)?;
+        }
         let mut calls = 0u64;
         let mut offset = offset;
         let mut index = 0usize; // first buffer not fully written
@@ -147,12 +193,18 @@ impl DataFile {
     }
 
     pub(crate) fn set_len(&self, len: u64) -> Result<()> {
+        if let Some(h) = self.hook() {
+            h.on_set_len(len)?;
+        }
         self.file.set_len(len)?;
         Ok(())
     }
 
     /// Makes every write so far durable (`fdatasync`: data and the size).
     pub(crate) fn sync_data(&self) -> Result<()> {
+        if let Some(h) = self.hook() {
+            h.on_sync()?;
+        }
         self.file.sync_data()?;
         Ok(())
     }

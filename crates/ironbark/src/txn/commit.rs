@@ -25,7 +25,7 @@ use crate::btree::page::{new_blob, seal, set_child, set_overflow, LeafValue, Nod
 use crate::catalog::{self, Catalog};
 use crate::db::{Shared, Snapshot, WriterState};
 use crate::error::Result;
-use crate::options::Durability;
+use crate::options::{BrokenProtocol, Durability};
 use crate::pages::{DirtyPages, MapSource, PageSource, DIRTY_BIT};
 use crate::storage::freespace::{Extent, FreeSpace};
 use crate::storage::map::Map;
@@ -246,7 +246,11 @@ fn write_commit(
             sync_published(shared, w)?;
         }
     }
-    w.free.release(reader_horizon.min(w.durable_txn));
+    if shared.broken_protocol == Some(BrokenProtocol::ReuseBeforeDurable) {
+        w.free.release(reader_horizon.min(base.txn()));
+    } else {
+        w.free.release(reader_horizon.min(w.durable_txn));
+    }
 
     // 2. Page numbers.
     let (order, blobs) = order_dirty(catalog, dirty)?;
@@ -322,7 +326,11 @@ fn write_commit(
             group_start = i;
         }
     }
-    let slot = 1 - w.durable_slot;
+    let slot = if shared.broken_protocol == Some(BrokenProtocol::OneMetaSlot) {
+        0
+    } else {
+        1 - w.durable_slot
+    };
     let meta = Meta {
         page_size: ps as u32,
         txn,
