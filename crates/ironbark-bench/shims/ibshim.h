@@ -1,0 +1,36 @@
+/* The C interface every shimmed engine (LevelDB, WiredTiger, BerkeleyDB)
+ * exposes to ironbark-bench, with the engine's prefix (ldb_, wt_, bdb_).
+ *
+ * Every function returns 0 on success (or 1 = found / entry, 0 = missing /
+ * end for get and scan_next) and -1 on error, with a message in err.
+ * Pointers returned by get and scan_next stay valid until the next call on
+ * the same session (release, get, scan_*). */
+#ifndef IBSHIM_H
+#define IBSHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ib_op {
+    const char *key;
+    size_t key_len;
+    const char *value; /* NULL for a delete */
+    size_t value_len;
+} ib_op;
+
+#define IBSHIM_DECLARE(P)                                                                  \
+    int P##open(const char *dir, int sync, uint64_t cache_bytes, void **db, char *err,     \
+                size_t errlen);                                                            \
+    int P##close(void *db, char *err, size_t errlen);                                      \
+    int P##session_open(void *db, void **session, char *err, size_t errlen);               \
+    void P##session_close(void *session);                                                  \
+    int P##write(void *session, const ib_op *ops, size_t n, char *err, size_t errlen);     \
+    int P##get(void *session, const char *key, size_t key_len, const char **value,         \
+               size_t *value_len, char *err, size_t errlen);                               \
+    int P##scan_start(void *session, const char *start, size_t start_len, int reverse,     \
+                      char *err, size_t errlen);                                           \
+    int P##scan_next(void *session, const char **key, size_t *key_len, const char **value, \
+                     size_t *value_len, char *err, size_t errlen);                         \
+    void P##release(void *session);
+
+#endif
