@@ -1,0 +1,336 @@
+//! Durability without fault injection: copies of the data file taken just
+//! after a commit open to that commit; a database closed after
+//! `Durability::None` commits reopens with all of them; and torn last
+//! commits (the new meta page with any mix of old and new contents of the
+//! pages the commit wrote) open to exactly the old or the new state.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{temp_db, Rng};
+use ironbark::{Database, Durability, Options};
+
+type Contents = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+fn open(path: &Path, durability: Durability) -> ironbark::Result<Database> {
+    Database::open_with(
+        path,
+        &Options {
+            durability,
+            ..Options::default()
+        },
+    )
+}
+
+fn dump(db: &Database) -> Contents {
+    let rx = db.begin_read().unwrap();
+    rx.list_trees()
+        .into_iter()
+        .map(|name| {
+            let t = rx.tree(&name).unwrap();
+            let m = rx
+                .iter(&t)
+                .unwrap()
+                .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+                .collect();
+            (name, m)
+        })
+        .collect()
+}
+
+/// One random transaction over a few trees: puts (some overflow values),
+/// deletes, and now and then a tree dropped or created.
+fn random_txn(db: &Database, rng: &mut Rng, durability: Option<Durability>, size: usize) {
+    let mut tx = db.begin_write().unwrap();
+    if let Some(d) = durability {
+        tx.set_durability(d);
+    }
+    let names = ["alpha", "beta", "gamma", "delta"];
+    if rng.chance(10) {
+        let name = names[rng.below(4) as usize];
+        tx.drop_tree(name).unwrap();
+    }
+    for _ in 0..size {
+        let t = tx.open_tree(names[rng.below(3) as usize]).unwrap();
+        let k = format!("key{:05}", rng.below(3000)).into_bytes();
+        if rng.chance(20) {
+            tx.delete(&t, &k).unwrap();
+        } else {
+            let n = match rng.below(40) {
+                0 => 5000 + rng.below(20_000) as usize,
+                1 => 0,
+                _ => rng.below(300) as usize,
+            };
+            let v = rng.bytes(n);
+            tx.put(&t, &k, &v).unwrap();
+        }
+    }
+    tx.commit().unwrap();
+}
+
+/// Writes `image` to a new file and opens it.
+fn open_image(image: &[u8]) -> (common::TempDb, ironbark::Result<Database>) {
+    let t = temp_db("copy.ib");
+    std::fs::write(&t.path, image).unwrap();
+    let r = open(&t.path, Durability::Immediate);
+    (t, r)
+}
+
+#[test]
+fn copy_after_immediate_commit_has_everything() {
+    let t = temp_db("imm.ib");
+    let db = open(&t.path, Durability::Immediate).unwrap();
+    let mut rng = Rng::new(1);
+    for c in 0..12 {
+        random_txn(&db, &mut rng, None, 50 + c * 20);
+        let want = dump(&db);
+        // What is in the file now (the page cache, but the same bytes a
+        // synced disk holds).
+        let image = std::fs::read(&t.path).unwrap();
+        let (_copy, r) = open_image(&image);
+        let copy = r.unwrap_or_else(|e| panic!("commit {c}: the copy does not open: {e}"));
+        assert!(dump(&copy) == want, "commit {c}: the copy differs");
+        copy.check().unwrap();
+        // The copy is a working database.
+        let mut tx = copy.begin_write().unwrap();
+        let tr = tx.open_tree("copy-only").unwrap();
+        tx.put(&tr, b"k", b"v").unwrap();
+        tx.commit().unwrap();
+        copy.check().unwrap();
+    }
+    drop(db);
+    let db = open(&t.path, Durability::Immediate).unwrap();
+    db.check().unwrap();
+}
+
+#[test]
+fn durability_none_commits_survive_a_clean_close() {
+    let t = temp_db("none.ib");
+    let mut rng = Rng::new(2);
+    let mut want = Contents::new();
+    for session in 0..5 {
+        let db = open(&t.path, Durability::None).unwrap();
+        assert!(dump(&db) == want, "session {session}: reopen lost commits");
+        for _ in 0..30 {
+            random_txn(&db, &mut rng, None, 40);
+        }
+        // An aborted transaction is not there after reopen either.
+        let mut tx = db.begin_write().unwrap();
+        let tr = tx.open_tree("aborted").unwrap();
+        tx.put(&tr, b"k", b"v").unwrap();
+        drop(tx);
+        want = dump(&db);
+        let stats = db.stats().unwrap();
+        assert!(
+            stats.durable_txn_id < stats.last_txn_id,
+            "session {session}: the last commit is already durable; the test means to close before a sync"
+        );
+        // A reader alive at close does not change the outcome.
+        let rx = db.begin_read().unwrap();
+        drop(db);
+        drop(rx);
+    }
+    let db = open(&t.path, Durability::None).unwrap();
+    assert!(dump(&db) == want);
+    assert!(!db
+        .begin_read()
+        .unwrap()
+        .list_trees()
+        .contains(&"aborted".to_string()));
+    db.check().unwrap();
+}
+
+struct Torn {
+    /// The file right after the last durable commit.
+    old: Vec<u8>,
+    /// The file right after the last commit.
+    new: Vec<u8>,
+    old_state: Contents,
+    new_state: Contents,
+    page_size: usize,
+}
+
+/// Builds a file image from `new` but with `old`'s bytes (zeros past its
+/// end) for the pages where `use_old` says so; `meta_old` takes the meta
+/// page the last commit wrote from `old` too.
+fn mix(torn: &Torn, use_old: &dyn Fn(usize) -> bool, meta_old: bool) -> Vec<u8> {
+    let ps = torn.page_size;
+    let mut image = torn.new.clone();
+    if image.len() < torn.old.len() {
+        image.resize(torn.old.len(), 0);
+    }
+    for p in 0..image.len() / ps {
+        let is_meta = p < 2;
+        let take_old = if is_meta { meta_old } else { use_old(p) };
+        if take_old {
+            let range = p * ps..(p + 1) * ps;
+            match torn.old.get(range.clone()) {
+                Some(old) => image[range].copy_from_slice(old),
+                None => image[range].fill(0),
+            }
+        }
+    }
+    image
+}
+
+fn differing_pages(torn: &Torn) -> Vec<usize> {
+    let ps = torn.page_size;
+    let pages = torn.new.len().max(torn.old.len()) / ps;
+    (2..pages)
+        .filter(|&p| {
+            let r = p * ps..(p + 1) * ps;
+            torn.old.get(r.clone()) != torn.new.get(r)
+        })
+        .collect()
+}
+
+/// Opens `image`: it must open, to exactly the old or the new state, and
+/// pass `check()`. Returns whether it showed the new state.
+fn open_torn(torn: &Torn, image: &[u8], what: &str) -> bool {
+    let (_t, r) = open_image(image);
+    let db = r.unwrap_or_else(|e| panic!("{what}: a torn commit does not open: {e}"));
+    let got = dump(&db);
+    let is_new = got == torn.new_state;
+    assert!(
+        is_new || got == torn.old_state,
+        "{what}: opened to a state that is neither the old nor the new commit"
+    );
+    db.check()
+        .unwrap_or_else(|e| panic!("{what}: check after a torn commit: {e}"));
+    // And it takes a commit.
+    let mut tx = db.begin_write().unwrap();
+    let tr = tx.open_tree("after-crash").unwrap();
+    tx.put(&tr, b"k", b"v").unwrap();
+    tx.commit().unwrap();
+    db.check()
+        .unwrap_or_else(|e| panic!("{what}: check after a commit on a torn file: {e}"));
+    is_new
+}
+
+fn torn_mixes(torn: &Torn, seed: u64, label: &str) {
+    let diff = differing_pages(torn);
+    assert!(!diff.is_empty(), "{label}: the commit changed no page");
+    let mut rng = Rng::new(seed);
+    // All pages new: the new state.
+    let image = mix(torn, &|_| false, false);
+    assert!(
+        open_torn(torn, &image, &format!("{label}: all pages new")),
+        "{label}: the complete commit did not open to the new state"
+    );
+    // The new meta, none of the pages: the old state.
+    let image = mix(torn, &|_| true, false);
+    assert!(
+        !open_torn(torn, &image, &format!("{label}: meta only")),
+        "{label}: a meta without its pages opened to the new state"
+    );
+    // The pages without the meta: the old state.
+    let image = mix(torn, &|_| false, true);
+    assert!(
+        !open_torn(torn, &image, &format!("{label}: pages without meta")),
+        "{label}: pages without their meta opened to the new state"
+    );
+    // Exactly one page old (each of them, or a sample).
+    let mut singles = diff.clone();
+    while singles.len() > 24 {
+        let i = rng.below(singles.len() as u64) as usize;
+        singles.swap_remove(i);
+    }
+    let mut new_count = 0;
+    for &p in &singles {
+        let image = mix(torn, &|q| q == p, false);
+        if open_torn(torn, &image, &format!("{label}: page {p} old")) {
+            new_count += 1;
+        }
+    }
+    // Random mixes, half and half and mostly new.
+    for m in 0..16 {
+        let pct = if m % 2 == 0 { 50 } else { 90 };
+        let new_pages: Vec<usize> = diff.iter().copied().filter(|_| rng.chance(pct)).collect();
+        let old_is = |p: usize| !new_pages.contains(&p);
+        let meta_old = rng.chance(10);
+        let image = mix(torn, &old_is, meta_old);
+        open_torn(torn, &image, &format!("{label}: mix {m} ({pct}% new)"));
+    }
+    // The file's growth lost: the new meta in a file of the old length
+    // (old or new state, depending on whether the commit needed the growth).
+    if torn.new.len() > torn.old.len() {
+        let image = mix(torn, &|_| false, false);
+        open_torn(
+            torn,
+            &image[..torn.old.len()],
+            &format!("{label}: growth lost"),
+        );
+    }
+    eprintln!(
+        "{label}: {} pages differ; {new_count} of {} single-old-page mixes opened to the new state",
+        diff.len(),
+        singles.len()
+    );
+}
+
+/// The last commit torn on top of an `Immediate` commit.
+#[test]
+fn torn_commit_after_durable_commit() {
+    for (seed, size) in [(10u64, 5usize), (11, 60), (12, 400)] {
+        let t = temp_db("torn.ib");
+        let db = open(&t.path, Durability::Immediate).unwrap();
+        let mut rng = Rng::new(seed);
+        for _ in 0..15 {
+            random_txn(&db, &mut rng, None, 80);
+        }
+        let old = std::fs::read(&t.path).unwrap();
+        let old_state = dump(&db);
+        random_txn(&db, &mut rng, None, size);
+        let new = std::fs::read(&t.path).unwrap();
+        let torn = Torn {
+            old,
+            new,
+            old_state,
+            new_state: dump(&db),
+            page_size: db.page_size(),
+        };
+        assert!(torn.old_state != torn.new_state);
+        drop(db);
+        torn_mixes(&torn, seed, &format!("durable base, {size} ops"));
+    }
+}
+
+/// `Durability::None` commits after a durable one, then the last commit:
+/// any mix of the pages written since the durable commit opens to the
+/// durable state or to the last commit.
+#[test]
+fn torn_commits_after_none_commits() {
+    for (seed, last) in [(20u64, Durability::None), (21, Durability::Immediate)] {
+        let t = temp_db("torn-none.ib");
+        let db = open(&t.path, Durability::None).unwrap();
+        let mut rng = Rng::new(seed);
+        for _ in 0..10 {
+            random_txn(&db, &mut rng, None, 80);
+        }
+        db.sync().unwrap();
+        let durable_txn = db.stats().unwrap().last_txn_id;
+        let old = std::fs::read(&t.path).unwrap();
+        let old_state = dump(&db);
+        for _ in 0..4 {
+            random_txn(&db, &mut rng, Some(Durability::None), 20);
+        }
+        let before_last = db.stats().unwrap();
+        assert_eq!(
+            before_last.durable_txn_id, durable_txn,
+            "the engine synced on its own; the test's premise does not hold"
+        );
+        random_txn(&db, &mut rng, Some(last), 30);
+        let new = std::fs::read(&t.path).unwrap();
+        let torn = Torn {
+            old,
+            new,
+            old_state,
+            new_state: dump(&db),
+            page_size: db.page_size(),
+        };
+        drop(db);
+        torn_mixes(&torn, seed, &format!("after None commits, last {last:?}"));
+    }
+}
