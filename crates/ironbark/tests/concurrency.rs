@@ -451,7 +451,7 @@ fn read_txn_moves_between_threads() {
         for round in 0..20u8 {
             let mut tx = db.begin_write().unwrap();
             for i in 0..2000u32 {
-                tx.put(&tree, &i.to_be_bytes(), &[round + 2; 50]).unwrap();
+                tx.put(tree, &i.to_be_bytes(), &[round + 2; 50]).unwrap();
             }
             tx.commit().unwrap();
         }

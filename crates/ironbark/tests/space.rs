@@ -209,7 +209,11 @@ fn long_reader_pins_space_only_while_it_lives() {
         let i = rng.below(KEYS);
         assert_eq!(reader.get(&tree, &key(i)).unwrap(), Some(&value(i, 2)[..]));
     }
-    let n = reader.iter(&tree).unwrap().map(|e| e.unwrap()).count() as u64;
+    let n = reader
+        .iter(&tree)
+        .unwrap()
+        .try_fold(0u64, |n, e| e.map(|_| n + 1))
+        .unwrap();
     assert_eq!(n, KEYS);
     drop(reader);
 
