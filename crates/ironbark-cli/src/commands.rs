@@ -1,0 +1,671 @@
+//! The subcommands.
+
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use ironbark::{Database, Durability, Options, ReadTxn, Stats, TreeStats};
+use serde_json::{json, Value};
+
+use crate::dumpfile::{self, Format, Header, ReadError, Reader};
+use crate::error::{
+    db_error, io_message, output_error, CliError, Result, EXIT_CANNOT_CHECK, EXIT_FAILURE,
+};
+use crate::progress::{self, Unit};
+use crate::MAIN_TREE;
+
+/// Opens an existing database; never creates one.
+fn open_existing(path: &Path) -> Result<Database> {
+    if fs::symlink_metadata(path).is_err() {
+        return Err(CliError::new(format!("{}: no such file", path.display())));
+    }
+    let options = Options {
+        create: false,
+        ..Options::default()
+    };
+    Database::open_with(path, &options).map_err(|e| db_error(path, e))
+}
+
+fn stats_of(db: &Database) -> Result<Stats> {
+    db.stats().map_err(|e| db_error(db.path(), e))
+}
+
+/// A byte count for people: "1.5 MiB".
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} bytes")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+fn stdout() -> BufWriter<io::StdoutLock<'static>> {
+    BufWriter::new(io::stdout().lock())
+}
+
+fn print_json(v: &Value) -> Result<()> {
+    let mut out = stdout();
+    serde_json::to_writer_pretty(&mut out, v)
+        .map_err(|e| output_error(io::Error::other(e.to_string())))?;
+    writeln!(out).map_err(output_error)?;
+    out.flush().map_err(output_error)
+}
+
+fn tree_json(t: &TreeStats) -> Value {
+    json!({
+        "name": t.name,
+        "depth": t.depth,
+        "entries": t.entries,
+        "branch_pages": t.branch_pages,
+        "leaf_pages": t.leaf_pages,
+        "overflow_pages": t.overflow_pages,
+    })
+}
+
+/// `ironbark stat`.
+pub fn stat(path: &Path, tree: Option<&str>, json: bool) -> Result<()> {
+    let db = open_existing(path)?;
+    let s = stats_of(&db)?;
+    if let Some(name) = tree {
+        let Some(t) = s.trees.iter().find(|t| t.name == name) else {
+            return Err(no_such_tree(path, name, &s));
+        };
+        if json {
+            return print_json(&tree_json(t));
+        }
+        let mut out = stdout();
+        let w = &mut out;
+        (|| -> io::Result<()> {
+            writeln!(w, "tree            {}", t.name)?;
+            writeln!(w, "depth           {}", t.depth)?;
+            writeln!(w, "entries         {}", t.entries)?;
+            writeln!(w, "branch pages    {}", t.branch_pages)?;
+            writeln!(w, "leaf pages      {}", t.leaf_pages)?;
+            writeln!(w, "overflow pages  {}", t.overflow_pages)?;
+            w.flush()
+        })()
+        .map_err(output_error)?;
+        return Ok(());
+    }
+    let used = s.page_count.saturating_sub(s.free_pages);
+    if json {
+        return print_json(&json!({
+            "path": path.display().to_string(),
+            "page_size": s.page_size,
+            "file_size_bytes": s.file_size_bytes,
+            "page_count": s.page_count,
+            "used_pages": used,
+            "free_pages": s.free_pages,
+            "pages_pinned_by_readers": s.pages_pinned_by_readers,
+            "last_txn_id": s.last_txn_id,
+            "durable_txn_id": s.durable_txn_id,
+            "live_readers": s.live_readers,
+            "max_readers": s.max_readers,
+            "oldest_snapshot": s.oldest_snapshot,
+            "trees": s.trees.iter().map(tree_json).collect::<Vec<_>>(),
+        }));
+    }
+    let mut out = stdout();
+    let w = &mut out;
+    (|| -> io::Result<()> {
+        writeln!(w, "database         {}", path.display())?;
+        writeln!(w, "page size        {}", s.page_size)?;
+        writeln!(
+            w,
+            "file size        {} ({} bytes)",
+            human(s.file_size_bytes),
+            s.file_size_bytes
+        )?;
+        writeln!(
+            w,
+            "pages            {} ({}): {} used, {} free, {} of them pinned by readers",
+            s.page_count,
+            human(s.page_count * s.page_size as u64),
+            used,
+            s.free_pages,
+            s.pages_pinned_by_readers
+        )?;
+        writeln!(
+            w,
+            "last txn         {} (durable: {})",
+            s.last_txn_id, s.durable_txn_id
+        )?;
+        writeln!(
+            w,
+            "readers          {} live of {} slots; oldest snapshot: {}",
+            s.live_readers,
+            s.max_readers,
+            s.oldest_snapshot
+                .map_or_else(|| "none".to_string(), |t| t.to_string())
+        )?;
+        writeln!(w, "trees            {}", s.trees.len())?;
+        if !s.trees.is_empty() {
+            writeln!(w)?;
+            let width = s
+                .trees
+                .iter()
+                .map(|t| t.name.chars().count())
+                .max()
+                .unwrap_or(0)
+                .max(4);
+            writeln!(
+                w,
+                "{:<width$}  {:>5}  {:>12}  {:>10}  {:>10}  {:>10}",
+                "tree", "depth", "entries", "branch", "leaf", "overflow"
+            )?;
+            for t in &s.trees {
+                writeln!(
+                    w,
+                    "{:<width$}  {:>5}  {:>12}  {:>10}  {:>10}  {:>10}",
+                    t.name, t.depth, t.entries, t.branch_pages, t.leaf_pages, t.overflow_pages
+                )?;
+            }
+        }
+        w.flush()
+    })()
+    .map_err(output_error)
+}
+
+fn no_such_tree(path: &Path, name: &str, s: &Stats) -> CliError {
+    let names: Vec<&str> = s.trees.iter().map(|t| t.name.as_str()).collect();
+    let have = if names.is_empty() {
+        "it has no trees".to_string()
+    } else {
+        format!("its trees: {}", names.join(", "))
+    };
+    CliError::new(format!(
+        "{}: no tree named {name:?} ({have})",
+        path.display()
+    ))
+}
+
+/// The `mapsize=` to tell `mdb_load`: room for the data with a wide margin
+/// (LMDB reserves address space, not disk, for it).
+fn lmdb_mapsize(s: &Stats) -> u64 {
+    const MIB: u64 = 1 << 20;
+    let used = s.page_count.saturating_sub(s.free_pages) * s.page_size as u64;
+    used.saturating_mul(4).div_ceil(MIB).max(1) * MIB
+}
+
+/// `ironbark dump`.
+pub fn dump(
+    path: &Path,
+    tree: Option<&str>,
+    all: bool,
+    print: bool,
+    file: Option<&Path>,
+) -> Result<()> {
+    let db = open_existing(path)?;
+    let s = stats_of(&db)?;
+    let rx = db.begin_read().map_err(|e| db_error(path, e))?;
+    let names: Vec<String> = if all {
+        let main_first = s
+            .trees
+            .iter()
+            .filter(|t| t.name == MAIN_TREE && t.entries > 0);
+        let others = s.trees.iter().filter(|t| t.name != MAIN_TREE);
+        main_first.chain(others).map(|t| t.name.clone()).collect()
+    } else {
+        let name = tree.unwrap_or(MAIN_TREE);
+        if rx.tree(name).is_err() {
+            let mut e = no_such_tree(path, name, &s);
+            if tree.is_none() {
+                e.message = e.message.map(|m| format!("{m}; use --tree NAME or --all"));
+            }
+            return Err(e);
+        }
+        vec![name.to_string()]
+    };
+    let format = if print {
+        Format::Print
+    } else {
+        Format::Bytevalue
+    };
+    let total: u64 = names
+        .iter()
+        .map(|n| rx.tree(n).and_then(|t| rx.len(&t)).unwrap_or(0))
+        .sum();
+    // A bar on a terminal that also shows the dump would garble it.
+    let visible = file.is_some() || !io::stdout().is_terminal();
+    let pb = progress::bar(Some(total), Unit::Entries, "dumping", visible);
+    let result = match file {
+        Some(f) => {
+            let out = File::create(f).map_err(|e| {
+                CliError::new(format!("cannot create {}: {}", f.display(), io_message(&e)))
+            })?;
+            let mut out = BufWriter::with_capacity(1 << 18, out);
+            write_dump(&mut out, &rx, &names, format, &s, &pb)
+                .and_then(|()| out.flush().map_err(output_error))
+                .and_then(|()| {
+                    out.get_ref().sync_all().map_err(|e| {
+                        CliError::new(format!("cannot write {}: {}", f.display(), io_message(&e)))
+                    })
+                })
+        }
+        None => {
+            let mut out = BufWriter::with_capacity(1 << 18, io::stdout().lock());
+            write_dump(&mut out, &rx, &names, format, &s, &pb)
+                .and_then(|()| out.flush().map_err(output_error))
+        }
+    };
+    pb.finish_and_clear();
+    result
+}
+
+fn write_dump(
+    out: &mut impl Write,
+    rx: &ReadTxn,
+    names: &[String],
+    format: Format,
+    s: &Stats,
+    pb: &indicatif::ProgressBar,
+) -> Result<()> {
+    let mut line = Vec::with_capacity(1 << 12);
+    let mut done = 0u64;
+    for name in names {
+        let tree = rx.tree(name).map_err(|e| CliError::new(e.to_string()))?;
+        let header = Header {
+            format,
+            database: (name != MAIN_TREE).then(|| name.clone()),
+            mapsize: Some(lmdb_mapsize(s)),
+            maxreaders: Some(s.max_readers as u64),
+            pagesize: Some(s.page_size as u64),
+            line: 0,
+        };
+        dumpfile::write_header(out, &header).map_err(output_error)?;
+        for entry in rx.iter(&tree).map_err(|e| CliError::new(e.to_string()))? {
+            let (k, v) = entry.map_err(|e| CliError::new(format!("tree {name:?}: {e}")))?;
+            line.clear();
+            dumpfile::encode_line(format, k, &mut line);
+            dumpfile::encode_line(format, v, &mut line);
+            out.write_all(&line).map_err(output_error)?;
+            done += 1;
+            if done % 4096 == 0 {
+                pb.set_position(done);
+            }
+        }
+        dumpfile::write_footer(out).map_err(output_error)?;
+    }
+    pb.set_position(done);
+    Ok(())
+}
+
+/// `ironbark load`.
+pub fn load(path: &Path, file: Option<&Path>, tree: Option<&str>, append: bool) -> Result<()> {
+    let (input, source, len): (Box<dyn BufRead>, String, Option<u64>) = match file {
+        Some(f) => {
+            let opened = File::open(f).map_err(|e| {
+                if e.kind() == io::ErrorKind::NotFound {
+                    CliError::new(format!("{}: no such file", f.display()))
+                } else {
+                    CliError::new(format!("cannot read {}: {}", f.display(), io_message(&e)))
+                }
+            })?;
+            let len = opened.metadata().ok().map(|m| m.len());
+            (
+                Box::new(BufReader::with_capacity(1 << 18, opened)),
+                f.display().to_string(),
+                len,
+            )
+        }
+        None => (
+            Box::new(BufReader::with_capacity(1 << 18, io::stdin().lock())),
+            "stdin".to_string(),
+            None,
+        ),
+    };
+    let existed = fs::symlink_metadata(path).is_ok();
+    let db = Database::open(path).map_err(|e| db_error(path, e))?;
+    let pb = progress::bar(len, Unit::Bytes, "loading", true);
+    let result = load_into(&db, Reader::new(input), &source, tree, append, &pb);
+    pb.finish_and_clear();
+    drop(db);
+    match result {
+        Ok(summary) => {
+            let mut out = stdout();
+            writeln!(out, "{}: {summary}", path.display()).map_err(output_error)?;
+            out.flush().map_err(output_error)
+        }
+        Err(e) => {
+            if !existed {
+                // Leave no empty database behind a failed load.
+                let _ = fs::remove_file(path);
+            }
+            Err(e)
+        }
+    }
+}
+
+fn load_into(
+    db: &Database,
+    mut reader: Reader<Box<dyn BufRead>>,
+    source: &str,
+    tree_override: Option<&str>,
+    append: bool,
+    pb: &indicatif::ProgressBar,
+) -> Result<String> {
+    let path = db.path().to_path_buf();
+    let nothing = "nothing was loaded";
+    let read_error = |e: ReadError| match e {
+        ReadError::Io(e) => CliError::new(format!(
+            "cannot read {source}: {}; {nothing}",
+            io_message(&e)
+        )),
+        ReadError::Parse(p) => CliError::new(format!("{source}: {p}; {nothing}")),
+    };
+    let mut tx = db.begin_write().map_err(|e| db_error(&path, e))?;
+    let (mut key, mut value, mut last) = (Vec::new(), Vec::new(), Vec::new());
+    let mut entries = 0u64;
+    let mut trees: Vec<String> = Vec::new();
+    while let Some(header) = reader.next_section().map_err(read_error)? {
+        for w in reader.take_warnings() {
+            eprintln!("ironbark: warning: {source}: {w}");
+        }
+        let name = tree_override
+            .map(str::to_string)
+            .or(header.database)
+            .unwrap_or_else(|| MAIN_TREE.to_string());
+        let at = |line: u64, msg: String| CliError::new(format!("{source}: line {line}: {msg}; {nothing}"));
+        let t = tx
+            .open_tree(&name)
+            .map_err(|e| at(header.line, format!("cannot open tree {name:?}: {e}")))?;
+        if !trees.contains(&name) {
+            trees.push(name.clone());
+        }
+        let mut have_last = false;
+        if append {
+            let newest = tx
+                .iter(&t)
+                .and_then(|mut it| it.next_back().transpose())
+                .map_err(|e| db_error(&path, e))?;
+            if let Some((k, _)) = newest {
+                last.clear();
+                last.extend_from_slice(k);
+                have_last = true;
+            }
+        }
+        while reader
+            .next_entry(header.format, &mut key, &mut value)
+            .map_err(read_error)?
+        {
+            let key_line = reader.line() - 1;
+            if append {
+                if have_last && key <= last {
+                    return Err(at(
+                        key_line,
+                        format!(
+                            "key out of order for --append in tree {name:?} (keys must be \
+                             ascending and after the keys already in the tree)"
+                        ),
+                    ));
+                }
+                std::mem::swap(&mut last, &mut key);
+                have_last = true;
+                tx.put(&t, &last, &value)
+            } else {
+                tx.put(&t, &key, &value)
+            }
+            .map_err(|e| at(key_line, format!("cannot store the entry in tree {name:?}: {e}")))?;
+            entries += 1;
+            if entries % 4096 == 0 {
+                pb.set_position(reader.bytes_read());
+            }
+        }
+    }
+    tx.commit().map_err(|e| db_error(&path, e))?;
+    let shown: Vec<&str> = trees.iter().take(8).map(String::as_str).collect();
+    let more = if trees.len() > shown.len() {
+        format!(", and {} more", trees.len() - shown.len())
+    } else {
+        String::new()
+    };
+    Ok(match trees.len() {
+        0 => "loaded nothing (the input holds no sections)".to_string(),
+        n => format!(
+            "loaded {entries} {} into {n} {} ({}{more})",
+            if entries == 1 { "entry" } else { "entries" },
+            if n == 1 { "tree" } else { "trees" },
+            shown.join(", ")
+        ),
+    })
+}
+
+/// `ironbark copy`.
+pub fn copy(src: &Path, dst: &Path, compact: bool) -> Result<()> {
+    if fs::symlink_metadata(dst).is_ok() {
+        return Err(CliError::new(format!(
+            "{}: already exists (copy never overwrites a file)",
+            dst.display()
+        )));
+    }
+    let db = open_existing(src)?;
+    let rx = db.begin_read().map_err(|e| db_error(src, e))?;
+    let txn = rx.txn_id();
+    let summary = if compact {
+        format!(", compacted: {}", compact_copy(&db, &rx, dst)?)
+    } else {
+        let pb = progress::bar(None, Unit::Bytes, "copying", true);
+        let r = rx.copy_to(dst).map_err(|e| db_error(dst, e));
+        pb.finish_and_clear();
+        r?;
+        String::new()
+    };
+    let size = fs::metadata(dst).map(|m| m.len()).unwrap_or(0);
+    let mut out = stdout();
+    writeln!(
+        out,
+        "copied {} (txn {txn}) to {}{summary}, {}",
+        src.display(),
+        dst.display(),
+        human(size)
+    )
+    .map_err(output_error)?;
+    out.flush().map_err(output_error)
+}
+
+/// Bytes of keys and values per write transaction of a compacting copy.
+const COMPACT_BATCH_BYTES: usize = 32 << 20;
+
+fn compact_copy(src: &Database, rx: &ReadTxn, dst: &Path) -> Result<String> {
+    let file_name = dst
+        .file_name()
+        .ok_or_else(|| CliError::new(format!("{}: not a file name", dst.display())))?;
+    let tmp: PathBuf = dst.with_file_name(format!(
+        ".{}.ironbark-copy-{}",
+        file_name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| -> Result<(usize, u64)> {
+        let options = Options {
+            page_size: src.page_size(),
+            durability: Durability::None,
+            ..Options::default()
+        };
+        let out = Database::open_with(&tmp, &options).map_err(|e| db_error(dst, e))?;
+        let names = rx.list_trees();
+        let mut total = 0;
+        for name in &names {
+            let t = rx.tree(name).map_err(|e| db_error(src.path(), e))?;
+            total += rx.len(&t).map_err(|e| db_error(src.path(), e))?;
+        }
+        let pb = progress::bar(Some(total), Unit::Entries, "compacting", true);
+        let werr = |e| db_error(dst, e);
+        let mut done = 0u64;
+        for name in &names {
+            let from = rx.tree(name).map_err(|e| db_error(src.path(), e))?;
+            let mut tx = out.begin_write().map_err(werr)?;
+            let mut to = tx.open_tree(name).map_err(werr)?;
+            let mut batch = 0;
+            for entry in rx.iter(&from).map_err(|e| db_error(src.path(), e))? {
+                let (k, v) = entry.map_err(|e| db_error(src.path(), e))?;
+                tx.put(&to, k, v).map_err(werr)?;
+                batch += k.len() + v.len() + 16;
+                done += 1;
+                if batch >= COMPACT_BATCH_BYTES {
+                    tx.commit().map_err(werr)?;
+                    tx = out.begin_write().map_err(werr)?;
+                    to = tx.tree(name).map_err(werr)?;
+                    batch = 0;
+                    pb.set_position(done);
+                }
+            }
+            tx.commit().map_err(werr)?;
+            pb.set_position(done);
+        }
+        out.sync().map_err(werr)?;
+        pb.finish_and_clear();
+        drop(out);
+        // Link, not rename: never replaces a DST created meanwhile.
+        fs::hard_link(&tmp, dst).map_err(|e| {
+            CliError::new(format!("cannot create {}: {}", dst.display(), io_message(&e)))
+        })?;
+        Ok((names.len(), done))
+    })();
+    let _ = fs::remove_file(&tmp);
+    let (trees, entries) = result?;
+    if let Some(dir) = dst.parent() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(format!("{trees} trees, {entries} entries"))
+}
+
+/// `ironbark check`.
+pub fn check(path: &Path, json: bool) -> Result<()> {
+    let cannot = |e: CliError| e.with_code(EXIT_CANNOT_CHECK);
+    let problem = |page: Option<u64>, detail: String| -> Result<()> {
+        if json {
+            print_json(&json!({
+                "path": path.display().to_string(),
+                "ok": false,
+                "problems": [{ "page": page, "detail": detail }],
+            }))?;
+        } else {
+            let mut out = stdout();
+            match page {
+                Some(p) => writeln!(out, "{}: page {p}: {detail}", path.display()),
+                None => writeln!(out, "{}: {detail}", path.display()),
+            }
+            .and_then(|()| out.flush())
+            .map_err(output_error)?;
+        }
+        Err(CliError::new(format!(
+            "{}: the integrity check found a problem",
+            path.display()
+        ))
+        .with_code(EXIT_FAILURE))
+    };
+    let db = match open_existing(path) {
+        Ok(db) => db,
+        Err(e) => {
+            // A file too damaged to open is a finding, not a failure to run.
+            let options = Options {
+                create: false,
+                ..Options::default()
+            };
+            if fs::symlink_metadata(path).is_ok() {
+                if let Err(ironbark::Error::Corrupted { page, detail }) =
+                    Database::open_with(path, &options)
+                {
+                    return problem(page, format!("cannot open: {detail}"));
+                }
+            }
+            return Err(cannot(e));
+        }
+    };
+    match db.check() {
+        Ok(r) => {
+            if json {
+                return print_json(&json!({
+                    "path": path.display().to_string(),
+                    "ok": true,
+                    "page_count": r.page_count,
+                    "pages_in_use": r.pages_in_use,
+                    "free_pages": r.free_pages,
+                    "trees": r.trees,
+                    "entries": r.entries,
+                    "problems": [],
+                }));
+            }
+            let mut out = stdout();
+            writeln!(
+                out,
+                "{}: ok: {} pages ({} in use, {} free), {} trees, {} entries",
+                path.display(),
+                r.page_count,
+                r.pages_in_use,
+                r.free_pages,
+                r.trees,
+                r.entries
+            )
+            .and_then(|()| out.flush())
+            .map_err(output_error)
+        }
+        Err(ironbark::Error::Corrupted { page, detail }) => problem(page, detail),
+        Err(e) => Err(cannot(db_error(path, e))),
+    }
+}
+
+/// `ironbark readers`.
+pub fn readers(path: &Path, clear_stale: bool, json: bool) -> Result<()> {
+    let db = open_existing(path)?;
+    let s = stats_of(&db)?;
+    const NOTE: &str = "readers are listed for this process only: the reader table \
+                        shared between processes is a later issue, and until then a \
+                        database is open in one process at a time";
+    const NOTHING: &str = "nothing to clear: stale reader slots of dead processes exist \
+                           only with the multi-process reader table, a later issue";
+    if json {
+        return print_json(&json!({
+            "path": path.display().to_string(),
+            "live_readers": s.live_readers,
+            "max_readers": s.max_readers,
+            "oldest_snapshot": s.oldest_snapshot,
+            "pages_pinned_by_readers": s.pages_pinned_by_readers,
+            "last_txn_id": s.last_txn_id,
+            "cleared_stale": clear_stale.then_some(0),
+            "note": NOTE,
+        }));
+    }
+    let mut out = stdout();
+    let w = &mut out;
+    (|| -> io::Result<()> {
+        writeln!(
+            w,
+            "live readers     {} of {} slots",
+            s.live_readers, s.max_readers
+        )?;
+        writeln!(
+            w,
+            "oldest snapshot  {}",
+            s.oldest_snapshot
+                .map_or_else(|| "none".to_string(), |t| format!("txn {t}"))
+        )?;
+        writeln!(
+            w,
+            "pinned pages     {} ({})",
+            s.pages_pinned_by_readers,
+            human(s.pages_pinned_by_readers * s.page_size as u64)
+        )?;
+        writeln!(w, "last txn         {}", s.last_txn_id)?;
+        writeln!(w, "note: {NOTE}")?;
+        if clear_stale {
+            writeln!(w, "{NOTHING}")?;
+        }
+        w.flush()
+    })()
+    .map_err(output_error)
+}

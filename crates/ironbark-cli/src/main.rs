@@ -1,0 +1,248 @@
+//! `ironbark`: the command-line tool of the ironbark key-value store.
+//!
+//! What LMDB users have in `mdb_stat`, `mdb_dump`, `mdb_load` and
+//! `mdb_copy`, plus `check` and `readers`. Dumps use the text format of
+//! `mdb_dump`/`mdb_load`, so `mdb_dump -a ENV | ironbark load NEW.ib`
+//! migrates an LMDB environment, and `ironbark dump -a DB | mdb_load ENV`
+//! goes back. See `docs/cli.md`.
+
+mod commands;
+mod dumpfile;
+mod error;
+mod progress;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// The tree that stands for LMDB's main (unnamed) database.
+pub const MAIN_TREE: &str = "main";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ironbark",
+    version,
+    about = "Inspect, dump, load, copy and check ironbark databases",
+    long_about = "Inspect, dump, load, copy and check ironbark databases.\n\n\
+        Dumps use the text format of LMDB's mdb_dump/mdb_load, so an LMDB \
+        environment migrates with `mdb_dump -a ENV | ironbark load NEW.ib` and \
+        back with `ironbark dump -a DB | mdb_load ENV`. LMDB's main (unnamed) \
+        database is the tree named `main`.",
+    after_help = "Examples:\n  \
+        ironbark stat data.ib\n  \
+        mdb_dump -a ./lmdb-env | ironbark load data.ib\n  \
+        ironbark dump --all data.ib | mdb_load ./new-env\n  \
+        ironbark copy --compact data.ib backup.ib\n  \
+        ironbark check data.ib"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Show page size, file size, used and free pages, transaction ids,
+    /// readers, and the shape of each tree (like mdb_stat)
+    #[command(after_help = "Examples:\n  \
+        ironbark stat data.ib\n  \
+        ironbark stat data.ib --tree users\n  \
+        ironbark stat data.ib --json | jq .trees")]
+    Stat {
+        /// The database file
+        db: PathBuf,
+        /// Show only this tree
+        #[arg(long, short = 's', value_name = "NAME")]
+        tree: Option<String>,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+
+    /// Write trees as text in the format of LMDB's mdb_dump
+    ///
+    /// Without --tree or --all, dumps the tree `main`, which stands for
+    /// LMDB's main (unnamed) database and is written without a `database=`
+    /// line. Every other tree is written with `database=NAME`. With --all,
+    /// `main` (when not empty) comes first, then every other tree in name
+    /// order, as consecutive sections.
+    #[command(after_help = "Examples:\n  \
+        ironbark dump data.ib                      # the tree `main`, to stdout\n  \
+        ironbark dump data.ib --tree users -p      # printable text\n  \
+        ironbark dump data.ib --all -f data.txt    # every tree, to a file\n  \
+        ironbark dump data.ib --all | mdb_load ./lmdb-env")]
+    Dump {
+        /// The database file
+        db: PathBuf,
+        /// Dump this tree (default: main)
+        #[arg(long, short = 's', value_name = "NAME", conflicts_with = "all")]
+        tree: Option<String>,
+        /// Dump every tree
+        #[arg(long, short = 'a')]
+        all: bool,
+        /// Printable format: printable bytes as themselves, others as \xx
+        /// (default: hex pairs, format=bytevalue)
+        #[arg(short = 'p', long = "print")]
+        print: bool,
+        /// Write to FILE instead of stdout
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: Option<PathBuf>,
+    },
+
+    /// Load text in the format of LMDB's mdb_dump into a database (created
+    /// if missing), all in one transaction
+    ///
+    /// Each section goes to the tree named by its `database=` line, or to
+    /// the tree `main` when it has none (LMDB's main database). Existing
+    /// entries with the same key are overwritten; other entries stay. A
+    /// malformed input is reported with its line number and nothing is
+    /// loaded.
+    #[command(after_help = "Examples:\n  \
+        mdb_dump -a ./lmdb-env | ironbark load data.ib\n  \
+        ironbark load data.ib -f users.txt --tree users\n  \
+        ironbark dump old.ib --all | ironbark load new.ib")]
+    Load {
+        /// The database file (created if missing)
+        db: PathBuf,
+        /// Read from FILE instead of stdin
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: Option<PathBuf>,
+        /// Load every section into this tree, whatever its `database=` line says
+        #[arg(long, short = 's', value_name = "NAME")]
+        tree: Option<String>,
+        /// Like mdb_load -a: keys must come in ascending order, after the
+        /// keys already in the tree; a key out of order is an error
+        #[arg(long, short = 'a')]
+        append: bool,
+    },
+
+    /// Copy a database to a new file, consistently, from one snapshot
+    /// (like mdb_copy)
+    ///
+    /// Without --compact the copy is page for page, free pages included.
+    /// With --compact only live data is written, tree by tree in key order
+    /// with full pages, so the copy is about the size of the live data.
+    /// DST must not exist.
+    #[command(after_help = "Examples:\n  \
+        ironbark copy data.ib backup.ib\n  \
+        ironbark copy --compact data.ib compacted.ib")]
+    Copy {
+        /// The database to copy
+        src: PathBuf,
+        /// The new file (must not exist)
+        dst: PathBuf,
+        /// Write only live data, in key order (like mdb_copy -c)
+        #[arg(long, short = 'c')]
+        compact: bool,
+    },
+
+    /// Verify the whole database: every page's checksum and structure, key
+    /// order, tree shape, counters, and that every page is used or free
+    /// exactly once
+    ///
+    /// Exit status: 0 when clean (with a summary line), 1 when a problem is
+    /// found (one line per problem), 2 when the check could not run (no
+    /// such file, locked, not an ironbark file).
+    #[command(after_help = "Examples:\n  \
+        ironbark check data.ib\n  \
+        ironbark check data.ib --json")]
+    Check {
+        /// The database file
+        db: PathBuf,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+
+    /// Show live readers, the oldest snapshot and the pages they pin
+    ///
+    /// ironbark does not share a reader table between processes yet (a
+    /// later issue): a database is open in one process at a time, so this
+    /// shows the readers of the process that opened it, which for this
+    /// command are none. --clear-stale has nothing to clear until then.
+    #[command(after_help = "Examples:\n  \
+        ironbark readers data.ib\n  \
+        ironbark readers data.ib --json")]
+    Readers {
+        /// The database file
+        db: PathBuf,
+        /// Clear the reader slots of dead processes (nothing to clear yet:
+        /// the multi-process reader table is a later issue)
+        #[arg(long)]
+        clear_stale: bool,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A panic is a bug; say so in one line instead of Rust's panic message.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!(
+            "ironbark: internal error (a bug, please report it): {}{at}",
+            msg.replace('\n', " ")
+        );
+    }));
+}
+
+fn main() {
+    install_panic_hook();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            match e.kind() {
+                ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
+                _ => {
+                    let text = e.render().to_string();
+                    let first = text.lines().next().unwrap_or("invalid arguments");
+                    let first = first.strip_prefix("error: ").unwrap_or(first);
+                    eprintln!("ironbark: {first} (see ironbark --help)");
+                    std::process::exit(2);
+                }
+            }
+        }
+    };
+    let result = match cli.command {
+        Command::Stat { db, tree, json } => commands::stat(&db, tree.as_deref(), json),
+        Command::Dump {
+            db,
+            tree,
+            all,
+            print,
+            file,
+        } => commands::dump(&db, tree.as_deref(), all, print, file.as_deref()),
+        Command::Load {
+            db,
+            file,
+            tree,
+            append,
+        } => commands::load(&db, file.as_deref(), tree.as_deref(), append),
+        Command::Copy { src, dst, compact } => commands::copy(&src, &dst, compact),
+        Command::Check { db, json } => commands::check(&db, json),
+        Command::Readers {
+            db,
+            clear_stale,
+            json,
+        } => commands::readers(&db, clear_stale, json),
+    };
+    if let Err(e) = result {
+        if let Some(message) = &e.message {
+            eprintln!("ironbark: {message}");
+        }
+        std::process::exit(e.code);
+    }
+}
