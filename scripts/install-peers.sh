@@ -26,4 +26,5 @@ $SUDO apt-get install -y --no-install-recommends \
     libwiredtiger-dev \
     libdb5.3-dev \
     libjemalloc2 \
-    libtcmalloc-minimal4
+    libtcmalloc-minimal4 \
+    fonts-dejavu-core

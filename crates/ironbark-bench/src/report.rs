@@ -1,12 +1,17 @@
-//! `ironbark-bench report RESULTS.jsonl --out DIR`: a markdown report.
+//! `ironbark-bench report RESULTS.jsonl --out DIR`: a markdown report with
+//! the seeds' charts as SVG and PNG: read rate against reader threads, write
+//! rates, latency percentiles and bytes written per commit.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
 
 use crate::engine::Result;
 use crate::result::RunResult;
 use crate::tables;
 
-pub fn read_results(path: &std::path::Path) -> Result<Vec<RunResult>> {
+pub fn read_results(path: &Path) -> Result<Vec<RunResult>> {
     let text = std::fs::read_to_string(path)?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -20,6 +25,475 @@ pub fn read_results(path: &std::path::Path) -> Result<Vec<RunResult>> {
     Ok(out)
 }
 
+/// Registers a system sans-serif font for text in charts; false when none
+/// is installed (Debian: fonts-dejavu-core).
+fn register_font() -> bool {
+    let candidates = [
+        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+        "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+        "/usr/share/fonts/TTF/DejaVuSans.ttf",
+        "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    ];
+    for c in candidates {
+        if let Ok(bytes) = std::fs::read(c) {
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+const COLORS: &[RGBColor] = &[
+    RGBColor(0x1b, 0x5e, 0x20), // ironbark first: dark green
+    RGBColor(0x15, 0x65, 0xc0),
+    RGBColor(0xc6, 0x28, 0x28),
+    RGBColor(0xef, 0x6c, 0x00),
+    RGBColor(0x6a, 0x1b, 0x9a),
+    RGBColor(0x00, 0x83, 0x8f),
+    RGBColor(0x5d, 0x40, 0x37),
+    RGBColor(0xad, 0x14, 0x57),
+    RGBColor(0x45, 0x5a, 0x64),
+    RGBColor(0x9e, 0x9d, 0x24),
+];
+
+fn color(i: usize) -> RGBColor {
+    COLORS[i % COLORS.len()]
+}
+
+type Series = Vec<(String, Vec<(f64, f64)>)>;
+
+enum Chart {
+    /// One bar per label.
+    Bars {
+        labels: Vec<String>,
+        values: Vec<f64>,
+    },
+    /// Lines over numeric x (x labels given for categorical axes).
+    Lines {
+        series: Series,
+        x_labels: Option<Vec<String>>,
+        log_y: bool,
+    },
+}
+
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    y_label: &str,
+    x_label: &str,
+    chart: &Chart,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    match chart {
+        Chart::Bars { labels, values } => {
+            let max = values.iter().copied().fold(0.0f64, f64::max).max(1e-9) * 1.15;
+            let n = labels.len();
+            let mut c = ChartBuilder::on(&root)
+                .caption(title, ("sans-serif", 22))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0.0..n as f64, 0.0..max)
+                .map_err(|e| e.to_string())?;
+            let labels_for_axis = labels.clone();
+            c.configure_mesh()
+                .disable_x_mesh()
+                .x_labels(n.max(1) * 2 + 1)
+                .x_label_formatter(&|x| {
+                    let i = x.floor() as usize;
+                    if (x - i as f64 - 0.5).abs() < 0.26 {
+                        labels_for_axis.get(i).cloned().unwrap_or_default()
+                    } else {
+                        String::new()
+                    }
+                })
+                .y_label_formatter(&|y| tables::si(*y))
+                .y_desc(y_label)
+                .x_desc(x_label)
+                .draw()
+                .map_err(|e| e.to_string())?;
+            c.draw_series(values.iter().enumerate().map(|(i, v)| {
+                let x0 = i as f64 + 0.15;
+                let x1 = i as f64 + 0.85;
+                Rectangle::new([(x0, 0.0), (x1, *v)], color(i).filled())
+            }))
+            .map_err(|e| e.to_string())?;
+            c.draw_series(values.iter().enumerate().map(|(i, v)| {
+                Text::new(
+                    tables::si(*v),
+                    (i as f64 + 0.3, *v + max * 0.02),
+                    ("sans-serif", 14),
+                )
+            }))
+            .map_err(|e| e.to_string())?;
+        }
+        Chart::Lines {
+            series,
+            x_labels,
+            log_y,
+        } => {
+            let xs = series.iter().flat_map(|(_, p)| p.iter().map(|(x, _)| *x));
+            let ys = series.iter().flat_map(|(_, p)| p.iter().map(|(_, y)| *y));
+            let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
+            let (y0, y1) = ys.fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
+            let (x0, x1) = if x0 >= x1 {
+                (x0 - 1.0, x0 + 1.0)
+            } else {
+                (x0, x1)
+            };
+            let pad = (x1 - x0) * 0.05;
+            let xr = (x0 - pad)..(x1 + pad);
+            let labels_for_axis = x_labels.clone();
+            let x_fmt = move |x: &f64| match &labels_for_axis {
+                Some(l) => {
+                    let i = x.round();
+                    if (x - i).abs() < 0.01 && i >= 0.0 {
+                        l.get(i as usize).cloned().unwrap_or_default()
+                    } else {
+                        String::new()
+                    }
+                }
+                None => {
+                    if (x - x.round()).abs() < 0.01 {
+                        format!("{x:.0}")
+                    } else {
+                        String::new()
+                    }
+                }
+            };
+            let n_x = x_labels.as_ref().map_or(10, |l| l.len() * 4);
+            if *log_y {
+                let y0 = (y0.max(1e-3)) / 1.5;
+                let y1 = (y1.max(y0 * 2.0)) * 1.5;
+                let mut c = ChartBuilder::on(&root)
+                    .caption(title, ("sans-serif", 22))
+                    .margin(12)
+                    .x_label_area_size(40)
+                    .y_label_area_size(70)
+                    .build_cartesian_2d(xr, (y0..y1).log_scale())
+                    .map_err(|e| e.to_string())?;
+                c.configure_mesh()
+                    .x_labels(n_x)
+                    .x_label_formatter(&x_fmt)
+                    .y_label_formatter(&|y| tables::si(*y))
+                    .y_desc(y_label)
+                    .x_desc(x_label)
+                    .draw()
+                    .map_err(|e| e.to_string())?;
+                for (i, (name, pts)) in series.iter().enumerate() {
+                    let col = color(i);
+                    c.draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))
+                        .map_err(|e| e.to_string())?
+                        .label(name.clone())
+                        .legend(move |(x, y)| {
+                            PathElement::new([(x, y), (x + 18, y)], col.stroke_width(2))
+                        });
+                    c.draw_series(pts.iter().map(|p| Circle::new(*p, 3, col.filled())))
+                        .map_err(|e| e.to_string())?;
+                }
+                c.configure_series_labels()
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .position(SeriesLabelPosition::UpperLeft)
+                    .draw()
+                    .map_err(|e| e.to_string())?;
+            } else {
+                let y1 = y1.max(1e-9) * 1.15;
+                let mut c = ChartBuilder::on(&root)
+                    .caption(title, ("sans-serif", 22))
+                    .margin(12)
+                    .x_label_area_size(40)
+                    .y_label_area_size(70)
+                    .build_cartesian_2d(xr, 0.0..y1)
+                    .map_err(|e| e.to_string())?;
+                c.configure_mesh()
+                    .x_labels(n_x)
+                    .x_label_formatter(&x_fmt)
+                    .y_label_formatter(&|y| tables::si(*y))
+                    .y_desc(y_label)
+                    .x_desc(x_label)
+                    .draw()
+                    .map_err(|e| e.to_string())?;
+                for (i, (name, pts)) in series.iter().enumerate() {
+                    let col = color(i);
+                    c.draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))
+                        .map_err(|e| e.to_string())?
+                        .label(name.clone())
+                        .legend(move |(x, y)| {
+                            PathElement::new([(x, y), (x + 18, y)], col.stroke_width(2))
+                        });
+                    c.draw_series(pts.iter().map(|p| Circle::new(*p, 3, col.filled())))
+                        .map_err(|e| e.to_string())?;
+                }
+                c.configure_series_labels()
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .position(SeriesLabelPosition::UpperLeft)
+                    .draw()
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    root.present().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Writes `<stem>.svg` and `<stem>.png` in `dir`; returns the SVG's file name.
+fn render(
+    dir: &Path,
+    stem: &str,
+    title: &str,
+    y_label: &str,
+    x_label: &str,
+    chart: &Chart,
+) -> Result<String> {
+    let size = (900, 520);
+    let svg = dir.join(format!("{stem}.svg"));
+    draw(
+        SVGBackend::new(&svg, size).into_drawing_area(),
+        title,
+        y_label,
+        x_label,
+        chart,
+    )?;
+    let png = dir.join(format!("{stem}.png"));
+    draw(
+        BitMapBackend::new(&png, size).into_drawing_area(),
+        title,
+        y_label,
+        x_label,
+        chart,
+    )?;
+    Ok(format!("{stem}.svg"))
+}
+
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// Engines in the order they first appear (ironbark first when present).
+fn engine_order(results: &[&RunResult]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for r in results {
+        if !names.contains(&r.engine) {
+            names.push(r.engine.clone());
+        }
+    }
+    names.sort_by_key(|n| n != "ironbark");
+    names
+}
+
+/// Builds every chart of `results` into `dir`; returns markdown snippets.
+fn charts(results: &[RunResult], dir: &Path) -> Result<Vec<String>> {
+    let mut md = Vec::new();
+    // 1. Read rate against threads, per (step, benchmark) with several thread counts.
+    let mut by_bench: BTreeMap<(String, String, String), Vec<&RunResult>> = BTreeMap::new();
+    for r in results {
+        by_bench
+            .entry((r.step.clone(), r.benchmark.clone(), r.allocator.clone()))
+            .or_default()
+            .push(r);
+    }
+    for ((step, bench, alloc), rs) in &by_bench {
+        let threads: Vec<usize> = {
+            let mut t: Vec<usize> = rs.iter().map(|r| r.threads).collect();
+            t.sort_unstable();
+            t.dedup();
+            t
+        };
+        let engines = engine_order(rs);
+        let suffix = if alloc == "glibc" {
+            String::new()
+        } else {
+            format!(", {alloc}")
+        };
+        if threads.len() > 1 && rs.iter().any(|r| r.read_ops > 0) {
+            let series: Series = engines
+                .iter()
+                .map(|e| {
+                    let mut pts: Vec<(f64, f64)> = rs
+                        .iter()
+                        .filter(|r| &r.engine == e)
+                        .map(|r| (r.threads as f64, r.read_ops_per_sec))
+                        .collect();
+                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    (e.clone(), pts)
+                })
+                .collect();
+            let stem = slug(&format!("{step} {bench} {alloc} reads vs threads"));
+            let title = format!("{bench}: reads/s vs reader threads{suffix}");
+            let file = render(
+                dir,
+                &stem,
+                &title,
+                "reads/s",
+                "reader threads",
+                &Chart::Lines {
+                    series,
+                    x_labels: None,
+                    log_y: false,
+                },
+            )?;
+            md.push(format!("![{title}]({file})"));
+            if bench == "readwhilewriting" {
+                let series: Series = engines
+                    .iter()
+                    .map(|e| {
+                        let mut pts: Vec<(f64, f64)> = rs
+                            .iter()
+                            .filter(|r| &r.engine == e)
+                            .map(|r| (r.threads as f64, r.write_ops_per_sec))
+                            .collect();
+                        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                        (e.clone(), pts)
+                    })
+                    .collect();
+                let stem = slug(&format!("{step} {bench} {alloc} writes vs threads"));
+                let title = format!("{bench}: writes/s vs reader threads{suffix}");
+                let file = render(
+                    dir,
+                    &stem,
+                    &title,
+                    "writes/s",
+                    "reader threads",
+                    &Chart::Lines {
+                        series,
+                        x_labels: None,
+                        log_y: false,
+                    },
+                )?;
+                md.push(format!("![{title}]({file})"));
+            }
+        }
+        // 2. Rate per engine (bars) and 3. latency percentiles, at each thread count.
+        for &t in &threads {
+            let at: Vec<&RunResult> = rs.iter().copied().filter(|r| r.threads == t).collect();
+            let engines = engine_order(&at);
+            let pick = |e: &String| at.iter().copied().find(|r| &r.engine == e);
+            let tsuffix = if uses_threads_label(bench) {
+                format!(", {t} thread(s)")
+            } else {
+                String::new()
+            };
+            let values: Vec<f64> = engines
+                .iter()
+                .map(|e| pick(e).map_or(0.0, |r| r.ops_per_sec))
+                .collect();
+            let stem = slug(&format!("{step} {bench} {alloc} t{t} ops"));
+            let title = format!("{bench}: ops/s{tsuffix}{suffix}");
+            let file = render(
+                dir,
+                &stem,
+                &title,
+                "ops/s",
+                "",
+                &Chart::Bars {
+                    labels: engines.clone(),
+                    values,
+                },
+            )?;
+            md.push(format!("![{title}]({file})"));
+            if bench == "readwhilewriting" {
+                let values: Vec<f64> = engines
+                    .iter()
+                    .map(|e| pick(e).map_or(0.0, |r| r.write_ops_per_sec))
+                    .collect();
+                let stem = slug(&format!("{step} {bench} {alloc} t{t} writes"));
+                let title = format!("{bench}: writes/s{tsuffix}{suffix}");
+                let file = render(
+                    dir,
+                    &stem,
+                    &title,
+                    "writes/s",
+                    "",
+                    &Chart::Bars {
+                        labels: engines.clone(),
+                        values,
+                    },
+                )?;
+                md.push(format!("![{title}]({file})"));
+            }
+            let pct_labels: Vec<String> = ["p50", "p75", "p99", "p99.9", "p99.99"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            let series: Series = engines
+                .iter()
+                .filter_map(&pick)
+                .map(|r| {
+                    let v = [r.p50_us, r.p75_us, r.p99_us, r.p999_us, r.p9999_us];
+                    (
+                        r.engine.clone(),
+                        v.iter()
+                            .enumerate()
+                            .map(|(i, y)| (i as f64, y.max(1e-3)))
+                            .collect(),
+                    )
+                })
+                .collect();
+            let stem = slug(&format!("{step} {bench} {alloc} t{t} latency"));
+            let title = format!("{bench}: latency percentiles (us){tsuffix}{suffix}");
+            let file = render(
+                dir,
+                &stem,
+                &title,
+                "usec",
+                "percentile",
+                &Chart::Lines {
+                    series,
+                    x_labels: Some(pct_labels),
+                    log_y: true,
+                },
+            )?;
+            md.push(format!("![{title}]({file})"));
+            if at.iter().any(|r| r.commits > 0)
+                && (bench == "smalltxn" || bench == "fillsync" || bench == "overwrite")
+            {
+                let values: Vec<f64> = engines
+                    .iter()
+                    .map(|e| pick(e).map_or(0.0, |r| r.bytes_per_commit))
+                    .collect();
+                let stem = slug(&format!("{step} {bench} {alloc} bytes per commit"));
+                let title = format!("{bench}: bytes written per commit{suffix}");
+                let file = render(
+                    dir,
+                    &stem,
+                    &title,
+                    "bytes",
+                    "",
+                    &Chart::Bars {
+                        labels: engines.clone(),
+                        values,
+                    },
+                )?;
+                md.push(format!("![{title}]({file})"));
+            }
+        }
+    }
+    Ok(md)
+}
+
+fn uses_threads_label(bench: &str) -> bool {
+    crate::workload::uses_threads(bench)
+}
+
 pub fn main(args: &[String]) -> Result<()> {
     let mut input: Option<PathBuf> = None;
     let mut out_dir = PathBuf::from("bench-results/report");
@@ -31,7 +505,7 @@ pub fn main(args: &[String]) -> Result<()> {
         } else if a == "--out" {
             i += 1;
             out_dir = PathBuf::from(args.get(i).ok_or("--out needs a directory")?);
-        } else if input.is_none() {
+        } else if input.is_none() && !a.starts_with("--") {
             input = Some(PathBuf::from(a));
         } else {
             return Err(format!("unexpected argument `{a}`").into());
@@ -41,8 +515,45 @@ pub fn main(args: &[String]) -> Result<()> {
     let input = input.ok_or("usage: ironbark-bench report RESULTS.jsonl --out DIR")?;
     let results = read_results(&input)?;
     std::fs::create_dir_all(&out_dir)?;
-    let mut md = format!("# ironbark-bench report\n\nFrom `{}`.\n", input.display());
-    md.push_str(&tables::markdown(&results));
+    let mut md = format!(
+        "# ironbark-bench report\n\nFrom `{}`: {} runs.\n",
+        input.display(),
+        results.len()
+    );
+    let mut steps: Vec<(String, String)> = Vec::new();
+    for r in &results {
+        let k = (r.preset.clone(), r.step.clone());
+        if !steps.contains(&k) {
+            steps.push(k);
+        }
+    }
+    let fonts = register_font();
+    for (preset, step) in &steps {
+        let rs: Vec<RunResult> = results
+            .iter()
+            .filter(|r| &r.preset == preset && &r.step == step)
+            .cloned()
+            .collect();
+        md.push_str(&format!("\n## {preset}: {step}\n"));
+        md.push_str(&tables::markdown(&rs));
+        if fonts {
+            let dir = out_dir.join(slug(&format!("{preset} {step}")));
+            std::fs::create_dir_all(&dir)?;
+            md.push_str("\n### Charts\n\n");
+            for m in charts(&rs, &dir)? {
+                let rel = m.replacen(
+                    "](",
+                    &format!("]({}/", slug(&format!("{preset} {step}"))),
+                    1,
+                );
+                md.push_str(&rel);
+                md.push_str("\n\n");
+            }
+        }
+    }
+    if !fonts {
+        md.push_str("\n(No charts: no TrueType font found; install fonts-dejavu-core.)\n");
+    }
     let path = out_dir.join("report.md");
     std::fs::write(&path, md)?;
     eprintln!("wrote {}", path.display());

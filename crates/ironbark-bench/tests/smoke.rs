@@ -176,4 +176,24 @@ fn every_workload_on_every_engine() {
             }
         }
     }
+
+    // The report: markdown, plus SVG and PNG charts when a font is installed.
+    let report_dir = dir.path().join("report");
+    let out = Command::new(bench_exe())
+        .arg("report")
+        .arg(&json)
+        .arg("--out")
+        .arg(&report_dir)
+        .output()
+        .expect("run report");
+    assert!(
+        out.status.success(),
+        "report failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(report_dir.join("report.md")).expect("report.md");
+    assert!(md.contains("| engine | ops/sec |"));
+    if md.contains("### Charts") {
+        assert!(md.contains(".svg)"));
+    }
 }
