@@ -462,3 +462,150 @@ fn read_txn_moves_between_threads() {
     assert_eq!(db.stats().unwrap().live_readers, 0);
     db.check().unwrap();
 }
+
+/// Write transactions from several threads serialize: no update is lost.
+#[test]
+fn writers_from_many_threads_serialize() {
+    let t = temp_db("writers.ib");
+    let db = Database::open_with(
+        &t.path,
+        &Options {
+            durability: Durability::None,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("counter").unwrap();
+    tx.put(&tree, b"n", &0u64.to_le_bytes()).unwrap();
+    tx.commit().unwrap();
+    let busy = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for w in 0..4u64 {
+            let (db, tree, busy) = (&db, &tree, &busy);
+            s.spawn(move || {
+                for i in 0..150u64 {
+                    let mut tx = if i % 2 == 0 {
+                        db.begin_write().unwrap()
+                    } else {
+                        loop {
+                            match db.try_begin_write() {
+                                Ok(tx) => break tx,
+                                Err(ironbark::Error::Busy) => {
+                                    busy.fetch_add(1, Ordering::Relaxed);
+                                    std::thread::yield_now();
+                                }
+                                Err(e) => panic!("{e}"),
+                            }
+                        }
+                    };
+                    let n = u64::from_le_bytes(
+                        tx.get(tree, b"n").unwrap().unwrap().try_into().unwrap(),
+                    );
+                    tx.put(tree, b"n", &(n + 1).to_le_bytes()).unwrap();
+                    tx.put(tree, format!("w{w}-{i:03}").as_bytes(), &n.to_le_bytes())
+                        .unwrap();
+                    tx.commit().unwrap();
+                }
+            });
+        }
+    });
+    let rx = db.begin_read().unwrap();
+    let n = u64::from_le_bytes(rx.get(&tree, b"n").unwrap().unwrap().try_into().unwrap());
+    assert_eq!(n, 600, "lost updates");
+    // Every commit read a distinct counter value.
+    let mut seen: Vec<u64> = rx
+        .iter(&tree)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|(k, _)| k.starts_with(b"w"))
+        .map(|(_, v)| u64::from_le_bytes(v.try_into().unwrap()))
+        .collect();
+    seen.sort_unstable();
+    assert!(seen.iter().copied().eq(0..600));
+    eprintln!("{} Busy answers", busy.load(Ordering::Relaxed));
+    drop(rx);
+    db.check().unwrap();
+}
+
+/// Readers never wait: with a write transaction open (and holding the
+/// writer lock) on another thread, snapshots begin and read at once.
+#[test]
+fn readers_do_not_wait_for_an_open_write_transaction() {
+    let t = temp_db("nowait.ib");
+    let db = Database::open(&t.path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    tx.put(&tree, b"k", b"committed").unwrap();
+    tx.commit().unwrap();
+    let (opened, open_rx) = mpsc::channel();
+    let (finish, finish_rx) = mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let (db, tree) = (&db, &tree);
+        s.spawn(move || {
+            let mut tx = db.begin_write().unwrap();
+            tx.put(tree, b"k", b"uncommitted").unwrap();
+            for i in 0..5000u32 {
+                tx.put(tree, &i.to_be_bytes(), &[0u8; 100]).unwrap();
+            }
+            opened.send(()).unwrap();
+            finish_rx.recv().unwrap();
+            tx.commit().unwrap();
+        });
+        open_rx.recv().unwrap();
+        let started = Instant::now();
+        for _ in 0..1000 {
+            let rx = db.begin_read().unwrap();
+            assert_eq!(rx.get(tree, b"k").unwrap(), Some(&b"committed"[..]));
+            assert_eq!(rx.len(tree).unwrap(), 1);
+        }
+        assert!(matches!(db.try_begin_write(), Err(ironbark::Error::Busy)));
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(5),
+            "1000 snapshots took {took:?}"
+        );
+        finish.send(()).unwrap();
+    });
+    let rx = db.begin_read().unwrap();
+    assert_eq!(rx.get(&tree, b"k").unwrap(), Some(&b"uncommitted"[..]));
+    assert_eq!(rx.len(&tree).unwrap(), 5001);
+}
+
+/// Threads racing for the last reader slots: exactly `max_readers` win.
+#[test]
+fn reader_slots_under_contention() {
+    let t = temp_db("slots.ib");
+    let db = Database::open_with(
+        &t.path,
+        &Options {
+            max_readers: 8,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    for round in 0..20 {
+        let barrier = std::sync::Barrier::new(16);
+        let results: Vec<Option<ReadTxn>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..16)
+                .map(|_| {
+                    let (db, barrier) = (&db, &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        match db.begin_read() {
+                            Ok(rx) => Some(rx),
+                            Err(ironbark::Error::ReadersFull { max: 8 }) => None,
+                            Err(e) => panic!("{e}"),
+                        }
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let won = results.iter().filter(|r| r.is_some()).count();
+        assert_eq!(won, 8, "round {round}: {won} readers got a slot");
+        assert_eq!(db.stats().unwrap().live_readers, 8);
+        drop(results);
+        assert_eq!(db.stats().unwrap().live_readers, 0);
+    }
+}
