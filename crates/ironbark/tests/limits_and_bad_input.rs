@@ -1363,3 +1363,70 @@ fn committed_reference_with_bit_63_set_is_corruption() {
         "WriteTxn::get gave {lookup}"
     );
 }
+
+/// Damage must not be laundered by a later write. Copy-on-write copies a
+/// committed page into the transaction and seals the copy with a fresh
+/// checksum; if the page was damaged on disk (a flipped value byte: reads
+/// do not verify checksums, `check()` does), the damage then becomes
+/// permanent and `check()` can no longer see it. Either the write reports
+/// `Corrupted` naming the page, or `check()` still does afterwards.
+#[test]
+fn damage_is_not_laundered_by_a_later_write() {
+    let t = temp_db("launder.ib");
+    let db = Database::open(&t.path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tr = tx.open_tree("t").unwrap();
+    for i in 0..10u32 {
+        tx.put(&tr, format!("k{i}").as_bytes(), b"good-value")
+            .unwrap();
+    }
+    let txn = tx.txn_id();
+    tx.commit().unwrap();
+    drop(db);
+    let mut image = std::fs::read(&t.path).unwrap();
+    let leaves = leaves_of(&image, txn);
+    assert_eq!(leaves.len(), 1);
+    let leaf = leaves[0];
+    let pos = image[leaf * PS..(leaf + 1) * PS]
+        .windows(10)
+        .rposition(|w| w == b"good-value")
+        .unwrap();
+    image[leaf * PS + pos] = b'B';
+    let (_k, r) = open_image(&image, "launder");
+    let db = r.unwrap();
+    let c = db.check();
+    assert!(
+        matches!(&c, Err(e) if is_corrupted_at(e, leaf)),
+        "check before the write: {c:?}"
+    );
+    let write = (|| {
+        let mut tx = db.begin_write()?;
+        tx.put(&tr, b"zzz", b"new")?;
+        tx.commit()
+    })();
+    match write {
+        Err(e) => assert!(is_corrupted_at(&e, leaf), "the write failed with {e}"),
+        Ok(()) => {
+            let rx = db.begin_read().unwrap();
+            let damaged: Vec<String> = rx
+                .iter(&tr)
+                .unwrap()
+                .map(|e| e.unwrap())
+                .filter(|(k, v)| k.starts_with(b"k") && *v != b"good-value")
+                .map(|(k, v)| {
+                    format!(
+                        "{} = {}",
+                        String::from_utf8_lossy(k),
+                        String::from_utf8_lossy(v)
+                    )
+                })
+                .collect();
+            let c = db.check();
+            assert!(
+                matches!(&c, Err(Error::Corrupted { .. })),
+                "a write over damaged leaf {leaf} resealed it: check() now passes \
+                 while the tree reads {damaged:?}"
+            );
+        }
+    }
+}
