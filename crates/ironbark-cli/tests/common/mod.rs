@@ -1,0 +1,92 @@
+//! Helpers shared by the CLI's end-to-end tests.
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use assert_cmd::Command;
+
+/// The `ironbark` binary of this crate.
+pub fn ironbark() -> Command {
+    Command::cargo_bin("ironbark").expect("the ironbark binary is built")
+}
+
+/// Creates a database at `path` holding `trees`, each a list of entries.
+pub fn make_db(path: &Path, trees: &[(&str, Vec<(Vec<u8>, Vec<u8>)>)]) {
+    let db = ironbark::Database::open(path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    for (name, entries) in trees {
+        let t = tx.open_tree(name).unwrap();
+        for (k, v) in entries {
+            tx.put(&t, k, v).unwrap();
+        }
+    }
+    tx.commit().unwrap();
+}
+
+/// `n` entries with keys `key00000`... and values of varied length.
+pub fn entries(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    (0..n)
+        .map(|i| {
+            (
+                format!("key{i:05}").into_bytes(),
+                format!("value {i} {}", "x".repeat(i % 37)).into_bytes(),
+            )
+        })
+        .collect()
+}
+
+/// All entries of every tree, read through the engine.
+pub fn contents(path: &Path) -> Vec<(String, Vec<(Vec<u8>, Vec<u8>)>)> {
+    let db = ironbark::Database::open_with(
+        path,
+        &ironbark::Options {
+            create: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let rx = db.begin_read().unwrap();
+    rx.list_trees()
+        .into_iter()
+        .map(|name| {
+            let t = rx.tree(&name).unwrap();
+            let entries = rx
+                .iter(&t)
+                .unwrap()
+                .map(|e| {
+                    let (k, v) = e.unwrap();
+                    (k.to_vec(), v.to_vec())
+                })
+                .collect();
+            (name, entries)
+        })
+        .collect()
+}
+
+/// stderr is one line `ironbark: ...` containing `needle`, and no panic.
+pub fn assert_one_line_error(stderr: &[u8], needle: &str) {
+    let s = String::from_utf8_lossy(stderr);
+    assert!(s.starts_with("ironbark: "), "stderr: {s:?}");
+    assert_eq!(s.trim_end().lines().count(), 1, "stderr: {s:?}");
+    assert!(s.contains(needle), "stderr {s:?} lacks {needle:?}");
+    assert!(!s.contains("panicked"), "stderr: {s:?}");
+}
+
+/// A section of dump text in `format=bytevalue`, as `mdb_dump` writes it.
+pub fn bytevalue_section(database: Option<&str>, entries: &[(Vec<u8>, Vec<u8>)]) -> String {
+    let mut s = String::from("VERSION=3\nformat=bytevalue\n");
+    if let Some(d) = database {
+        s += &format!("database={d}\n");
+    }
+    s += "type=btree\nmapsize=1048576\nmaxreaders=126\ndb_pagesize=4096\nHEADER=END\n";
+    for (k, v) in entries {
+        for bytes in [k, v] {
+            s.push(' ');
+            for b in bytes {
+                s += &format!("{b:02x}");
+            }
+            s.push('\n');
+        }
+    }
+    s + "DATA=END\n"
+}
