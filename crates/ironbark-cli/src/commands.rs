@@ -372,7 +372,9 @@ fn load_into(
             .map(str::to_string)
             .or(header.database)
             .unwrap_or_else(|| MAIN_TREE.to_string());
-        let at = |line: u64, msg: String| CliError::new(format!("{source}: line {line}: {msg}; {nothing}"));
+        let at = |line: u64, msg: String| {
+            CliError::new(format!("{source}: line {line}: {msg}; {nothing}"))
+        };
         let t = tx
             .open_tree(&name)
             .map_err(|e| at(header.line, format!("cannot open tree {name:?}: {e}")))?;
@@ -412,7 +414,12 @@ fn load_into(
             } else {
                 tx.put(&t, &key, &value)
             }
-            .map_err(|e| at(key_line, format!("cannot store the entry in tree {name:?}: {e}")))?;
+            .map_err(|e| {
+                at(
+                    key_line,
+                    format!("cannot store the entry in tree {name:?}: {e}"),
+                )
+            })?;
             entries += 1;
             if entries % 4096 == 0 {
                 pb.set_position(reader.bytes_read());
@@ -524,7 +531,11 @@ fn compact_copy(src: &Database, rx: &ReadTxn, dst: &Path) -> Result<String> {
         drop(out);
         // Link, not rename: never replaces a DST created meanwhile.
         fs::hard_link(&tmp, dst).map_err(|e| {
-            CliError::new(format!("cannot create {}: {}", dst.display(), io_message(&e)))
+            CliError::new(format!(
+                "cannot create {}: {}",
+                dst.display(),
+                io_message(&e)
+            ))
         })?;
         Ok((names.len(), done))
     })();

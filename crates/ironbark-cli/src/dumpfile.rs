@@ -257,9 +257,7 @@ impl<R: BufRead> Reader<R> {
             match key.as_str() {
                 "VERSION" => match text.trim().parse::<u32>() {
                     Ok(v) if (1..=3).contains(&v) => {}
-                    _ => {
-                        return self.error(line, format!("unsupported VERSION {text:?} (1 to 3)"))
-                    }
+                    _ => return self.error(line, format!("unsupported VERSION {text:?} (1 to 3)")),
                 },
                 "format" => {
                     header.format = match text.as_str() {
@@ -281,10 +279,7 @@ impl<R: BufRead> Reader<R> {
                 }
                 "type" => {
                     if text != "btree" {
-                        return self.error(
-                            line,
-                            format!("unsupported type {text:?} (only btree)"),
-                        );
+                        return self.error(line, format!("unsupported type {text:?} (only btree)"));
                     }
                 }
                 "mapsize" => header.mapsize = text.parse().ok(),
@@ -433,7 +428,9 @@ impl<R: BufRead> Reader<R> {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<Vec<(Header, Vec<(Vec<u8>, Vec<u8>)>)>, ParseError> {
+    type Sections = Vec<(Header, Vec<(Vec<u8>, Vec<u8>)>)>;
+
+    fn parse(text: &str) -> Result<Sections, ParseError> {
         let mut r = Reader::new(text.as_bytes());
         let mut out = Vec::new();
         loop {
@@ -466,7 +463,10 @@ mod tests {
     #[test]
     fn encodes_like_mdb_dump() {
         assert_eq!(line(Format::Bytevalue, b"\x00\xffAb"), " 00ff4162\n");
-        assert_eq!(line(Format::Print, b"a b\\\x00\x7f~"), " a b\\\\\\00\\7f~\n");
+        assert_eq!(
+            line(Format::Print, b"a b\\\x00\x7f~"),
+            " a b\\\\\\00\\7f~\n"
+        );
         assert_eq!(line(Format::Print, b""), " \n");
     }
 
@@ -517,14 +517,38 @@ mod tests {
         let head = "VERSION=3\nformat=bytevalue\nHEADER=END\n";
         let cases = [
             (format!("{head} 6\n 62\nDATA=END\n"), 4, "odd number"),
-            (format!("{head} 61\n 6g\nDATA=END\n"), 5, "invalid hex digit 'g' at column 3"),
-            (format!("{head} 61\nDATA=END\n"), 5, "value of the key on line 4"),
+            (
+                format!("{head} 61\n 6g\nDATA=END\n"),
+                5,
+                "invalid hex digit 'g' at column 3",
+            ),
+            (
+                format!("{head} 61\nDATA=END\n"),
+                5,
+                "value of the key on line 4",
+            ),
             (format!("{head} 61\n 62\n"), 6, "no DATA=END"),
             (format!("{head} 61\n 62\nxyz\n"), 6, "expected a data line"),
-            ("VERSION=3\nformat=hex\nHEADER=END\n".to_string(), 2, "unsupported format"),
-            ("VERSION=4\nHEADER=END\n".to_string(), 1, "unsupported VERSION"),
-            ("VERSION=3\ntype=hash\nHEADER=END\n".to_string(), 2, "unsupported type"),
-            ("VERSION=3\nduplicates=1\nHEADER=END\n".to_string(), 2, "duplicate keys"),
+            (
+                "VERSION=3\nformat=hex\nHEADER=END\n".to_string(),
+                2,
+                "unsupported format",
+            ),
+            (
+                "VERSION=4\nHEADER=END\n".to_string(),
+                1,
+                "unsupported VERSION",
+            ),
+            (
+                "VERSION=3\ntype=hash\nHEADER=END\n".to_string(),
+                2,
+                "unsupported type",
+            ),
+            (
+                "VERSION=3\nduplicates=1\nHEADER=END\n".to_string(),
+                2,
+                "duplicate keys",
+            ),
             ("hello world\n".to_string(), 1, "expected a header line"),
             ("VERSION=3\nformat=print\n".to_string(), 3, "no HEADER=END"),
             (

@@ -190,7 +190,9 @@ fn load_options_tree_append_and_merge() {
         .arg(&input)
         .assert()
         .success()
-        .stdout(predicate::str::contains("loaded 5 entries into 1 tree (people)"));
+        .stdout(predicate::str::contains(
+            "loaded 5 entries into 1 tree (people)",
+        ));
     let c = contents(&db);
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].0, "people");
@@ -218,7 +220,10 @@ fn load_options_tree_append_and_merge() {
         .success();
     assert_eq!(contents(&db)[0].1.len(), 6);
     let before = contents(&db);
-    for bad in [entries(7)[5..].to_vec(), vec![entries(9)[8].clone(), entries(9)[7].clone()]] {
+    for bad in [
+        entries(7)[5..].to_vec(),
+        vec![entries(9)[8].clone(), entries(9)[7].clone()],
+    ] {
         let a = ironbark()
             .args(["load", "-a"])
             .arg(&db)
@@ -250,9 +255,21 @@ fn malformed_dump_names_the_line_and_loads_nothing() {
             20,
             "invalid hex digit 'g'",
         ),
-        (format!("{good}VERSION=3\nHEADER=END\n 6b\n"), 19, "no value"),
-        (format!("{good}VERSION=3\nHEADER=END\n 6b\n 6b\n"), 20, "no DATA=END"),
-        (format!("{good}garbage here\n"), 16, "expected a header line"),
+        (
+            format!("{good}VERSION=3\nHEADER=END\n 6b\n"),
+            19,
+            "no value",
+        ),
+        (
+            format!("{good}VERSION=3\nHEADER=END\n 6b\n 6b\n"),
+            20,
+            "no DATA=END",
+        ),
+        (
+            format!("{good}garbage here\n"),
+            16,
+            "expected a header line",
+        ),
         (
             "VERSION=3\nformat=print\nHEADER=END\n a\\q\n b\nDATA=END\n".to_string(),
             4,
@@ -427,7 +444,11 @@ fn check_clean_and_corrupted() {
     assert_eq!(out.lines().count(), 1, "{out}");
     assert!(out.contains("page "), "{out}");
     assert_one_line_error(&a.get_output().stderr, "integrity check found a problem");
-    let a = ironbark().args(["check", "--json"]).arg(&db).assert().code(1);
+    let a = ironbark()
+        .args(["check", "--json"])
+        .arg(&db)
+        .assert()
+        .code(1);
     let v: Value = serde_json::from_slice(&a.get_output().stdout).unwrap();
     assert_eq!(v["ok"], false);
     assert_eq!(v["problems"].as_array().unwrap().len(), 1);
@@ -498,7 +519,11 @@ fn missing_and_foreign_files() {
             }
             let a = c.assert().failure();
             let code = a.get_output().status.code();
-            assert_eq!(code, Some(if args[0] == "check" { 2 } else { 1 }), "{args:?}");
+            assert_eq!(
+                code,
+                Some(if args[0] == "check" { 2 } else { 1 }),
+                "{args:?}"
+            );
             assert_one_line_error(&a.get_output().stderr, needle);
             assert!(!copy_dst.exists());
         }
@@ -530,7 +555,10 @@ fn missing_and_foreign_files() {
 fn usage_errors_are_one_line_and_help_has_examples() {
     let a = ironbark().arg("stat").assert().code(2);
     assert_one_line_error(&a.get_output().stderr, "required");
-    let a = ironbark().args(["dump", "x.ib", "--bogus"]).assert().code(2);
+    let a = ironbark()
+        .args(["dump", "x.ib", "--bogus"])
+        .assert()
+        .code(2);
     assert_one_line_error(&a.get_output().stderr, "--bogus");
     for sub in ["stat", "dump", "load", "copy", "check", "readers"] {
         ironbark()

@@ -5,13 +5,16 @@ use std::path::Path;
 
 use assert_cmd::Command;
 
+/// Key-value pairs.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// The `ironbark` binary of this crate.
 pub fn ironbark() -> Command {
     Command::cargo_bin("ironbark").expect("the ironbark binary is built")
 }
 
 /// Creates a database at `path` holding `trees`, each a list of entries.
-pub fn make_db(path: &Path, trees: &[(&str, Vec<(Vec<u8>, Vec<u8>)>)]) {
+pub fn make_db(path: &Path, trees: &[(&str, Entries)]) {
     let db = ironbark::Database::open(path).unwrap();
     let mut tx = db.begin_write().unwrap();
     for (name, entries) in trees {
@@ -24,7 +27,7 @@ pub fn make_db(path: &Path, trees: &[(&str, Vec<(Vec<u8>, Vec<u8>)>)]) {
 }
 
 /// `n` entries with keys `key00000`... and values of varied length.
-pub fn entries(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+pub fn entries(n: usize) -> Entries {
     (0..n)
         .map(|i| {
             (
@@ -36,7 +39,7 @@ pub fn entries(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 /// All entries of every tree, read through the engine.
-pub fn contents(path: &Path) -> Vec<(String, Vec<(Vec<u8>, Vec<u8>)>)> {
+pub fn contents(path: &Path) -> Vec<(String, Entries)> {
     let db = ironbark::Database::open_with(
         path,
         &ironbark::Options {
