@@ -125,7 +125,7 @@ impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         let s = self
             .b
-            .get(self.at..self.at.checked_add(n).unwrap_or(usize::MAX))
+            .get(self.at..self.at.saturating_add(n))
             .ok_or_else(|| Error::corrupted_page(self.pgno, "state blob truncated"))?;
         self.at += n;
         Ok(s)

@@ -24,6 +24,7 @@
 
 use crate::checksum::checksum;
 use crate::error::{Error, Result};
+use crate::pages::DIRTY_BIT;
 
 pub(crate) const HEADER_LEN: usize = 32;
 pub(crate) const BLOB_HEADER_LEN: usize = 40;
@@ -221,6 +222,16 @@ impl<'a> Node<'a> {
             .ok_or_else(|| self.corrupt("key extends past the page"))
     }
 
+    /// A committed page can only reference committed pages: a provisional
+    /// (dirty) number in it is damage, not a reference.
+    #[inline]
+    fn check_ref(&self, target: u64) -> Result<u64> {
+        if target & DIRTY_BIT != 0 && self.pgno & DIRTY_BIT == 0 {
+            return Err(self.corrupt("reference to a page number with the top bit set"));
+        }
+        Ok(target)
+    }
+
     /// Key and value of leaf cell `i`.
     #[inline]
     pub(crate) fn leaf_entry(&self, i: usize) -> Result<(&'a [u8], LeafValue<'a>)> {
@@ -231,7 +242,7 @@ impl<'a> Node<'a> {
         let body = &cell[LEAF_CELL_HEADER + klen..];
         let value = if cell[2] & FLAG_OVERFLOW != 0 {
             LeafValue::Overflow {
-                pgno: u64_at(body, 0),
+                pgno: self.check_ref(u64_at(body, 0))?,
                 txn: u64_at(body, 8),
                 len: u32_at(cell, 3) as u64,
             }
@@ -250,7 +261,7 @@ impl<'a> Node<'a> {
             .bytes
             .get(off..off + 16)
             .ok_or_else(|| self.corrupt("branch cell out of bounds"))?;
-        Ok((u64_at(h, 0), u64_at(h, 8)))
+        Ok((self.check_ref(u64_at(h, 0))?, u64_at(h, 8)))
     }
 
     /// Leaf: `Ok(i)` if key `i` equals `key`, else `Err(i)` where it would go.

@@ -56,18 +56,32 @@ impl TreeWriter<'_> {
         if pgno & DIRTY_BIT != 0 {
             return Ok(pgno);
         }
-        let node = node_at(self.base, pgno, txn, level)?;
-        // Validate every cell before the page joins the write path, whose
-        // editors trust dirty pages.
-        for i in 0..node.count {
-            node.cell(i)?;
-        }
+        let node = self.committed_node(pgno, txn, level)?;
         let copy: Box<[u8]> = node.bytes.into();
         self.freed.push(Extent {
             start: pgno,
             len: 1,
         });
         Ok(self.dirty.add(copy))
+    }
+
+    /// A committed page about to be copied into the write path. Its
+    /// checksum is verified here, since the copy gets a new, valid checksum
+    /// at commit: damage must not be laundered. Every cell and reference is
+    /// validated too, because the editors trust dirty pages.
+    fn committed_node(&self, pgno: u64, txn: u64, level: u32) -> Result<Node<'_>> {
+        let node = node_at(self.base, pgno, txn, level)?;
+        if !page::checksum_ok(node.bytes) || page::u64_at(node.bytes, 24) != pgno {
+            return Err(Error::corrupted_page(pgno, "page checksum mismatch"));
+        }
+        for i in 0..node.count {
+            if node.is_leaf {
+                node.leaf_entry(i)?;
+            } else {
+                node.child(i)?;
+            }
+        }
+        Ok(node)
     }
 
     fn free_page(&mut self, pgno: u64) {
@@ -271,7 +285,7 @@ impl TreeWriter<'_> {
         let depth = tree.root.depth as usize;
         let mut id = self.touch(tree.root.pgno, tree.root.txn, tree.root.depth)?;
         tree.root.pgno = id;
-        for d in 0..depth - 1 {
+        for (d, step) in path.iter_mut().enumerate().take(depth - 1) {
             let level = (depth - d) as u32;
             let node = Node::parse(self.dirty.get(id), id, None)?;
             let slot = node.search_branch(key)?;
@@ -280,7 +294,7 @@ impl TreeWriter<'_> {
             if child_id != child {
                 set_child(self.dirty.get_mut(id), slot, child_id, 0);
             }
-            path[d] = Step { page: id, slot };
+            *step = Step { page: id, slot };
             id = child_id;
         }
         let leaf = Node::parse(self.dirty.get(id), id, None)?;
@@ -336,8 +350,12 @@ impl TreeWriter<'_> {
         };
         let (sib, sib_txn) = pnode.child(sib_slot)?;
         let separator = pnode.key(right_slot)?.to_vec();
-        let src = self.source();
-        let sib_node = Node::parse(src.page(sib)?, sib, expected_txn(sib, sib_txn))?;
+        let level = if is_leaf { 1 } else { 2 };
+        let sib_node = if sib & DIRTY_BIT != 0 {
+            Node::parse(self.dirty.get(sib), sib, None)?
+        } else {
+            self.committed_node(sib, sib_txn, level)?
+        };
         if sib_node.is_leaf != is_leaf {
             return Err(Error::corrupted_page(sib, "sibling at a different level"));
         }
