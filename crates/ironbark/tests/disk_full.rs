@@ -1,0 +1,113 @@
+//! Disk full, for real: a database on a 2 MiB tmpfs, written until the file
+//! system refuses. The error is a clear `Err`; the database stays readable
+//! with everything committed; once space is freed it accepts writes again;
+//! after reopening nothing committed is lost.
+//!
+//! Mounting needs root (as CI runs); without it this test fails with a
+//! message saying so.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::Rng;
+use ironbark::{Database, Error};
+
+struct Mount(PathBuf);
+
+impl Mount {
+    fn tmpfs(dir: &Path, size: &str) -> Mount {
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("run mount");
+        assert!(
+            status.success(),
+            "mounting a tmpfs failed: this test needs root (CI runs as root)"
+        );
+        Mount(dir.to_path_buf())
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+fn read_all(db: &Database) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let rx = db.begin_read().unwrap();
+    let Ok(t) = rx.tree("t") else {
+        return BTreeMap::new();
+    };
+    rx.iter(&t)
+        .unwrap()
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect()
+}
+
+#[test]
+fn enospc_is_an_error_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let _mount = Mount::tmpfs(dir.path(), "2m");
+    let path = dir.path().join("full.ib");
+    let ballast = dir.path().join("ballast");
+    std::fs::write(&ballast, vec![1u8; 256 * 1024]).unwrap();
+
+    let db = Database::open(&path).unwrap();
+    let mut rng = Rng::new(11);
+    let mut committed = BTreeMap::new();
+    let mut failure = None;
+    for i in 0..10_000u32 {
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        let mut model = committed.clone();
+        for j in 0..4u32 {
+            let k = format!("{i:05}-{j}").into_bytes();
+            let v = rng.bytes(if j == 0 { 3000 } else { 500 });
+            tx.put(&t, &k, &v).unwrap();
+            model.insert(k, v);
+        }
+        match tx.commit() {
+            Ok(()) => committed = model,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    let failure = failure.expect("a 2 MiB file system never filled up");
+    match &failure {
+        Error::Io(e) => assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}"),
+        other => panic!("disk full gave {other:?}, not an I/O error"),
+    }
+    assert!(!failure.to_string().is_empty());
+    assert!(
+        committed.len() > 100,
+        "only {} entries fit",
+        committed.len()
+    );
+    // Still readable, with everything committed.
+    assert!(read_all(&db) == committed);
+    db.check().unwrap();
+
+    // Free space: writes work again.
+    std::fs::remove_file(&ballast).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    tx.put(&t, b"after", b"space was freed").unwrap();
+    tx.commit().unwrap();
+    committed.insert(b"after".to_vec(), b"space was freed".to_vec());
+    assert!(read_all(&db) == committed);
+    drop(db);
+
+    let db = Database::open(&path).unwrap();
+    db.check().unwrap();
+    assert!(
+        read_all(&db) == committed,
+        "reopened database lost committed data"
+    );
+}
