@@ -30,6 +30,11 @@ fn stats_of(db: &Database) -> Result<Stats> {
     db.stats().map_err(|e| db_error(db.path(), e))
 }
 
+/// "1 tree", "2 trees".
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// A byte count for people: "1.5 MiB".
 fn human(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
@@ -315,6 +320,12 @@ pub fn load(path: &Path, file: Option<&Path>, tree: Option<&str>, append: bool) 
                 len,
             )
         }
+        None if io::stdin().is_terminal() => {
+            return Err(CliError::new(
+                "no input: pipe a dump into ironbark load, or give -f FILE \
+                 (see ironbark load --help)",
+            ))
+        }
         None => (
             Box::new(BufReader::with_capacity(1 << 18, io::stdin().lock())),
             "stdin".to_string(),
@@ -436,9 +447,9 @@ fn load_into(
     Ok(match trees.len() {
         0 => "loaded nothing (the input holds no sections)".to_string(),
         n => format!(
-            "loaded {entries} {} into {n} {} ({}{more})",
-            if entries == 1 { "entry" } else { "entries" },
-            if n == 1 { "tree" } else { "trees" },
+            "loaded {} into {} ({}{more})",
+            plural(entries, "entry", "entries"),
+            plural(n as u64, "tree", "trees"),
             shown.join(", ")
         ),
     })
@@ -515,12 +526,14 @@ fn compact_copy(src: &Database, rx: &ReadTxn, dst: &Path) -> Result<String> {
                 tx.put(&to, k, v).map_err(werr)?;
                 batch += k.len() + v.len() + 16;
                 done += 1;
+                if done % 4096 == 0 {
+                    pb.set_position(done);
+                }
                 if batch >= COMPACT_BATCH_BYTES {
                     tx.commit().map_err(werr)?;
                     tx = out.begin_write().map_err(werr)?;
                     to = tx.tree(name).map_err(werr)?;
                     batch = 0;
-                    pb.set_position(done);
                 }
             }
             tx.commit().map_err(werr)?;
@@ -551,7 +564,11 @@ fn compact_copy(src: &Database, rx: &ReadTxn, dst: &Path) -> Result<String> {
             let _ = d.sync_all();
         }
     }
-    Ok(format!("{trees} trees, {entries} entries"))
+    Ok(format!(
+        "{}, {}",
+        plural(trees as u64, "tree", "trees"),
+        plural(entries, "entry", "entries")
+    ))
 }
 
 /// `ironbark check`.
@@ -614,13 +631,13 @@ pub fn check(path: &Path, json: bool) -> Result<()> {
             let mut out = stdout();
             writeln!(
                 out,
-                "{}: ok: {} pages ({} in use, {} free), {} trees, {} entries",
+                "{}: ok: {} pages ({} in use, {} free), {}, {}",
                 path.display(),
                 r.page_count,
                 r.pages_in_use,
                 r.free_pages,
-                r.trees,
-                r.entries
+                plural(r.trees as u64, "tree", "trees"),
+                plural(r.entries, "entry", "entries")
             )
             .and_then(|()| out.flush())
             .map_err(output_error)

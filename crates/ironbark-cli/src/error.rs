@@ -68,7 +68,7 @@ pub fn db_error(path: &Path, e: ironbark::Error) -> CliError {
     let p = path.display();
     let message = match e {
         ironbark::Error::Io(io) if io.kind() == io::ErrorKind::NotFound => {
-            format!("{p}: no such file")
+            format!("{p}: no such file or directory")
         }
         ironbark::Error::Io(io) if io.raw_os_error() == Some(21) => {
             format!(

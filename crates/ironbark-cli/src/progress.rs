@@ -19,13 +19,12 @@ pub fn bar(len: Option<u64>, unit: Unit, message: &str, visible: bool) -> Progre
         return ProgressBar::hidden();
     }
     let (count, rate) = match unit {
-        Unit::Entries => ("{human_pos}/{human_len} entries", "{per_sec}"),
-        Unit::Bytes => ("{bytes}/{total_bytes}", "{bytes_per_sec}"),
+        Unit::Entries => ("{human_pos}/{human_len} entries", ""),
+        Unit::Bytes => ("{bytes}/{total_bytes}", " {binary_bytes_per_sec}"),
     };
     let pb = match len {
         Some(len) => {
-            let template =
-                format!("{{msg}} [{{bar:40}}] {count} ({rate}, {{elapsed}}, eta {{eta}})");
+            let template = format!("{{msg}} [{{wide_bar}}] {count}{rate} eta {{eta}}");
             let pb = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
             if let Ok(style) = ProgressStyle::with_template(&template) {
                 pb.set_style(style.progress_chars("=> "));
@@ -35,9 +34,9 @@ pub fn bar(len: Option<u64>, unit: Unit, message: &str, visible: bool) -> Progre
         None => {
             let count = match unit {
                 Unit::Entries => "{human_pos} entries",
-                Unit::Bytes => "{bytes}",
+                Unit::Bytes => "{binary_bytes}",
             };
-            let template = format!("{{spinner}} {{msg}} {count} ({rate}, {{elapsed}})");
+            let template = format!("{{spinner}} {{msg}} {count}{rate} {{elapsed}}");
             let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
             if let Ok(style) = ProgressStyle::with_template(&template) {
                 pb.set_style(style);

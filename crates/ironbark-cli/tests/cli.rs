@@ -414,7 +414,7 @@ fn check_clean_and_corrupted() {
         .arg(&db)
         .assert()
         .success()
-        .stdout(predicate::str::is_match(r"ok: \d+ pages .* 1 trees, 5000 entries\n$").unwrap());
+        .stdout(predicate::str::is_match(r"ok: \d+ pages .* 1 tree, 5000 entries\n$").unwrap());
     let out = ironbark()
         .args(["check", "--json"])
         .arg(&db)
