@@ -253,6 +253,10 @@ pub fn dump(
                         CliError::new(format!("cannot write {}: {}", f.display(), io_message(&e)))
                     })
                 })
+                .inspect_err(|_| {
+                    // No partial dump is left behind.
+                    let _ = fs::remove_file(f);
+                })
         }
         None => {
             let mut out = BufWriter::with_capacity(1 << 18, io::stdout().lock());
