@@ -25,3 +25,6 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 cargo test --workspace --release "${features[@]}"
+# Model check of the reader/writer publication protocol (loom), in a
+# target directory of its own so the main build is not invalidated.
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ironbark --release --lib loom

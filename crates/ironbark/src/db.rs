@@ -9,10 +9,10 @@
 //! - one `Shared` per file per process: opening a path that is already open
 //!   in this process returns the same instance.
 
+use crate::sync::{AtomicU64, Ordering};
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use arc_swap::ArcSwap;

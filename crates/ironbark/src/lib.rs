@@ -43,6 +43,7 @@ mod options;
 mod pages;
 mod stats;
 mod storage;
+mod sync;
 mod txn;
 
 pub use btree::cursor::Range;

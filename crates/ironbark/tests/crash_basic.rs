@@ -10,15 +10,26 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::{temp_db, Rng};
-use ironbark::{Database, Durability, Options};
+use ironbark::{BrokenProtocol, Database, Durability, Options};
 
 type Contents = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
 
 fn open(path: &Path, durability: Durability) -> ironbark::Result<Database> {
+    open_broken(path, durability, None)
+}
+
+/// `broken`: a deliberately broken commit protocol, to show that the torn
+/// commit tests catch one.
+fn open_broken(
+    path: &Path,
+    durability: Durability,
+    broken: Option<BrokenProtocol>,
+) -> ironbark::Result<Database> {
     Database::open_with(
         path,
         &Options {
             durability,
+            broken_protocol: broken,
             ..Options::default()
         },
     )
@@ -273,9 +284,13 @@ fn torn_mixes(torn: &Torn, seed: u64, label: &str) {
 /// The last commit torn on top of an `Immediate` commit.
 #[test]
 fn torn_commit_after_durable_commit() {
+    torn_after_durable(None);
+}
+
+fn torn_after_durable(broken: Option<BrokenProtocol>) {
     for (seed, size) in [(10u64, 5usize), (11, 60), (12, 400)] {
         let t = temp_db("torn.ib");
-        let db = open(&t.path, Durability::Immediate).unwrap();
+        let db = open_broken(&t.path, Durability::Immediate, broken).unwrap();
         let mut rng = Rng::new(seed);
         for _ in 0..15 {
             random_txn(&db, &mut rng, None, 80);
@@ -302,9 +317,13 @@ fn torn_commit_after_durable_commit() {
 /// durable state or to the last commit.
 #[test]
 fn torn_commits_after_none_commits() {
+    torn_after_none(None);
+}
+
+fn torn_after_none(broken: Option<BrokenProtocol>) {
     for (seed, last) in [(20u64, Durability::None), (21, Durability::Immediate)] {
         let t = temp_db("torn-none.ib");
-        let db = open(&t.path, Durability::None).unwrap();
+        let db = open_broken(&t.path, Durability::None, broken).unwrap();
         let mut rng = Rng::new(seed);
         for _ in 0..10 {
             random_txn(&db, &mut rng, None, 80);
@@ -332,5 +351,24 @@ fn torn_commits_after_none_commits() {
         };
         drop(db);
         torn_mixes(&torn, seed, &format!("after None commits, last {last:?}"));
+    }
+}
+
+/// The torn-commit tests have teeth: with the commit protocol broken on
+/// purpose (freed pages reused before the commit that freed them is
+/// durable, as LMDB does under `MDB_NOSYNC`; or one meta slot written over
+/// the durable one), they fail.
+#[test]
+fn torn_commit_tests_catch_broken_protocols() {
+    for broken in [
+        BrokenProtocol::ReuseBeforeDurable,
+        BrokenProtocol::OneMetaSlot,
+    ] {
+        let caught = std::panic::catch_unwind(|| {
+            torn_after_durable(Some(broken));
+            torn_after_none(Some(broken));
+        })
+        .is_err();
+        assert!(caught, "the torn-commit tests pass with {broken:?}");
     }
 }

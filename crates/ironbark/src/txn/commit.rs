@@ -18,7 +18,7 @@
 //!
 //! See docs/design.md for the full argument.
 
-use std::sync::atomic::Ordering;
+use crate::sync::Ordering;
 use std::sync::Arc;
 
 use crate::btree::page::{new_blob, seal, set_child, set_overflow, LeafValue, Node};

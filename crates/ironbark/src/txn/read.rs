@@ -3,7 +3,6 @@
 //! lock, no system call.
 
 use std::ops::{Bound, RangeBounds};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::btree::cursor::Range;
@@ -34,17 +33,17 @@ impl std::fmt::Debug for ReadTxn {
 impl ReadTxn {
     pub(crate) fn begin(shared: Arc<Shared>) -> Result<ReadTxn> {
         let slot = shared.readers.claim()?;
-        loop {
-            let snapshot = shared.published.load_full();
-            shared.readers.set(slot, snapshot.txn());
-            if shared.published_txn.load(Ordering::SeqCst) == snapshot.txn() {
-                return Ok(ReadTxn {
-                    shared,
-                    snapshot,
-                    slot,
-                });
-            }
-        }
+        let snapshot = shared.readers.register(
+            slot,
+            || shared.published.load_full(),
+            |s| s.txn(),
+            &shared.published_txn,
+        );
+        Ok(ReadTxn {
+            shared,
+            snapshot,
+            slot,
+        })
     }
 
     /// The txn id of the commit this transaction sees.
