@@ -207,6 +207,14 @@ pub fn dump(
     print: bool,
     file: Option<&Path>,
 ) -> Result<()> {
+    if let (Some(f), Ok(db_file)) = (file, fs::canonicalize(path)) {
+        if fs::canonicalize(f).is_ok_and(|out| out == db_file) {
+            return Err(CliError::new(format!(
+                "{}: refusing to dump a database over itself",
+                f.display()
+            )));
+        }
+    }
     let db = open_existing(path)?;
     let s = stats_of(&db)?;
     let rx = db.begin_read().map_err(|e| db_error(path, e))?;

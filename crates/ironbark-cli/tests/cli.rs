@@ -169,6 +169,27 @@ fn dump_one_tree_default_main_and_to_file() {
         .arg(&db)
         .assert()
         .code(2);
+
+    // --all leaves out an empty `main`.
+    let empty_main = dir.path().join("e.ib");
+    make_db(&empty_main, &[("main", vec![]), ("x", entries(1))]);
+    ironbark()
+        .args(["dump", "--all"])
+        .arg(&empty_main)
+        .assert()
+        .success()
+        .stdout(bytevalue_section(Some("x"), &entries(1)));
+
+    // Never over the database itself.
+    let a = ironbark()
+        .arg("dump")
+        .arg(&db)
+        .arg("-f")
+        .arg(&db)
+        .assert()
+        .code(1);
+    assert_one_line_error(&a.get_output().stderr, "over itself");
+    assert_eq!(contents(&db).len(), 2);
 }
 
 #[test]
