@@ -38,6 +38,14 @@ fn account_value(generation: u64, balance: i64, key: u64) -> Vec<u8> {
     v
 }
 
+/// An overflow value that changes size and content with the generation.
+fn blob(generation: u64) -> Vec<u8> {
+    let len = 3000 + (generation as usize * 977) % 9000;
+    (0..len)
+        .map(|i| (i as u64).wrapping_mul(31).wrapping_add(generation) as u8)
+        .collect()
+}
+
 fn decode(v: &[u8], key: u64) -> Result<(u64, i64), String> {
     if v.len() != 16 + PAD {
         return Err(format!("account {key}: value of {} bytes", v.len()));
@@ -72,6 +80,11 @@ fn verify(rx: &ReadTxn, accounts: &Tree, gens: &Tree, txn_offset: u64, how: u64)
         txn - generation,
         txn_offset,
         "snapshot txn {txn} shows generation {generation}: not one commit"
+    );
+    let b = rx.get(gens, b"blob").unwrap().expect("blob key");
+    assert!(
+        b == blob(generation).as_slice(),
+        "snapshot txn {txn}: the overflow value is not generation {generation}'s"
     );
     assert_eq!(rx.len(accounts).unwrap(), ACCOUNTS);
     let mut sum = 0i64;
@@ -165,10 +178,21 @@ struct ReaderReport {
 
 #[test]
 fn one_writer_four_readers() {
+    one_writer_four_readers_for(4096, RUN_FOR);
+}
+
+/// Small pages: deeper trees and more pages per commit.
+#[test]
+fn one_writer_four_readers_small_pages() {
+    one_writer_four_readers_for(1024, RUN_FOR / 2);
+}
+
+fn one_writer_four_readers_for(page_size: usize, run_for: Duration) {
     let t = temp_db("conc.ib");
     let db = Database::open_with(
         &t.path,
         &Options {
+            page_size,
             durability: Durability::None,
             ..Options::default()
         },
@@ -182,6 +206,7 @@ fn one_writer_four_readers() {
             .unwrap();
     }
     tx.put(&gens, b"g", &0u64.to_le_bytes()).unwrap();
+    tx.put(&gens, b"blob", &blob(0)).unwrap();
     let txn_offset = tx.txn_id();
     tx.commit().unwrap();
 
@@ -200,7 +225,7 @@ fn one_writer_four_readers() {
             let mut balances = vec![INITIAL; ACCOUNTS as usize];
             let mut generation = 0u64;
             let mut aborted = 0;
-            while started.elapsed() < RUN_FOR {
+            while started.elapsed() < run_for {
                 let mut next = balances.clone();
                 for _ in 0..20 {
                     let from = rng.below(ACCOUNTS) as usize;
@@ -220,6 +245,7 @@ fn one_writer_four_readers() {
                     .unwrap();
                 }
                 tx.put(&gens, b"g", &g.to_le_bytes()).unwrap();
+                tx.put(&gens, b"blob", &blob(g)).unwrap();
                 if rng.chance(10) {
                     aborted += 1;
                     drop(tx);
@@ -296,7 +322,7 @@ fn one_writer_four_readers() {
                     // One snapshot kept for about a second (many commits).
                     let mut long: Option<(ReadTxn, Seen, Instant)> = None;
                     // (A time limit too, in case the writer died.)
-                    while !stop.load(Ordering::SeqCst) && started.elapsed() < RUN_FOR * 4 {
+                    while !stop.load(Ordering::SeqCst) && started.elapsed() < run_for * 4 {
                         let rx = db.begin_read().unwrap();
                         assert!(rx.txn_id() >= last_txn, "snapshots went back in time");
                         last_txn = rx.txn_id();
