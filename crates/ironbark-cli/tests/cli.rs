@@ -114,7 +114,9 @@ fn dump_and_load_round_trip_in_both_formats() {
             .write_stdin(text.clone())
             .assert()
             .success()
-            .stdout(predicate::str::contains("loaded 2054 entries into 4 trees"));
+            .stdout(predicate::str::contains("loaded 2054 entries into 4 trees"))
+            // No progress bar when stderr is not a terminal.
+            .stderr("");
         assert_eq!(contents(&src), contents(&dst));
         // Dumping the copy gives the same text.
         let mut again = ironbark();
@@ -122,7 +124,7 @@ fn dump_and_load_round_trip_in_both_formats() {
         if print {
             again.arg("-p");
         }
-        again.assert().success().stdout(text);
+        again.assert().success().stdout(text).stderr("");
     }
 }
 
@@ -382,7 +384,8 @@ fn copy_plain_and_compact() {
         .arg(&compact)
         .assert()
         .success()
-        .stdout(predicate::str::contains("compacted: 2 trees, 2010 entries"));
+        .stdout(predicate::str::contains("compacted: 2 trees, 2010 entries"))
+        .stderr("");
     assert_eq!(contents(&src), contents(&plain));
     assert_eq!(contents(&src), contents(&compact));
     for p in [&plain, &compact] {
