@@ -257,3 +257,53 @@ fn reads_allocate_nothing() {
         assert_eq!(n, 1);
     }
 }
+
+/// The same inside a write transaction, over a mix of its own (dirty) pages
+/// and committed ones.
+#[test]
+fn write_txn_reads_allocate_nothing() {
+    let f = fixture(4096);
+    let mut tx = f.db.begin_write().unwrap();
+    // Dirty some pages: every 50th key rewritten, a few new overflow values.
+    for k in f.keys.iter().step_by(50) {
+        tx.put(&f.tree, k, b"rewritten").unwrap();
+    }
+    tx.put(&f.tree, b"k00000100~new", &vec![3u8; 20_000])
+        .unwrap();
+    let mut keys = f.keys.clone();
+    keys.push(b"k00000100~new".to_vec());
+    keys.sort();
+    for k in &keys {
+        black_box(tx.get(&f.tree, k).unwrap());
+    }
+    let (found, n) = counted(|| {
+        let mut found = 0;
+        for k in keys.iter().chain(f.misses.iter()) {
+            if black_box(tx.get(&f.tree, black_box(k)).unwrap()).is_some() {
+                found += 1;
+            }
+        }
+        found
+    });
+    assert_eq!(found, keys.len());
+    assert_eq!(n, 0, "WriteTxn::get allocated {n} times");
+    let mut rng = Rng::new(10);
+    for pattern in 0..3 {
+        let it = tx.iter(&f.tree).unwrap();
+        let (seen, n) = steps(it, &mut rng, pattern);
+        assert!(seen == keys, "pattern {pattern}: iteration is wrong");
+        assert_eq!(
+            n, 0,
+            "pattern {pattern}: WriteTxn iteration steps allocated {n} times"
+        );
+    }
+    let (a, b): (&[u8], &[u8]) = (b"k00001000", b"k00030000");
+    let (seen, n) = steps(tx.range(&f.tree, a..b).unwrap(), &mut rng, 2);
+    assert_eq!(
+        seen.len(),
+        keys.iter()
+            .filter(|k| (a..b).contains(&k.as_slice()))
+            .count()
+    );
+    assert_eq!(n, 0, "WriteTxn range steps allocated {n} times");
+}
