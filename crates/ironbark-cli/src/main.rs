@@ -207,10 +207,21 @@ fn main() {
                 | ErrorKind::DisplayVersion
                 | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
                 _ => {
+                    // clap's message as one line: its first paragraph, and
+                    // the usage line.
                     let text = e.render().to_string();
-                    let first = text.lines().next().unwrap_or("invalid arguments");
-                    let first = first.strip_prefix("error: ").unwrap_or(first);
-                    eprintln!("ironbark: {first} (see ironbark --help)");
+                    let message: Vec<&str> = text
+                        .lines()
+                        .take_while(|l| !l.trim().is_empty())
+                        .map(str::trim)
+                        .collect();
+                    let message = message.join(" ");
+                    let message = message.strip_prefix("error: ").unwrap_or(&message);
+                    let usage = text
+                        .lines()
+                        .find_map(|l| l.strip_prefix("Usage: "))
+                        .unwrap_or("ironbark --help");
+                    eprintln!("ironbark: {message} (usage: {usage})");
                     std::process::exit(2);
                 }
             }
