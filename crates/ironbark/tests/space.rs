@@ -410,3 +410,95 @@ fn deleting_every_key_shrinks_the_tree_to_nothing() {
     assert_eq!(db.begin_read().unwrap().len(&tree).unwrap(), 1);
     db.check().unwrap();
 }
+
+/// Overwrites with values of mixed sizes (a third of them overflow values
+/// of up to 60 KB, which need contiguous runs): fragmentation must not make
+/// the file grow without bound.
+#[test]
+fn mixed_value_sizes_stay_bounded() {
+    let t = temp_db("mixed.ib");
+    let db = open(&t.path);
+    let mut rng = Rng::new(6);
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    tx.commit().unwrap();
+    let mut want = std::collections::BTreeMap::new();
+    let mut sizes = Vec::new();
+    for round in 0..30u8 {
+        for _ in 0..10 {
+            let mut tx = db.begin_write().unwrap();
+            for _ in 0..200 {
+                let k = format!("{:05}", rng.below(2000)).into_bytes();
+                let n = if rng.chance(30) {
+                    rng.below(60_000)
+                } else {
+                    rng.below(500)
+                } as usize;
+                let v = vec![round; n];
+                tx.put(&tree, &k, &v).unwrap();
+                want.insert(k, v);
+            }
+            tx.commit().unwrap();
+        }
+        db.sync().unwrap();
+        sizes.push(db.stats().unwrap().page_count);
+    }
+    eprintln!("mixed sizes: page counts by round {sizes:?}");
+    let (p5, last) = (sizes[5], *sizes.last().unwrap());
+    assert!(
+        last as f64 <= p5 as f64 * 1.5,
+        "file grew from {p5} pages after round 5 to {last}"
+    );
+    let rx = db.begin_read().unwrap();
+    for (k, v) in &want {
+        assert_eq!(rx.get(&tree, k).unwrap(), Some(v.as_slice()));
+    }
+    drop(rx);
+    db.check().unwrap();
+}
+
+/// Overwrites of random keys (every commit touches leaves all over the
+/// tree): the file does not grow after the first rounds.
+#[test]
+fn random_overwrites_stay_bounded() {
+    let t = temp_db("random.ib");
+    let db = open(&t.path);
+    let mut rng = Rng::new(7);
+    let n = KEYS / 5;
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    for i in 0..n {
+        tx.put(&tree, &key(i), &value(i, 0)).unwrap();
+    }
+    tx.commit().unwrap();
+    let mut latest = vec![0u64; n as usize];
+    let mut sizes = Vec::new();
+    for round in 1..=12 {
+        for _ in 0..20 {
+            let mut tx = db.begin_write().unwrap();
+            for _ in 0..500 {
+                let i = rng.below(n);
+                tx.put(&tree, &key(i), &value(i, round)).unwrap();
+                latest[i as usize] = round;
+            }
+            tx.commit().unwrap();
+        }
+        db.sync().unwrap();
+        sizes.push(db.stats().unwrap().page_count);
+    }
+    eprintln!("random overwrites: page counts by round {sizes:?}");
+    assert!(
+        sizes[11] as f64 <= sizes[1] as f64 * 1.5,
+        "file grew from {} pages after round 2 to {}",
+        sizes[1],
+        sizes[11]
+    );
+    let rx = db.begin_read().unwrap();
+    for (i, e) in rx.iter(&tree).unwrap().enumerate() {
+        let (k, v) = e.unwrap();
+        assert_eq!(k, key(i as u64));
+        assert_eq!(v, value(i as u64, latest[i]));
+    }
+    drop(rx);
+    db.check().unwrap();
+}
