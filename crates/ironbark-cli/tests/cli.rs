@@ -5,7 +5,10 @@ mod common;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Stdio};
 
-use common::{assert_one_line_error, bytevalue_section, contents, entries, ironbark, make_db};
+use common::{
+    assert_one_line_error, bytevalue_section, contents, entries, in_process, ironbark, make_db,
+    spawn_guard,
+};
 use predicates::prelude::*;
 use serde_json::Value;
 
@@ -357,7 +360,7 @@ fn copy_plain_and_compact() {
     let dir = tmp();
     let src = dir.path().join("src.ib");
     make_db(&src, &[("a", entries(20_000)), ("b", entries(10))]);
-    {
+    in_process(|| {
         // Delete most of `a`, leaving free pages behind.
         let db = ironbark::Database::open(&src).unwrap();
         let mut tx = db.begin_write().unwrap();
@@ -368,7 +371,7 @@ fn copy_plain_and_compact() {
             }
         }
         tx.commit().unwrap();
-    }
+    });
     let plain = dir.path().join("plain.ib");
     let compact = dir.path().join("compact.ib");
     ironbark()
@@ -452,11 +455,11 @@ fn check_clean_and_corrupted() {
     assert_eq!(v["entries"], 5000);
 
     // Damage a page in the middle of the tree.
-    let (page_size, pages) = {
+    let (page_size, pages) = in_process(|| {
         let d = ironbark::Database::open(&db).unwrap();
         let s = d.stats().unwrap();
         (s.page_size as u64, s.page_count)
-    };
+    });
     let mut bytes = std::fs::read(&db).unwrap();
     let at = (pages / 2 * page_size + page_size / 2) as usize;
     for b in &mut bytes[at..at + 16] {
@@ -604,6 +607,7 @@ fn dump_into_a_closed_pipe_exits_quietly() {
     let dir = tmp();
     let db = dir.path().join("p.ib");
     make_db(&db, &[("main", entries(20_000))]);
+    let _g = spawn_guard();
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ironbark"))
         .arg("dump")
         .arg(&db)
@@ -657,6 +661,7 @@ fn locked_by_another_process() {
     let dir = tmp();
     let db = dir.path().join("locked.ib");
     make_db(&db, &[("a", entries(3))]);
+    let guard = spawn_guard();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "hold_database_if_asked",
@@ -672,6 +677,7 @@ fn locked_by_another_process() {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let holder = Holder(child);
+    drop(guard);
     loop {
         match lines.next() {
             Some(Ok(l)) if l.contains("HOLDER-READY") => break,

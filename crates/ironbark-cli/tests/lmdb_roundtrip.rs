@@ -12,6 +12,7 @@ use common::{contents, entries, ironbark};
 /// Runs an LMDB tool; fails the test with a clear message if it is not
 /// installed or if it fails.
 fn mdb(tool: &str, args: &[&std::ffi::OsStr], stdin: Option<&[u8]>) -> Vec<u8> {
+    let _g = common::spawn_guard();
     let mut cmd = Command::new(tool);
     cmd.args(args)
         .stdin(if stdin.is_some() {

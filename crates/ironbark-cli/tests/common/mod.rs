@@ -1,20 +1,78 @@
 //! Helpers shared by the CLI's end-to-end tests.
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
 use std::path::Path;
+use std::sync::{RwLock, RwLockReadGuard};
 
+use assert_cmd::assert::Assert;
 use assert_cmd::Command;
 
 /// Key-value pairs.
 pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// Keeps child processes from being spawned while this test process has a
+/// database open.
+///
+/// A database's lock belongs to its open file, and a child forked by
+/// another test thread shares the parent's open files until it execs: a
+/// database opened here and closed just before would still be locked for a
+/// moment, and an `ironbark` run on it would fail with "locked". So spawns
+/// share this lock and in-process opens take it alone.
+static FORK_GUARD: RwLock<()> = RwLock::new(());
+
+/// Held while spawning and running child processes.
+pub fn spawn_guard() -> RwLockReadGuard<'static, ()> {
+    FORK_GUARD.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `f`, which opens databases in this process, with no child process
+/// being spawned meanwhile.
+pub fn in_process<T>(f: impl FnOnce() -> T) -> T {
+    let _g = FORK_GUARD.write().unwrap_or_else(|e| e.into_inner());
+    f()
+}
+
+/// A command line of the `ironbark` binary, run under [`spawn_guard`].
+pub struct Ironbark(Command);
+
+impl Ironbark {
+    pub fn arg(&mut self, a: impl AsRef<OsStr>) -> &mut Self {
+        self.0.arg(a);
+        self
+    }
+
+    pub fn args<I, S>(&mut self, args: I) -> &mut Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.0.args(args);
+        self
+    }
+
+    pub fn write_stdin(&mut self, input: impl Into<Vec<u8>>) -> &mut Self {
+        self.0.write_stdin(input.into());
+        self
+    }
+
+    pub fn assert(&mut self) -> Assert {
+        let _g = spawn_guard();
+        self.0.assert()
+    }
+}
+
 /// The `ironbark` binary of this crate.
-pub fn ironbark() -> Command {
-    Command::cargo_bin("ironbark").expect("the ironbark binary is built")
+pub fn ironbark() -> Ironbark {
+    Ironbark(Command::cargo_bin("ironbark").expect("the ironbark binary is built"))
 }
 
 /// Creates a database at `path` holding `trees`, each a list of entries.
 pub fn make_db(path: &Path, trees: &[(&str, Entries)]) {
+    in_process(|| make_db_here(path, trees))
+}
+
+fn make_db_here(path: &Path, trees: &[(&str, Entries)]) {
     let db = ironbark::Database::open(path).unwrap();
     let mut tx = db.begin_write().unwrap();
     for (name, entries) in trees {
@@ -40,6 +98,10 @@ pub fn entries(n: usize) -> Entries {
 
 /// All entries of every tree, read through the engine.
 pub fn contents(path: &Path) -> Vec<(String, Entries)> {
+    in_process(|| contents_here(path))
+}
+
+fn contents_here(path: &Path) -> Vec<(String, Entries)> {
     let db = ironbark::Database::open_with(
         path,
         &ironbark::Options {
