@@ -27,6 +27,7 @@ use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
 use crate::storage::freespace::{Extent, FreeSpace};
 use crate::storage::meta::META_SLOTS;
+use crate::txn::Tree;
 
 /// Bytes of a tree record before its name.
 const TREE_FIXED_LEN: usize = 8 + 8 + 8 + 4 + 8 * 4 + 2;
@@ -53,6 +54,21 @@ impl Catalog {
             .binary_search_by(|t| (*t.name).cmp(name))
             .ok()
             .map(|i| &self.trees[i])
+    }
+
+    /// A handle to the tree `name`, or `NoSuchTree`.
+    pub(crate) fn handle(&self, name: &str) -> Result<Tree> {
+        self.find(name)
+            .map(|e| Tree {
+                id: e.id,
+                name: e.name.clone(),
+            })
+            .ok_or_else(|| Error::NoSuchTree(name.to_string()))
+    }
+
+    /// The names of all trees, in order.
+    pub(crate) fn names(&self) -> Vec<String> {
+        self.trees.iter().map(|t| t.name.to_string()).collect()
     }
 }
 

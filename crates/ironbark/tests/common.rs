@@ -3,7 +3,13 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+use ironbark::Database;
+
+/// Every tree's entries.
+pub type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
 
 /// SplitMix64: small, fast, deterministic.
 pub struct Rng(u64);
@@ -45,4 +51,20 @@ pub fn temp_db(name: &str) -> TempDb {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join(name);
     TempDb { dir, path }
+}
+
+/// The newest commit's txn id and every tree's entries, by full scans.
+pub fn read_model(db: &Database) -> ironbark::Result<(u64, Model)> {
+    let rx = db.begin_read()?;
+    let mut model = Model::new();
+    for name in rx.list_trees() {
+        let tree = rx.tree(&name)?;
+        let mut entries = BTreeMap::new();
+        for e in rx.iter(&tree)? {
+            let (k, v) = e?;
+            entries.insert(k.to_vec(), v.to_vec());
+        }
+        model.insert(name, entries);
+    }
+    Ok((rx.txn_id(), model))
 }

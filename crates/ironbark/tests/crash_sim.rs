@@ -20,10 +20,8 @@ use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use common::{temp_db, Rng};
+use common::{read_model, temp_db, Model, Rng};
 use ironbark::{BrokenProtocol, Database, Durability, IoHook, IoHookHandle, Options};
-
-type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
 
 const SECTOR: usize = 512;
 
@@ -72,21 +70,6 @@ impl IoHook for Recorder {
         self.push(Op::SetLen(len));
         Ok(())
     }
-}
-
-fn read_model(db: &Database) -> ironbark::Result<(u64, Model)> {
-    let rx = db.begin_read()?;
-    let mut model = Model::new();
-    for name in rx.list_trees() {
-        let tree = rx.tree(&name)?;
-        let mut m = BTreeMap::new();
-        for e in rx.iter(&tree)? {
-            let (k, v) = e?;
-            m.insert(k.to_vec(), v.to_vec());
-        }
-        model.insert(name, m);
-    }
-    Ok((rx.txn_id(), model))
 }
 
 /// What a workload did: the states by txn id, and the I/O log.

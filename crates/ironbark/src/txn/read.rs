@@ -64,24 +64,12 @@ impl ReadTxn {
 
     /// A handle to the tree `name`, or `NoSuchTree`.
     pub fn tree(&self, name: &str) -> Result<Tree> {
-        self.snapshot
-            .catalog
-            .find(name)
-            .map(|e| Tree {
-                id: e.id,
-                name: e.name.clone(),
-            })
-            .ok_or_else(|| Error::NoSuchTree(name.to_string()))
+        self.snapshot.catalog.handle(name)
     }
 
     /// The names of all trees, in order.
     pub fn list_trees(&self) -> Vec<String> {
-        self.snapshot
-            .catalog
-            .trees
-            .iter()
-            .map(|t| t.name.to_string())
-            .collect()
+        self.snapshot.catalog.names()
     }
 
     /// The number of entries in `tree`.

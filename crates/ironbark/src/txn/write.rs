@@ -119,22 +119,12 @@ impl<'db> WriteTxn<'db> {
 
     /// A handle to the existing tree `name`, or `NoSuchTree`.
     pub fn tree(&self, name: &str) -> Result<Tree> {
-        self.catalog
-            .find(name)
-            .map(|e| Tree {
-                id: e.id,
-                name: e.name.clone(),
-            })
-            .ok_or_else(|| Error::NoSuchTree(name.to_string()))
+        self.catalog.handle(name)
     }
 
     /// The names of all trees, in order.
     pub fn list_trees(&self) -> Vec<String> {
-        self.catalog
-            .trees
-            .iter()
-            .map(|t| t.name.to_string())
-            .collect()
+        self.catalog.names()
     }
 
     /// Deletes the tree `name` and frees all its pages; returns whether it
