@@ -460,21 +460,37 @@ fn version_changed_is_incompatible() {
 
 #[test]
 fn damaged_newest_meta_falls_back_to_previous_commit() {
+    // Four commits leave the newest in slot 0 (so the page size must be
+    // found from slot 1), five in slot 1; at the smallest, default and
+    // largest page sizes.
+    for (page_size, commits) in [(4096, 4), (4096, 5), (1024, 4), (65536, 4)] {
+        meta_fallback(page_size, commits);
+    }
+}
+
+fn meta_fallback(ps: usize, commits: usize) {
     let t = temp_db("meta.ib");
-    let db = Database::open(&t.path).unwrap();
-    let states = populate(&db, 3, 4);
+    let db = Database::open_with(&t.path, &opts(ps, Durability::Immediate)).unwrap();
+    let states = populate(&db, 3, commits);
+    let (last, previous) = (&states[commits - 1], &states[commits - 2]);
     // The image of the file just after the last commit (before close, which
     // marks the commit clean in the other slot).
     let image = std::fs::read(&t.path).unwrap();
     drop(db);
-    let (t0, t1) = (meta_txn(&image, 0, PS), meta_txn(&image, 1, PS));
+    let (t0, t1) = (meta_txn(&image, 0, ps), meta_txn(&image, 1, ps));
     assert_eq!(t0.abs_diff(t1), 1, "meta slots hold txns {t0} and {t1}");
     let newest = if t0 > t1 { 0 } else { 1 };
+    assert_eq!(
+        newest,
+        commits % 2,
+        "page size {ps}: the newest meta is in slot {newest}"
+    );
+    let what_ps = format!("page size {ps}, newest in slot {newest}");
 
     // The untouched image opens to the last commit.
     let (_k, r) = open_image(&image, "intact");
     let db = r.unwrap();
-    assert_eq!(dump(&db).unwrap(), states[3]);
+    assert_eq!(&dump(&db).unwrap(), last, "{what_ps}");
     drop(db);
 
     for (what, damage) in [
@@ -482,16 +498,18 @@ fn damaged_newest_meta_falls_back_to_previous_commit() {
         ("txn byte", 17),
         ("page count byte", 25),
         ("magic byte", 3),
+        ("page size byte", 13),
     ] {
         let mut bad = image.clone();
-        bad[newest * PS + damage] ^= 0x10;
+        bad[newest * ps + damage] ^= 0x10;
         let (_k, r) = open_image(&bad, what);
-        let db = r.unwrap_or_else(|e| panic!("damaged newest meta ({what}): {e}"));
+        let db = r.unwrap_or_else(|e| panic!("{what_ps}: damaged newest meta ({what}): {e}"));
         assert_eq!(
-            dump(&db).unwrap(),
-            states[2],
-            "damaged newest meta ({what}) did not fall back to the previous commit"
+            &dump(&db).unwrap(),
+            previous,
+            "{what_ps}: damaged newest meta ({what}) did not fall back to the previous commit"
         );
+        assert_eq!(db.page_size(), ps);
         db.check().unwrap();
         // And the fallback is writable.
         let mut tx = db.begin_write().unwrap();
@@ -500,21 +518,36 @@ fn damaged_newest_meta_falls_back_to_previous_commit() {
         tx.commit().unwrap();
         db.check().unwrap();
     }
+    // The newest meta page zeroed (a torn write of the whole page).
+    let mut bad = image.clone();
+    bad[newest * ps..newest * ps + 64].fill(0);
+    let (_k, r) = open_image(&bad, "zeroed");
+    let db = r.unwrap_or_else(|e| panic!("{what_ps}: zeroed newest meta: {e}"));
+    assert_eq!(
+        &dump(&db).unwrap(),
+        previous,
+        "{what_ps}: zeroed newest meta"
+    );
+    drop(db);
 
     // The older slot damaged: the newest commit still opens.
     let mut bad = image.clone();
-    bad[(1 - newest) * PS + 40] ^= 0x01;
+    bad[(1 - newest) * ps + 40] ^= 0x01;
     let (_k, r) = open_image(&bad, "older meta damaged");
-    assert_eq!(dump(&r.unwrap()).unwrap(), states[3]);
+    assert_eq!(
+        &dump(&r.unwrap()).unwrap(),
+        last,
+        "{what_ps}: older meta damaged"
+    );
 
     // Both damaged: an error, not a panic.
     let mut bad = image.clone();
     bad[40] ^= 0x01;
-    bad[PS + 40] ^= 0x01;
+    bad[ps + 40] ^= 0x01;
     let (_k, r) = open_image(&bad, "both metas damaged");
     assert!(
         matches!(r, Err(Error::Corrupted { .. })),
-        "both metas: {r:?}"
+        "{what_ps}: both metas: {r:?}"
     );
 }
 
