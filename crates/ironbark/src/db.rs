@@ -74,7 +74,6 @@ pub(crate) struct Counters {
 pub(crate) struct Shared {
     pub(crate) path: PathBuf,
     pub(crate) file: DataFile,
-    file_id: FileId,
     pub(crate) limits: Limits,
     pub(crate) default_durability: Durability,
     pub(crate) broken_protocol: Option<BrokenProtocol>,
@@ -103,14 +102,8 @@ impl Drop for Shared {
         // A failure here only means the next open verifies the newest
         // commit's pages, as after a crash.
         let _ = crate::txn::commit::mark_clean(self);
-        // Forget this file in the registry (if the entry is still ours).
-        let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-        if reg
-            .get(&self.file_id)
-            .is_some_and(|w| w.strong_count() == 0)
-        {
-            reg.remove(&self.file_id);
-        }
+        // The registry entry stays (dead): it tells a concurrent `open` that
+        // this process is closing the file, so its lock is about to go.
     }
 }
 
@@ -188,11 +181,15 @@ impl Database {
         }
         let file = DataFile::open(path, options.io_hook.clone())?;
         let file_id = file.id()?;
-        if let Some(shared) = reg.get(&file_id).and_then(Weak::upgrade) {
-            return Ok(Database { shared });
-        }
-        file.lock_exclusive()?;
-        let shared = Arc::new(load(path, file, file_id, options)?);
+        let closing_here = match reg.get(&file_id) {
+            Some(weak) => match weak.upgrade() {
+                Some(shared) => return Ok(Database { shared }),
+                None => true,
+            },
+            None => false,
+        };
+        lock_file(&file, closing_here)?;
+        let shared = Arc::new(load(path, file, options)?);
         reg.insert(file_id, Arc::downgrade(&shared));
         Ok(Database { shared })
     }
@@ -305,6 +302,21 @@ impl Database {
     }
 }
 
+/// Locks the data file for this process. If another thread of this process
+/// is closing the same file right now, its lock goes away as soon as its
+/// last map is unmapped: wait for that (briefly) instead of failing.
+fn lock_file(file: &DataFile, closing_here: bool) -> Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match file.lock_exclusive() {
+            Err(Error::Locked) if closing_here && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// The bytes of a new file: two meta pages of txn 1 and an empty state blob.
 fn initial_image(page_size: usize) -> Vec<u8> {
     let limits = Limits::new(page_size);
@@ -393,7 +405,7 @@ fn map_for(file: &DataFile, len: u64) -> Result<Arc<Map>> {
 }
 
 /// Chooses the newest meta whose commit is intact, and builds the instance.
-fn load(path: &Path, file: DataFile, file_id: FileId, options: &Options) -> Result<Shared> {
+fn load(path: &Path, file: DataFile, options: &Options) -> Result<Shared> {
     let file_len = file.len()?;
     if file_len == 0 {
         return Err(Error::NotAnIronbarkFile);
@@ -473,7 +485,6 @@ fn load(path: &Path, file: DataFile, file_id: FileId, options: &Options) -> Resu
             }),
             counters: Counters::default(),
             file,
-            file_id,
         };
         return Ok(shared);
     }

@@ -185,6 +185,9 @@ fn long_reader_pins_space_only_while_it_lives() {
         );
         grown.push(s);
     }
+    // Pinned pages are free pages too, for check(): each page once.
+    let report = db.check().unwrap();
+    assert_eq!(report.free_pages, grown.last().unwrap().free_pages);
     let held = grown.last().unwrap().clone();
     // The reader pins at least the tree it sees (every page of which the
     // writer has since replaced).
