@@ -287,6 +287,11 @@ fn write_dump(
     let mut line = Vec::with_capacity(1 << 12);
     let mut done = 0u64;
     for name in names {
+        if name.contains('\n') {
+            return Err(CliError::new(format!(
+                "tree {name:?}: a name with a newline cannot be written in the dump format"
+            )));
+        }
         let tree = rx.tree(name).map_err(|e| CliError::new(e.to_string()))?;
         let header = Header {
             format,

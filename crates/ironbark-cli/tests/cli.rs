@@ -260,6 +260,25 @@ fn load_options_tree_append_and_merge() {
         assert_eq!(contents(&db), before);
     }
 
+    // Header keywords: ignored ones pass silently, odd ones warn.
+    let text = bytevalue_section(Some("ints"), &entries(1)).replace(
+        "type=btree\n",
+        "type=btree\nintegerkey=1\nfancy=yes\nmapaddr=0x0\n",
+    );
+    ironbark()
+        .arg("load")
+        .arg(&db)
+        .write_stdin(text)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "line 5: integerkey=1: ironbark orders keys bytewise",
+        ))
+        .stderr(predicate::str::contains(
+            "line 6: unrecognized header keyword ignored: fancy",
+        ))
+        .stderr(predicate::str::contains("mapaddr").not());
+
     // Empty input: nothing to do, not an error.
     ironbark()
         .arg("load")
