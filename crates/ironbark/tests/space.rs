@@ -49,10 +49,20 @@ fn open(path: &std::path::Path) -> Database {
     .unwrap()
 }
 
+/// How a round of overwrites is made durable.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Sync {
+    /// `Database::sync()` after the round.
+    PerRound,
+    /// The round's last commit is `Durability::Immediate`.
+    ImmediateLast,
+    /// Never: only what the engine does by itself under `Durability::None`.
+    Never,
+}
+
 /// One round: overwrite every key, in transactions of `TXN_PUTS` puts, in
-/// key order from a random starting point. The last commit is durable if
-/// `immediate_last`, else the round ends with `sync()`.
-fn round(db: &Database, tree: &Tree, round: u64, rng: &mut Rng, immediate_last: bool) {
+/// key order from a random starting point, made durable as `sync` says.
+fn round(db: &Database, tree: &Tree, round: u64, rng: &mut Rng, sync: Sync) {
     let start = rng.below(KEYS);
     let mut done = 0;
     while done < KEYS {
@@ -63,12 +73,12 @@ fn round(db: &Database, tree: &Tree, round: u64, rng: &mut Rng, immediate_last: 
             tx.put(tree, &key(i), &value(i, round)).unwrap();
         }
         done += n;
-        if immediate_last && done == KEYS {
+        if sync == Sync::ImmediateLast && done == KEYS {
             tx.set_durability(Durability::Immediate);
         }
         tx.commit().unwrap();
     }
-    if !immediate_last {
+    if sync == Sync::PerRound {
         db.sync().unwrap();
     }
 }
@@ -77,7 +87,7 @@ fn load(db: &Database) -> Tree {
     let mut tx = db.begin_write().unwrap();
     let tree = tx.open_tree("data").unwrap();
     tx.commit().unwrap();
-    round(db, &tree, 0, &mut Rng::new(0), false);
+    round(db, &tree, 0, &mut Rng::new(0), Sync::PerRound);
     tree
 }
 
@@ -104,29 +114,29 @@ fn describe(s: &Stats) -> String {
     )
 }
 
-fn steady_overwrites(immediate_last: bool) {
+fn steady_overwrites(sync: Sync, rounds: u64) {
     let t = temp_db("space.ib");
     let db = open(&t.path);
     let tree = load(&db);
-    let mut rng = Rng::new(if immediate_last { 2 } else { 1 });
+    let mut rng = Rng::new(sync as u64 + 1);
     let mut sizes = vec![0u64];
-    for r in 1..=ROUNDS {
-        round(&db, &tree, r, &mut rng, immediate_last);
+    for r in 1..=rounds {
+        round(&db, &tree, r, &mut rng, sync);
         let s = db.stats().unwrap();
         sizes.push(s.page_count);
         assert!(s.file_size_bytes >= s.page_count * s.page_size as u64);
-        if r == 2 || r == ROUNDS / 2 || r == ROUNDS {
+        if r == 2 || r == rounds / 2 || r == rounds {
             spot_check(&db, &tree, r, &mut rng);
             let report = db.check().unwrap();
             assert_eq!(report.entries, KEYS);
             assert_eq!(report.page_count, s.page_count);
         }
     }
-    eprintln!("immediate_last={immediate_last}: page counts by round {sizes:?}");
-    let (p2, p20) = (sizes[2], sizes[ROUNDS as usize]);
+    eprintln!("{sync:?}: page counts by round {sizes:?}");
+    let (p2, p20) = (sizes[2], sizes[rounds as usize]);
     assert!(
         p20 as f64 <= p2 as f64 * 1.5,
-        "file grew from {p2} pages after round 2 to {p20} after round {ROUNDS}"
+        "{sync:?}: file grew from {p2} pages after round 2 to {p20} after round {rounds}"
     );
     // The data itself needs ~100,000 * ~125 bytes: the file is not wildly
     // larger than that.
@@ -138,8 +148,8 @@ fn steady_overwrites(immediate_last: bool) {
     // Reopened: same contents, and the free space is still reused.
     drop(db);
     let db = open(&t.path);
-    spot_check(&db, &tree, ROUNDS, &mut rng);
-    round(&db, &tree, ROUNDS + 1, &mut rng, immediate_last);
+    spot_check(&db, &tree, rounds, &mut rng);
+    round(&db, &tree, rounds + 1, &mut rng, sync);
     let s = db.stats().unwrap();
     assert!(
         s.page_count as f64 <= p2 as f64 * 1.5,
@@ -151,12 +161,18 @@ fn steady_overwrites(immediate_last: bool) {
 
 #[test]
 fn steady_overwrites_with_sync_per_round() {
-    steady_overwrites(false);
+    steady_overwrites(Sync::PerRound, ROUNDS);
 }
 
 #[test]
 fn steady_overwrites_with_durable_last_commit() {
-    steady_overwrites(true);
+    steady_overwrites(Sync::ImmediateLast, ROUNDS);
+}
+
+/// No sync at all: the engine must keep space bounded by itself.
+#[test]
+fn steady_overwrites_without_any_sync() {
+    steady_overwrites(Sync::Never, ROUNDS / 2);
 }
 
 #[test]
@@ -166,7 +182,7 @@ fn long_reader_pins_space_only_while_it_lives() {
     let tree = load(&db);
     let mut rng = Rng::new(3);
     for r in 1..=2 {
-        round(&db, &tree, r, &mut rng, false);
+        round(&db, &tree, r, &mut rng, Sync::PerRound);
     }
     let before = db.stats().unwrap();
     assert_eq!(before.pages_pinned_by_readers, 0);
@@ -174,7 +190,7 @@ fn long_reader_pins_space_only_while_it_lives() {
     let snapshot_txn = reader.txn_id();
     let mut grown = Vec::new();
     for r in 3..=5 {
-        round(&db, &tree, r, &mut rng, false);
+        round(&db, &tree, r, &mut rng, Sync::PerRound);
         let s = db.stats().unwrap();
         assert_eq!(s.live_readers, 1);
         assert_eq!(s.oldest_snapshot, Some(snapshot_txn));
@@ -223,7 +239,7 @@ fn long_reader_pins_space_only_while_it_lives() {
     // Released: the next commit can reuse the pinned pages.
     let mut after = Vec::new();
     for r in 6..=10 {
-        round(&db, &tree, r, &mut rng, false);
+        round(&db, &tree, r, &mut rng, Sync::PerRound);
         let s = db.stats().unwrap();
         assert_eq!(s.pages_pinned_by_readers, 0, "round {r}: {}", describe(&s));
         assert_eq!(s.live_readers, 0);
