@@ -9,7 +9,7 @@
 //! | 8 | next tree id |
 //! | 4 | number of trees `T` |
 //! | 4 | number of free extents `F` |
-//! | T x (62 + name) | per tree, sorted by name: `u64 id, u64 root page, u64 root txn, u32 depth, u64 entries, u64 branch pages, u64 leaf pages, u64 overflow pages, u16 name length, name` |
+//! | T x (70 + name) | per tree, sorted by name: `u64 id, u64 root page, u64 root txn, u64 root checksum, u32 depth, u64 entries, u64 branch pages, u64 leaf pages, u64 overflow pages, u16 name length, name` |
 //! | F x (2 to 20) | per free extent, in page order, merged: `varint gap, varint pages`, where the gap is the first page minus the end of the previous extent (0 for the first) |
 //!
 //! The free list is stored merged and untagged: at open every page free in
@@ -30,7 +30,7 @@ use crate::storage::meta::META_SLOTS;
 use crate::txn::Tree;
 
 /// Bytes of a tree record before its name.
-const TREE_FIXED_LEN: usize = 8 + 8 + 8 + 4 + 8 * 4 + 2;
+const TREE_FIXED_LEN: usize = 8 + 8 + 8 + 8 + 4 + 8 * 4 + 2;
 const HEADER_LEN: usize = 16;
 
 /// One named tree in a snapshot.
@@ -115,6 +115,7 @@ pub(crate) fn encode(catalog: &Catalog, free: &FreeSpace) -> Vec<u8> {
         b.extend_from_slice(&t.id.to_le_bytes());
         b.extend_from_slice(&s.root.pgno.to_le_bytes());
         b.extend_from_slice(&s.root.txn.to_le_bytes());
+        b.extend_from_slice(&s.root.sum.to_le_bytes());
         b.extend_from_slice(&s.root.depth.to_le_bytes());
         for v in [s.entries, s.branch_pages, s.leaf_pages, s.overflow_pages] {
             b.extend_from_slice(&v.to_le_bytes());
@@ -190,6 +191,7 @@ pub(crate) fn decode(b: &[u8], pgno: u64, page_count: u64, txn: u64) -> Result<S
         let root = Root {
             pgno: r.u64()?,
             txn: r.u64()?,
+            sum: r.u64()?,
             depth: r.u32()?,
         };
         let state = TreeState {

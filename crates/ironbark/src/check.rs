@@ -164,10 +164,18 @@ impl<'a> Checker<'a> {
         Ok(())
     }
 
-    fn page(&self, pgno: u64, txn: u64) -> Result<&'a [u8]> {
+    /// A tree page, verified against its own checksum and the checksum
+    /// its parent (or the catalog) recorded.
+    fn page(&self, pgno: u64, txn: u64, sum: u64) -> Result<&'a [u8]> {
         let b = self.src.page(pgno)?;
         if !page::checksum_ok(b) {
             return Err(Error::corrupted_page(pgno, "page checksum mismatch"));
+        }
+        if page::stored_sum(b) != sum {
+            return Err(Error::corrupted_page(
+                pgno,
+                "page checksum differs from its parent's record (a stale page)",
+            ));
         }
         if page::u64_at(b, 24) != pgno {
             return Err(Error::corrupted_page(
@@ -192,7 +200,7 @@ impl<'a> Checker<'a> {
         counts: &mut Counts,
         is_root: bool,
     ) -> Result<()> {
-        let bytes = self.page(at.pgno, at.txn)?;
+        let bytes = self.page(at.pgno, at.txn, at.sum)?;
         let node = Node::parse(bytes, at.pgno, Some(at.txn))?;
         let bad = |d: &str| Err(Error::corrupted_page(at.pgno, d.to_string()));
         if node.is_leaf != (at.depth == 1) {
@@ -221,13 +229,25 @@ impl<'a> Checker<'a> {
             counts.leaf_pages += 1;
             counts.entries += node.count as u64;
             for i in 0..node.count {
-                if let (_, LeafValue::Overflow { pgno, txn, len }) = node.leaf_entry(i)? {
+                if let (
+                    _,
+                    LeafValue::Overflow {
+                        pgno,
+                        txn,
+                        len,
+                        sum,
+                    },
+                ) = node.leaf_entry(i)?
+                {
                     let run = self.src.blob_run(pgno)?;
                     counts.overflow_pages += (run.len() / self.src.page_size) as u64;
                     if txn <= self.min_txn {
                         continue;
                     }
-                    if !page::checksum_ok(run) || page::u64_at(run, 24) != pgno {
+                    if !page::checksum_ok(run)
+                        || page::stored_sum(run) != sum
+                        || page::u64_at(run, 24) != pgno
+                    {
                         return Err(Error::corrupted_page(
                             pgno,
                             "overflow blob checksum mismatch",
@@ -260,6 +280,7 @@ impl<'a> Checker<'a> {
             let child_root = Root {
                 pgno: child,
                 txn,
+                sum: node.child_sum(i)?,
                 depth: at.depth - 1,
             };
             self.walk(child_root, lo, hi, counts, false)?;

@@ -328,7 +328,7 @@ fn initial_image(page_size: usize) -> Vec<u8> {
         &FreeSpace::default(),
     );
     let mut blob = new_blob(page_size, &state, 1);
-    seal(&mut blob, META_SLOTS, 1);
+    let state_sum = seal(&mut blob, META_SLOTS, 1);
     let page_count = META_SLOTS + limits.blob_pages(state.len());
     let meta = Meta {
         page_size: page_size as u32,
@@ -336,6 +336,7 @@ fn initial_image(page_size: usize) -> Vec<u8> {
         page_count,
         state_pgno: META_SLOTS,
         state_txn: 1,
+        state_sum,
         last_synced_txn: 1,
     }
     .encode();
@@ -390,7 +391,7 @@ fn read_metas(file: &DataFile, file_len: u64) -> [(u64, Result<Meta>); 2] {
 /// Reads and decodes the state blob a meta points to.
 pub(crate) fn load_state(src: &MapSource, meta: &Meta) -> Result<catalog::State> {
     let run = src.blob_run(meta.state_pgno)?;
-    if !page::checksum_ok(run) {
+    if !page::checksum_ok(run) || page::stored_sum(run) != meta.state_sum {
         return Err(Error::corrupted_page(
             meta.state_pgno,
             "state blob checksum mismatch",

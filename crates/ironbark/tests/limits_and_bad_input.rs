@@ -50,8 +50,8 @@ fn meta_txn(image: &[u8], slot: usize, page_size: usize) -> u64 {
 
 fn reseal_meta(image: &mut [u8], slot: usize, page_size: usize) {
     let base = slot * page_size;
-    let sum = xxhash_rust::xxh3::xxh3_64(&image[base..base + 56]);
-    image[base + 56..base + 64].copy_from_slice(&sum.to_le_bytes());
+    let sum = xxhash_rust::xxh3::xxh3_64(&image[base..base + 64]);
+    image[base + 64..base + 72].copy_from_slice(&sum.to_le_bytes());
 }
 
 /// Opens `image` written to a fresh file, catching panics.

@@ -19,8 +19,12 @@
 //! order; cells are packed from the end of the page downwards.
 //! Leaf cell: `u16 key_len, u8 flags, u32 value_len, key, value` where flags
 //! 0 is an inline value and 1 an overflow value whose bytes are replaced by
-//! `u64 blob page, u64 blob txn`.
-//! Branch cell: `u64 child page, u64 child txn, u16 key_len, key`.
+//! `u64 blob page, u64 blob txn, u64 blob checksum`.
+//! Branch cell: `u64 child page, u64 child txn, u64 child checksum, u16
+//! key_len, key`. Recording each child's checksum in its parent makes the
+//! tree a Merkle tree: a stale page (an old version left where a lost write
+//! should have landed) is caught even when its own checksum, page number
+//! and txn id are all valid.
 
 use crate::checksum::checksum;
 use crate::error::{Error, Result};
@@ -32,8 +36,8 @@ pub(crate) const KIND_BRANCH: u8 = 1;
 pub(crate) const KIND_LEAF: u8 = 2;
 pub(crate) const KIND_BLOB: u8 = 3;
 pub(crate) const LEAF_CELL_HEADER: usize = 7;
-pub(crate) const BRANCH_CELL_HEADER: usize = 18;
-pub(crate) const OVERFLOW_REF_LEN: usize = 16;
+pub(crate) const BRANCH_CELL_HEADER: usize = 26;
+pub(crate) const OVERFLOW_REF_LEN: usize = 24;
 const FLAG_OVERFLOW: u8 = 1;
 const SLOT_LEN: usize = 2;
 
@@ -101,7 +105,12 @@ impl Limits {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum LeafValue<'a> {
     Inline(&'a [u8]),
-    Overflow { pgno: u64, txn: u64, len: u64 },
+    Overflow {
+        pgno: u64,
+        txn: u64,
+        len: u64,
+        sum: u64,
+    },
 }
 
 /// A read-only view of a tree page whose header has been validated.
@@ -197,7 +206,7 @@ impl<'a> Node<'a> {
                 .bytes
                 .get(off..off + BRANCH_CELL_HEADER)
                 .ok_or_else(|| self.corrupt("branch cell header out of bounds"))?;
-            BRANCH_CELL_HEADER + u16_at(h, 16) as usize
+            BRANCH_CELL_HEADER + u16_at(h, 24) as usize
         };
         self.bytes
             .get(off..off + len)
@@ -210,7 +219,7 @@ impl<'a> Node<'a> {
         let (start, klen_at) = if self.is_leaf {
             (off + LEAF_CELL_HEADER, off)
         } else {
-            (off + BRANCH_CELL_HEADER, off + 16)
+            (off + BRANCH_CELL_HEADER, off + 24)
         };
         let klen = self
             .bytes
@@ -245,6 +254,7 @@ impl<'a> Node<'a> {
                 pgno: self.check_ref(u64_at(body, 0))?,
                 txn: u64_at(body, 8),
                 len: u32_at(cell, 3) as u64,
+                sum: u64_at(body, 16),
             }
         } else {
             LeafValue::Inline(body)
@@ -262,6 +272,16 @@ impl<'a> Node<'a> {
             .get(off..off + 16)
             .ok_or_else(|| self.corrupt("branch cell out of bounds"))?;
         Ok((self.check_ref(u64_at(h, 0))?, u64_at(h, 8)))
+    }
+
+    /// The checksum that branch cell `i` records for its child.
+    pub(crate) fn child_sum(&self, i: usize) -> Result<u64> {
+        debug_assert!(!self.is_leaf);
+        let off = self.cell_offset(i)?;
+        self.bytes
+            .get(off + 16..off + 24)
+            .map(|b| u64_at(b, 0))
+            .ok_or_else(|| self.corrupt("branch cell out of bounds"))
     }
 
     /// Leaf: `Ok(i)` if key `i` equals `key`, else `Err(i)` where it would go.
@@ -315,7 +335,13 @@ pub(crate) fn leaf_cell_inline(key: &[u8], value: &[u8]) -> Vec<u8> {
 }
 
 /// Encodes a leaf cell whose value lives in the blob at `pgno`.
-pub(crate) fn leaf_cell_overflow(key: &[u8], value_len: u64, pgno: u64, txn: u64) -> Vec<u8> {
+pub(crate) fn leaf_cell_overflow(
+    key: &[u8],
+    value_len: u64,
+    pgno: u64,
+    txn: u64,
+    sum: u64,
+) -> Vec<u8> {
     let mut c = Vec::with_capacity(LEAF_CELL_HEADER + key.len() + OVERFLOW_REF_LEN);
     c.extend_from_slice(&(key.len() as u16).to_le_bytes());
     c.push(FLAG_OVERFLOW);
@@ -323,14 +349,16 @@ pub(crate) fn leaf_cell_overflow(key: &[u8], value_len: u64, pgno: u64, txn: u64
     c.extend_from_slice(key);
     c.extend_from_slice(&pgno.to_le_bytes());
     c.extend_from_slice(&txn.to_le_bytes());
+    c.extend_from_slice(&sum.to_le_bytes());
     c
 }
 
 /// Encodes a branch cell.
-pub(crate) fn branch_cell(key: &[u8], child: u64, child_txn: u64) -> Vec<u8> {
+pub(crate) fn branch_cell(key: &[u8], child: u64, child_txn: u64, child_sum: u64) -> Vec<u8> {
     let mut c = Vec::with_capacity(BRANCH_CELL_HEADER + key.len());
     c.extend_from_slice(&child.to_le_bytes());
     c.extend_from_slice(&child_txn.to_le_bytes());
+    c.extend_from_slice(&child_sum.to_le_bytes());
     c.extend_from_slice(&(key.len() as u16).to_le_bytes());
     c.extend_from_slice(key);
     c
@@ -431,28 +459,37 @@ pub(crate) fn remove_cell(b: &mut [u8], index: usize) {
 }
 
 /// Points branch cell `index` of a dirty page at `child` written by `txn`.
-pub(crate) fn set_child(b: &mut [u8], index: usize, child: u64, txn: u64) {
+pub(crate) fn set_child(b: &mut [u8], index: usize, child: u64, txn: u64, sum: u64) {
     let off = u16_at(b, HEADER_LEN + index * SLOT_LEN) as usize;
     put_u64(b, off, child);
     put_u64(b, off + 8, txn);
+    put_u64(b, off + 16, sum);
 }
 
 /// Points overflow leaf cell `index` of a dirty page at blob `pgno`.
-pub(crate) fn set_overflow(b: &mut [u8], index: usize, pgno: u64, txn: u64) {
+pub(crate) fn set_overflow(b: &mut [u8], index: usize, pgno: u64, txn: u64, sum: u64) {
     let off = u16_at(b, HEADER_LEN + index * SLOT_LEN) as usize;
     let klen = u16_at(b, off) as usize;
     let at = off + LEAF_CELL_HEADER + klen;
     put_u64(b, at, pgno);
     put_u64(b, at + 8, txn);
+    put_u64(b, at + 16, sum);
 }
 
 /// Stamps a page (or the first page of a blob run) with its final number and
-/// txn id, then its checksum. The last step before a page is written.
-pub(crate) fn seal(b: &mut [u8], pgno: u64, txn: u64) {
+/// txn id, then its checksum, which it returns. The last step before a page
+/// is written.
+pub(crate) fn seal(b: &mut [u8], pgno: u64, txn: u64) -> u64 {
     put_u64(b, 8, txn);
     put_u64(b, 24, pgno);
     let sum = checksum(&b[8..]);
     put_u64(b, 0, sum);
+    sum
+}
+
+/// The checksum stored in a page's header (not verified).
+pub(crate) fn stored_sum(b: &[u8]) -> u64 {
+    u64_at(b, 0)
 }
 
 /// Whether the stored checksum matches the bytes.

@@ -8,11 +8,12 @@ use crate::error::{Error, Result};
 use crate::pages::{expected_txn, PageSource};
 
 /// Where a tree starts: its root page (0 for an empty tree), the txn that
-/// wrote it, and the number of levels.
+/// wrote it, its checksum, and the number of levels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub(crate) struct Root {
     pub(crate) pgno: u64,
     pub(crate) txn: u64,
+    pub(crate) sum: u64,
     pub(crate) depth: u32,
 }
 
@@ -99,7 +100,7 @@ pub(crate) fn resolve_value<'a, S: PageSource + ?Sized>(
 ) -> Result<&'a [u8]> {
     match value {
         LeafValue::Inline(v) => Ok(v),
-        LeafValue::Overflow { pgno, txn, len } => {
+        LeafValue::Overflow { pgno, txn, len, .. } => {
             let run = src.blob_run(pgno)?;
             blob_data(run, pgno, expected_txn(pgno, txn), Some(len))
         }

@@ -52,11 +52,11 @@ impl TreeWriter<'_> {
     }
 
     /// The dirty copy of page `pgno`, making one if it is committed.
-    fn touch(&mut self, pgno: u64, txn: u64, level: u32) -> Result<u64> {
+    fn touch(&mut self, pgno: u64, txn: u64, sum: u64, level: u32) -> Result<u64> {
         if pgno & DIRTY_BIT != 0 {
             return Ok(pgno);
         }
-        let node = self.committed_node(pgno, txn, level)?;
+        let node = self.committed_node(pgno, txn, sum, level)?;
         let copy: Box<[u8]> = node.bytes.into();
         self.freed.push(Extent {
             start: pgno,
@@ -69,10 +69,16 @@ impl TreeWriter<'_> {
     /// checksum is verified here, since the copy gets a new, valid checksum
     /// at commit: damage must not be laundered. Every cell and reference is
     /// validated too, because the editors trust dirty pages.
-    fn committed_node(&self, pgno: u64, txn: u64, level: u32) -> Result<Node<'_>> {
+    fn committed_node(&self, pgno: u64, txn: u64, sum: u64, level: u32) -> Result<Node<'_>> {
         let node = node_at(self.base, pgno, txn, level)?;
         if !page::checksum_ok(node.bytes) || page::u64_at(node.bytes, 24) != pgno {
             return Err(Error::corrupted_page(pgno, "page checksum mismatch"));
+        }
+        if page::stored_sum(node.bytes) != sum {
+            return Err(Error::corrupted_page(
+                pgno,
+                "page checksum differs from its parent's record (a stale page)",
+            ));
         }
         for i in 0..node.count {
             if node.is_leaf {
@@ -140,13 +146,14 @@ impl TreeWriter<'_> {
             let pages = (blob.len() / self.limits.page_size) as u64;
             let id = self.dirty.add(blob);
             tree.overflow_pages += pages;
-            leaf_cell_overflow(key, value.len() as u64, id, 0)
+            leaf_cell_overflow(key, value.len() as u64, id, 0, 0)
         };
         if tree.root.is_empty() {
             let leaf = build_page(self.limits.page_size, true, &[&cell]);
             tree.root = Root {
                 pgno: self.dirty.add(leaf),
                 txn: 0,
+                sum: 0,
                 depth: 1,
             };
             tree.leaf_pages += 1;
@@ -156,16 +163,18 @@ impl TreeWriter<'_> {
         check_root(tree.root)?;
         let mut path = [Step::default(); MAX_DEPTH];
         let mut rightmost = true;
-        let mut id = self.touch(tree.root.pgno, tree.root.txn, tree.root.depth)?;
+        let root = tree.root;
+        let mut id = self.touch(root.pgno, root.txn, root.sum, root.depth)?;
         tree.root.pgno = id;
         for level in (2..=tree.root.depth).rev() {
             let node = Node::parse(self.dirty.get(id), id, None)?;
             let slot = node.search_branch(key)?;
             rightmost &= slot + 1 == node.count;
             let (child, child_txn) = node.child(slot)?;
-            let child_id = self.touch(child, child_txn, level - 1)?;
+            let child_sum = node.child_sum(slot)?;
+            let child_id = self.touch(child, child_txn, child_sum, level - 1)?;
             if child_id != child {
-                set_child(self.dirty.get_mut(id), slot, child_id, 0);
+                set_child(self.dirty.get_mut(id), slot, child_id, 0, 0);
             }
             path[(tree.root.depth - level) as usize] = Step { page: id, slot };
             id = child_id;
@@ -192,7 +201,7 @@ impl TreeWriter<'_> {
         tree.leaf_pages += 1;
         for depth in (0..tree.root.depth as usize - 1).rev() {
             let step = path[depth];
-            let branch_cell = branch_cell(&sep, right, 0);
+            let branch_cell = branch_cell(&sep, right, 0, 0);
             if insert_cell(self.dirty.get_mut(step.page), step.slot + 1, &branch_cell) {
                 return Ok(());
             }
@@ -203,8 +212,8 @@ impl TreeWriter<'_> {
         }
         // The root split: a new root above the two halves.
         let cells = [
-            branch_cell(&[], tree.root.pgno, 0),
-            branch_cell(&sep, right, 0),
+            branch_cell(&[], tree.root.pgno, 0, 0),
+            branch_cell(&sep, right, 0, 0),
         ];
         let root = build_page(self.limits.page_size, false, &cells);
         tree.root.pgno = self.dirty.add(root);
@@ -259,7 +268,12 @@ impl TreeWriter<'_> {
             // page's first child, under the empty key.
             let sep = cell_key(&cells[k], false).to_vec();
             let mid = &cells[k];
-            let first = branch_cell(&[], page::u64_at(mid, 0), page::u64_at(mid, 8));
+            let first = branch_cell(
+                &[],
+                page::u64_at(mid, 0),
+                page::u64_at(mid, 8),
+                page::u64_at(mid, 16),
+            );
             let mut right_cells = vec![first];
             right_cells.extend_from_slice(&cells[k + 1..]);
             (sep, build_page(page_size, false, &right_cells))
@@ -283,16 +297,18 @@ impl TreeWriter<'_> {
         }
         let mut path = [Step::default(); MAX_DEPTH];
         let depth = tree.root.depth as usize;
-        let mut id = self.touch(tree.root.pgno, tree.root.txn, tree.root.depth)?;
+        let root = tree.root;
+        let mut id = self.touch(root.pgno, root.txn, root.sum, root.depth)?;
         tree.root.pgno = id;
         for (d, step) in path.iter_mut().enumerate().take(depth - 1) {
             let level = (depth - d) as u32;
             let node = Node::parse(self.dirty.get(id), id, None)?;
             let slot = node.search_branch(key)?;
             let (child, child_txn) = node.child(slot)?;
-            let child_id = self.touch(child, child_txn, level - 1)?;
+            let child_sum = node.child_sum(slot)?;
+            let child_id = self.touch(child, child_txn, child_sum, level - 1)?;
             if child_id != child {
-                set_child(self.dirty.get_mut(id), slot, child_id, 0);
+                set_child(self.dirty.get_mut(id), slot, child_id, 0, 0);
             }
             *step = Step { page: id, slot };
             id = child_id;
@@ -354,7 +370,7 @@ impl TreeWriter<'_> {
         let sib_node = if sib & DIRTY_BIT != 0 {
             Node::parse(self.dirty.get(sib), sib, None)?
         } else {
-            self.committed_node(sib, sib_txn, level)?
+            self.committed_node(sib, sib_txn, pnode.child_sum(sib_slot)?, level)?
         };
         if sib_node.is_leaf != is_leaf {
             return Err(Error::corrupted_page(sib, "sibling at a different level"));
@@ -378,6 +394,7 @@ impl TreeWriter<'_> {
                     &separator,
                     page::u64_at(&c, 0),
                     page::u64_at(&c, 8),
+                    page::u64_at(&c, 16),
                 ));
             } else {
                 left.push(c);
@@ -387,7 +404,7 @@ impl TreeWriter<'_> {
         self.dirty.get_mut(child).copy_from_slice(&merged);
         self.free_page(sib);
         let p = self.dirty.get_mut(parent.page);
-        set_child(p, left_slot, child, 0);
+        set_child(p, left_slot, child, 0, 0);
         remove_cell(p, right_slot);
         if is_leaf {
             tree.leaf_pages -= 1;
@@ -414,11 +431,13 @@ impl TreeWriter<'_> {
                 return Ok(());
             }
             let (child, child_txn) = node.child(0)?;
+            let child_sum = node.child_sum(0)?;
             self.dirty.free(root);
             tree.branch_pages -= 1;
             tree.root = Root {
                 pgno: child,
                 txn: child_txn,
+                sum: child_sum,
                 depth: tree.root.depth - 1,
             };
         }
@@ -465,7 +484,7 @@ fn cell_key(cell: &[u8], is_leaf: bool) -> &[u8] {
         let klen = page::u16_at(cell, 0) as usize;
         &cell[page::LEAF_CELL_HEADER..page::LEAF_CELL_HEADER + klen]
     } else {
-        let klen = page::u16_at(cell, 16) as usize;
+        let klen = page::u16_at(cell, 24) as usize;
         &cell[BRANCH_CELL_HEADER..BRANCH_CELL_HEADER + klen]
     }
 }

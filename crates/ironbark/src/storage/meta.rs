@@ -17,7 +17,8 @@
 //! | 32 | 8 | page number of the state blob (catalog + free space) |
 //! | 40 | 8 | txn id that wrote the state blob |
 //! | 48 | 8 | newest txn id known durable before this meta was written |
-//! | 56 | 8 | XXH3-64 of bytes 0..56 |
+//! | 56 | 8 | XXH3-64 checksum of the state blob (as in its header) |
+//! | 64 | 8 | XXH3-64 of bytes 0..64 |
 
 use crate::checksum::checksum;
 use crate::error::{Error, Result};
@@ -25,7 +26,7 @@ use crate::error::{Error, Result};
 pub(crate) const MAGIC: [u8; 8] = *b"IRONBARK";
 pub(crate) const FORMAT_VERSION: u32 = 1;
 /// Bytes of a meta page that carry data.
-pub(crate) const META_LEN: usize = 64;
+pub(crate) const META_LEN: usize = 72;
 /// Pages 0 and 1 are the meta slots.
 pub(crate) const META_SLOTS: u64 = 2;
 pub(crate) const MIN_PAGE_SIZE: usize = 1024;
@@ -39,6 +40,7 @@ pub(crate) struct Meta {
     pub(crate) page_count: u64,
     pub(crate) state_pgno: u64,
     pub(crate) state_txn: u64,
+    pub(crate) state_sum: u64,
     pub(crate) last_synced_txn: u64,
 }
 
@@ -65,8 +67,9 @@ impl Meta {
         b[32..40].copy_from_slice(&self.state_pgno.to_le_bytes());
         b[40..48].copy_from_slice(&self.state_txn.to_le_bytes());
         b[48..56].copy_from_slice(&self.last_synced_txn.to_le_bytes());
-        let sum = checksum(&b[0..56]);
-        b[56..64].copy_from_slice(&sum.to_le_bytes());
+        b[56..64].copy_from_slice(&self.state_sum.to_le_bytes());
+        let sum = checksum(&b[0..64]);
+        b[64..72].copy_from_slice(&sum.to_le_bytes());
         b
     }
 
@@ -77,8 +80,8 @@ impl Meta {
         if b.len() < META_LEN || b[0..8] != MAGIC {
             return Err(Error::NotAnIronbarkFile);
         }
-        let stored = u64_at(b, 56);
-        if checksum(&b[0..56]) != stored {
+        let stored = u64_at(b, 64);
+        if checksum(&b[0..64]) != stored {
             return Err(Error::corrupted_page(slot, "meta page checksum mismatch"));
         }
         let version = u32_at(b, 8);
@@ -99,6 +102,7 @@ impl Meta {
             state_pgno: u64_at(b, 32),
             state_txn: u64_at(b, 40),
             last_synced_txn: u64_at(b, 48),
+            state_sum: u64_at(b, 56),
         };
         let bad = |d: &str| Err(Error::corrupted_page(slot, d.to_string()));
         if meta.txn == 0 {

@@ -179,10 +179,18 @@ fn order_dirty(catalog: &Catalog, dirty: &DirtyPages) -> Result<(Vec<u64>, Vec<u
     Ok((order, blobs))
 }
 
-/// Replaces provisional numbers in dirty page `id` with real ones, then
-/// stamps and checksums it.
-fn patch_and_seal(dirty: &mut DirtyPages, id: u64, real: &[u64], txn: u64) -> Result<()> {
+/// Replaces provisional numbers in dirty page `id` with real ones and the
+/// checksums of the (already sealed) children, then stamps and checksums it.
+/// Returns its checksum.
+fn patch_and_seal(
+    dirty: &mut DirtyPages,
+    id: u64,
+    real: &[u64],
+    sums: &[u64],
+    txn: u64,
+) -> Result<u64> {
     let real_of = |p: u64| real[(p & !DIRTY_BIT) as usize];
+    let sum_of = |p: u64| sums[(p & !DIRTY_BIT) as usize];
     let node = Node::parse(dirty.get(id), id, None)?;
     let mut patches = Vec::new();
     for i in 0..node.count {
@@ -195,21 +203,21 @@ fn patch_and_seal(dirty: &mut DirtyPages, id: u64, real: &[u64], txn: u64) -> Re
             node.child(i)?.0
         };
         if target & DIRTY_BIT != 0 {
-            patches.push((i, real_of(target)));
+            patches.push((i, real_of(target), sum_of(target)));
         }
     }
     let is_leaf = node.is_leaf;
     let buf = dirty.get_mut(id);
-    for (i, pgno) in patches {
+    for (i, pgno, sum) in patches {
         assert!(pgno != 0, "dirty page without a real number");
+        assert!(sum != 0, "child sealed after its parent");
         if is_leaf {
-            set_overflow(buf, i, pgno, txn);
+            set_overflow(buf, i, pgno, txn, sum);
         } else {
-            set_child(buf, i, pgno, txn);
+            set_child(buf, i, pgno, txn, sum);
         }
     }
-    seal(buf, real_of(id), txn);
-    Ok(())
+    Ok(seal(buf, real_of(id), txn))
 }
 
 fn write_commit(
@@ -265,19 +273,24 @@ fn write_commit(
     for &id in &order {
         real[(id & !DIRTY_BIT) as usize] = next.next().expect("enough pages allocated");
     }
-    // 3. Patch, stamp, checksum.
-    for &id in &order {
-        patch_and_seal(dirty, id, &real, txn)?;
-    }
+    // 3. Patch, stamp, checksum: blobs first, then tree pages children
+    // before parents (reversed pre-order), since each parent records its
+    // children's checksums.
+    let mut sums = vec![0u64; dirty.pages.len()];
     for &b in &blobs {
-        let pgno = real[(b & !DIRTY_BIT) as usize];
-        seal(dirty.get_mut(b), pgno, txn);
+        let i = (b & !DIRTY_BIT) as usize;
+        sums[i] = seal(dirty.get_mut(b), real[i], txn);
+    }
+    for &id in order.iter().rev() {
+        sums[(id & !DIRTY_BIT) as usize] = patch_and_seal(dirty, id, &real, &sums, txn)?;
     }
     for t in catalog.trees.iter_mut() {
         let root = &mut t.state.root;
         if root.pgno & DIRTY_BIT != 0 {
-            root.pgno = real[(root.pgno & !DIRTY_BIT) as usize];
+            let i = (root.pgno & !DIRTY_BIT) as usize;
+            root.pgno = real[i];
             root.txn = txn;
+            root.sum = sums[i];
         }
     }
     // The state blob describes free space after its own allocation: guess
@@ -300,7 +313,7 @@ fn write_commit(
         state_pages += 1;
     };
     let mut state_blob = new_blob(ps, &state, state_pages as usize);
-    seal(&mut state_blob, state_pgno, txn);
+    let state_sum = seal(&mut state_blob, state_pgno, txn);
 
     // 4. Write.
     ensure_file_len(shared, w, page_count)?;
@@ -337,6 +350,7 @@ fn write_commit(
         page_count,
         state_pgno,
         state_txn: txn,
+        state_sum,
         last_synced_txn: w.durable_txn,
     };
     let meta_bytes = meta.encode();
