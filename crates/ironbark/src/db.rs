@@ -224,7 +224,7 @@ impl Database {
         crate::txn::commit::sync_published(&self.shared, &mut w)
     }
 
-    /// The largest key accepted, in bytes (1329 at 4 KiB pages).
+    /// The largest key accepted, in bytes (1321 at 4 KiB pages).
     pub fn max_key_len(&self) -> usize {
         self.shared.limits.max_key
     }
