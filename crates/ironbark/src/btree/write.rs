@@ -238,25 +238,24 @@ impl TreeWriter<'_> {
         appending: bool,
         is_leaf: bool,
     ) -> (Vec<u8>, u64) {
+        if appending {
+            return self.split_at_end(id, cell, is_leaf);
+        }
         let mut cells = cells_of(self.dirty.get(id));
         cells.insert(slot, cell);
         let n = cells.len();
         assert!(n >= 2, "split of a page with fewer than two cells");
-        let k = if appending {
-            n - 1
-        } else {
-            let total: usize = cells.iter().map(|c| page::slotted_size(c.len())).sum();
-            let mut acc = 0;
-            let mut k = n - 1;
-            for (i, c) in cells.iter().enumerate() {
-                acc += page::slotted_size(c.len());
-                if acc >= total / 2 {
-                    k = (i + 1).clamp(1, n - 1);
-                    break;
-                }
+        // Split by bytes in the middle: both halves fit (see `Limits`).
+        let total: usize = cells.iter().map(|c| page::slotted_size(c.len())).sum();
+        let mut acc = 0;
+        let mut k = n - 1;
+        for (i, c) in cells.iter().enumerate() {
+            acc += page::slotted_size(c.len());
+            if acc >= total / 2 {
+                k = (i + 1).clamp(1, n - 1);
+                break;
             }
-            k
-        };
+        }
         let page_size = self.limits.page_size;
         let (sep, right_page) = if is_leaf {
             let left_last = cell_key(&cells[k - 1], true);
@@ -280,6 +279,32 @@ impl TreeWriter<'_> {
         };
         let left = build_page(page_size, is_leaf, &cells[..k]);
         self.dirty.get_mut(id).copy_from_slice(&left);
+        let right = self.dirty.add(right_page);
+        (sep, right)
+    }
+
+    /// The split of sequential inserts: the full page stays as it is, and
+    /// the new cell (past its last key) starts a new right page.
+    fn split_at_end(&mut self, id: u64, cell: Vec<u8>, is_leaf: bool) -> (Vec<u8>, u64) {
+        let page_size = self.limits.page_size;
+        let left = Node::parse(self.dirty.get(id), id, None).expect("dirty page is well formed");
+        assert!(left.count >= 1, "split of an empty page");
+        let (sep, right_page) = if is_leaf {
+            let left_last = left.key(left.count - 1).expect("dirty cell is well formed");
+            let sep = shortest_separator(left_last, cell_key(&cell, true)).to_vec();
+            (sep, build_page(page_size, true, &[&cell]))
+        } else {
+            // The new cell's key moves up; its child is the right page's
+            // first child, under the empty key.
+            let sep = cell_key(&cell, false).to_vec();
+            let first = branch_cell(
+                &[],
+                page::u64_at(&cell, 0),
+                page::u64_at(&cell, 8),
+                page::u64_at(&cell, 16),
+            );
+            (sep, build_page(page_size, false, &[first]))
+        };
         let right = self.dirty.add(right_page);
         (sep, right)
     }
