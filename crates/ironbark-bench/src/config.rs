@@ -39,8 +39,8 @@ FLAGS (db_bench names; `--flag=value` or `--flag value`):
     --benchmarks=a,b       workloads, run in order (a non-preset run when given)
     --num=N                records in the database (default 1000000)
     --reads=N              operations per reader thread (default: num)
-    --writes=N             operations of overwrite/deleterandom/fillsync
-                           (default: num, num, num/1000)
+    --writes=N             operations of overwrite and deleterandom (default: num);
+                           fillsync always does num/1000 durable commits
     --key_size=N           bytes per key (default 16)
     --value_size=N         bytes per value (default 100)
     --batch_size=N         puts per transaction (default 1; *batch fills 1000; smalltxn 100)

@@ -22,13 +22,13 @@ pub const PRESETS: &[Preset] = &[
         steps: &[Step {
             title: "core workloads",
             note: "N records of 16-byte keys and 100-byte values; batched fills of 1000 puts per transaction; \
-                   overwrite, deleterandom and the readwhilewriting writer put one record per transaction; \
+                   overwrite and deleterandom do 20k single-put transactions, the readwhilewriting writer one put per transaction; \
                    no syncs except fillsync (N/1000 single-put durable commits); smalltxn = 100 transactions \
                    x 100 random 16-byte keys into the loaded database; 1 reader thread.",
             flags: &[
-                "--num=500000",
-                "--reads=500000",
-                "--writes=100000",
+                "--num=200000",
+                "--reads=200000",
+                "--writes=20000",
                 "--threads=1",
                 "--benchmarks=fillseqbatch,fillrandbatch,readrandom,readmissing,readseq,readreverse,seekrandom,overwrite,readwhilewriting,smalltxn,deleterandom,fillsync",
             ],

@@ -441,7 +441,7 @@ fn run_benchmark(job: &Job, engine: &dyn Engine, values: &Values) -> Result<Meas
             )
         }
         "fillsync" => {
-            let count = cfg.writes.unwrap_or((cfg.num / 1000).max(1)).min(cfg.num);
+            let count = (cfg.num / 1000).max(1);
             let p = Permutation::new(cfg.num, seed(0));
             (
                 single(Order::Permuted(p), count, 1, WriteKind::Insert, false)?,
@@ -625,7 +625,7 @@ pub fn run_child(job: &Job) -> Result<RunResult> {
         "readrandom" | "readmissing" | "seekrandom" | "readseq" | "readreverse"
         | "readwhilewriting" => cfg.reads.unwrap_or(cfg.num) * job.threads.max(1) as u64,
         "smalltxn" => cfg.txns * cfg.batch_size.unwrap_or(100),
-        "fillsync" => cfg.writes.unwrap_or((cfg.num / 1000).max(1)),
+        "fillsync" => (cfg.num / 1000).max(1),
         "overwrite" | "deleterandom" => cfg.writes.unwrap_or(cfg.num),
         _ => cfg.num,
     };
