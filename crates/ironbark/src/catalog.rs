@@ -79,23 +79,6 @@ pub(crate) struct State {
     pub(crate) free: Vec<Extent>,
 }
 
-/// All free extents (reusable and pending), sorted and merged.
-fn merged_free(free: &FreeSpace) -> Vec<Extent> {
-    let mut all: Vec<Extent> = free
-        .reusable()
-        .chain(free.pending().iter().map(|p| p.extent))
-        .collect();
-    all.sort_unstable();
-    let mut merged: Vec<Extent> = Vec::with_capacity(all.len());
-    for e in all {
-        match merged.last_mut() {
-            Some(last) if last.end() == e.start => last.len += e.len,
-            _ => merged.push(e),
-        }
-    }
-    merged
-}
-
 fn put_varint(b: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         b.push((v as u8) | 0x80);
@@ -105,7 +88,7 @@ fn put_varint(b: &mut Vec<u8>, mut v: u64) {
 }
 
 pub(crate) fn encode(catalog: &Catalog, free: &FreeSpace) -> Vec<u8> {
-    let extents = merged_free(free);
+    let extents = free.all_merged();
     let mut b = Vec::with_capacity(HEADER_LEN + catalog.trees.len() * 80 + extents.len() * 4);
     b.extend_from_slice(&catalog.next_tree_id.to_le_bytes());
     b.extend_from_slice(&(catalog.trees.len() as u32).to_le_bytes());

@@ -11,7 +11,7 @@
 //! - Reusable extents are kept merged (no two touch), so the allocator sees
 //!   the longest contiguous runs.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// A run of `len` pages starting at page `start`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -26,11 +26,13 @@ impl Extent {
     }
 }
 
-/// An extent waiting for the commits that can see it to be gone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PendingExtent {
-    pub(crate) freed_by: u64,
-    pub(crate) extent: Extent,
+/// The extents one commit freed, waiting for the snapshots that can see
+/// them (and the durable fallback commit) to be gone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct PendingGroup {
+    freed_by: u64,
+    extents: Vec<Extent>,
+    pages: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -40,8 +42,10 @@ pub(crate) struct FreeSpace {
     /// The same extents by (length, start), for best-fit allocation.
     by_len: BTreeSet<(u64, u64)>,
     reusable_pages: u64,
-    /// Pending extents in order of `freed_by` (commits free in txn order).
-    pending: Vec<PendingExtent>,
+    /// Pending extents, one group per freeing commit, in txn order.
+    pending: VecDeque<PendingGroup>,
+    /// The same extents by start page, for encoding in page order.
+    pending_by_start: BTreeMap<u64, u64>,
     pending_pages: u64,
 }
 
@@ -59,8 +63,8 @@ impl FreeSpace {
     pub(crate) fn pending_pages_after(&self, txn: u64) -> u64 {
         self.pending
             .iter()
-            .filter(|p| p.freed_by > txn)
-            .map(|p| p.extent.len)
+            .filter(|g| g.freed_by > txn)
+            .map(|g| g.pages)
             .sum()
     }
 
@@ -68,19 +72,33 @@ impl FreeSpace {
     pub(crate) fn pending_pages_between(&self, after: u64, up_to: u64) -> u64 {
         self.pending
             .iter()
-            .filter(|p| p.freed_by > after && p.freed_by <= up_to)
-            .map(|p| p.extent.len)
+            .filter(|g| g.freed_by > after && g.freed_by <= up_to)
+            .map(|g| g.pages)
             .sum()
     }
 
-    pub(crate) fn reusable(&self) -> impl Iterator<Item = Extent> + '_ {
-        self.by_start
-            .iter()
-            .map(|(&start, &len)| Extent { start, len })
-    }
-
-    pub(crate) fn pending(&self) -> &[PendingExtent] {
-        &self.pending
+    /// Every free extent (reusable and pending) in page order, merged, in
+    /// time linear in the number of extents.
+    pub(crate) fn all_merged(&self) -> Vec<Extent> {
+        let mut out: Vec<Extent> =
+            Vec::with_capacity(self.by_start.len() + self.pending_by_start.len());
+        let mut a = self.by_start.iter().peekable();
+        let mut b = self.pending_by_start.iter().peekable();
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) if x.0 <= y.0 => a.next(),
+                (Some(_), Some(_)) => b.next(),
+                (Some(_), None) => a.next(),
+                (None, Some(_)) => b.next(),
+                (None, None) => break,
+            };
+            let (&start, &len) = next.expect("peeked");
+            match out.last_mut() {
+                Some(last) if last.end() == start => last.len += len,
+                _ => out.push(Extent { start, len }),
+            }
+        }
+        out
     }
 
     /// Adds a reusable extent, merging it with its neighbours.
@@ -114,35 +132,58 @@ impl FreeSpace {
         self.reusable_pages -= len;
     }
 
-    /// Records pages freed by commit `freed_by`, merging with the previous
-    /// pending extent of the same commit when they touch.
+    /// Records pages freed by commit `freed_by` (commits free in txn order).
     pub(crate) fn add_pending(&mut self, freed_by: u64, extent: Extent) {
         assert!(extent.len > 0, "empty extent");
-        if let Some(last) = self.pending.last_mut() {
-            assert!(
-                last.freed_by <= freed_by,
-                "pending extents out of txn order"
-            );
-            if last.freed_by == freed_by && last.extent.end() == extent.start {
-                last.extent.len += extent.len;
-                self.pending_pages += extent.len;
-                return;
+        match self.pending.back_mut() {
+            Some(g) if g.freed_by == freed_by => {
+                g.extents.push(extent);
+                g.pages += extent.len;
+            }
+            last => {
+                assert!(
+                    last.is_none_or(|g| g.freed_by < freed_by),
+                    "pending extents out of txn order"
+                );
+                self.pending.push_back(PendingGroup {
+                    freed_by,
+                    extents: vec![extent],
+                    pages: extent.len,
+                });
             }
         }
-        self.pending.push(PendingExtent { freed_by, extent });
+        let clash = self.pending_by_start.insert(extent.start, extent.len);
+        assert!(clash.is_none(), "page freed twice");
         self.pending_pages += extent.len;
+    }
+
+    fn pop_pending(&mut self, g: &PendingGroup) {
+        for e in &g.extents {
+            self.pending_by_start.remove(&e.start);
+        }
+        self.pending_pages -= g.pages;
     }
 
     /// Makes reusable every pending extent freed by a commit `<= txn`.
     pub(crate) fn release(&mut self, txn: u64) {
-        let ready = self.pending.partition_point(|p| p.freed_by <= txn);
-        if ready == 0 {
-            return;
+        while self.pending.front().is_some_and(|g| g.freed_by <= txn) {
+            let g = self.pending.pop_front().expect("front");
+            self.pop_pending(&g);
+            for e in g.extents {
+                self.add_reusable(e);
+            }
         }
-        let released: Vec<PendingExtent> = self.pending.drain(..ready).collect();
-        for p in released {
-            self.pending_pages -= p.extent.len;
-            self.add_reusable(p.extent);
+    }
+
+    /// Undoes a commit `txn` that failed: its freed pages are in use again,
+    /// and the pages it took from free space are free again.
+    pub(crate) fn roll_back(&mut self, txn: u64, taken: &[Extent]) {
+        if self.pending.back().is_some_and(|g| g.freed_by == txn) {
+            let g = self.pending.pop_back().expect("back");
+            self.pop_pending(&g);
+        }
+        for e in taken {
+            self.add_reusable(*e);
         }
     }
 

@@ -61,14 +61,17 @@ pub(crate) fn commit(tx: WriteTxn<'_>) -> Result<()> {
     if w.poisoned {
         return Err(crate::Error::Poisoned);
     }
-    let saved_free = w.free.clone();
+    let mut space = SpaceLog {
+        freed: std::mem::take(&mut freed),
+        taken: Vec::new(),
+    };
     match write_commit(
         shared,
         w,
         &base,
         &mut catalog,
         &mut dirty,
-        &mut freed,
+        &mut space,
         durability,
     ) {
         Ok(meta) => {
@@ -85,56 +88,79 @@ pub(crate) fn commit(tx: WriteTxn<'_>) -> Result<()> {
             Ok(())
         }
         Err(e) => {
-            // Nothing was published: the pages written went to free space.
-            w.free = saved_free;
+            // Nothing was published: the pages written went to free space,
+            // which gets them back; the pages this commit freed are in use.
+            w.free.roll_back(base.txn() + 1, &space.taken);
             Err(e)
         }
     }
 }
 
-/// Takes `n` contiguous pages: a best-fit free extent, else the file's end.
-fn alloc_run(free: &mut FreeSpace, page_count: &mut u64, n: u64) -> u64 {
-    free.take_contiguous(n).unwrap_or_else(|| {
-        let start = *page_count;
-        *page_count += n;
+/// What a commit does to free space: the pages it stops using, and the
+/// free extents it takes (given back if it fails).
+struct SpaceLog {
+    freed: Vec<Extent>,
+    taken: Vec<Extent>,
+}
+
+/// Page allocation for one commit: from free space (recording what it took,
+/// so a failed commit can give it back), else from the end of the file.
+struct Allocator<'a> {
+    free: &'a mut FreeSpace,
+    page_count: u64,
+    taken: &'a mut Vec<Extent>,
+}
+
+impl Allocator<'_> {
+    /// `n` contiguous pages: a best-fit free extent, else the file's end.
+    fn run(&mut self, n: u64) -> u64 {
+        if let Some(start) = self.free.take_contiguous(n) {
+            self.taken.push(Extent { start, len: n });
+            return start;
+        }
+        let start = self.page_count;
+        self.page_count += n;
         start
-    })
-}
+    }
 
-/// Returns an allocation that was not used.
-fn give_back(free: &mut FreeSpace, page_count: &mut u64, e: Extent) {
-    if e.end() == *page_count {
-        *page_count = e.start;
-    } else {
-        free.add_reusable(e);
+    /// Returns the run just allocated, unused.
+    fn give_back(&mut self, e: Extent) {
+        if e.end() == self.page_count {
+            self.page_count = e.start;
+        } else {
+            assert_eq!(self.taken.pop(), Some(e), "give_back of another run");
+            self.free.add_reusable(e);
+        }
     }
-}
 
-/// Takes `n` pages in as few runs as possible.
-fn alloc_pages(free: &mut FreeSpace, page_count: &mut u64, n: u64) -> Vec<Extent> {
-    if n == 0 {
-        return Vec::new();
+    /// `n` pages in as few runs as possible.
+    fn pages(&mut self, n: u64) -> Vec<Extent> {
+        if n == 0 {
+            return Vec::new();
+        }
+        if let Some(start) = self.free.take_contiguous(n) {
+            self.taken.push(Extent { start, len: n });
+            return vec![Extent { start, len: n }];
+        }
+        let mut runs = Vec::new();
+        let mut left = n;
+        while left > 0 {
+            let Some(e) = self.free.take_largest(left) else {
+                break;
+            };
+            self.taken.push(e);
+            left -= e.len;
+            runs.push(e);
+        }
+        if left > 0 {
+            runs.push(Extent {
+                start: self.page_count,
+                len: left,
+            });
+            self.page_count += left;
+        }
+        runs
     }
-    if let Some(start) = free.take_contiguous(n) {
-        return vec![Extent { start, len: n }];
-    }
-    let mut runs = Vec::new();
-    let mut left = n;
-    while left > 0 {
-        let Some(e) = free.take_largest(left) else {
-            break;
-        };
-        left -= e.len;
-        runs.push(e);
-    }
-    if left > 0 {
-        runs.push(Extent {
-            start: *page_count,
-            len: left,
-        });
-        *page_count += left;
-    }
-    runs
 }
 
 /// The live dirty tree pages in pre-order (so leaves land in key order) and
@@ -226,9 +252,10 @@ fn write_commit(
     base: &Snapshot,
     catalog: &mut Catalog,
     dirty: &mut DirtyPages,
-    freed: &mut Vec<Extent>,
+    space: &mut SpaceLog,
     durability: Durability,
 ) -> Result<Meta> {
+    let freed = &mut space.freed;
     let limits = shared.limits;
     let ps = limits.page_size;
     let txn = base.txn() + 1;
@@ -240,8 +267,15 @@ fn write_commit(
         len: (old_state.len() / ps) as u64,
     });
     freed.sort_unstable();
-    for e in freed.iter() {
-        w.free.add_pending(txn, *e);
+    let mut merged: Vec<Extent> = Vec::with_capacity(freed.len());
+    for &e in freed.iter() {
+        match merged.last_mut() {
+            Some(last) if last.end() == e.start => last.len += e.len,
+            _ => merged.push(e),
+        }
+    }
+    for e in merged {
+        w.free.add_pending(txn, e);
     }
     let reader_horizon = shared.readers.oldest().unwrap_or(u64::MAX);
     if durability == Durability::None && w.durable_txn < base.txn() {
@@ -262,13 +296,17 @@ fn write_commit(
 
     // 2. Page numbers.
     let (order, blobs) = order_dirty(catalog, dirty)?;
-    let mut page_count = base.meta.page_count;
+    let mut alloc = Allocator {
+        free: &mut w.free,
+        page_count: base.meta.page_count,
+        taken: &mut space.taken,
+    };
     let mut real = vec![0u64; dirty.pages.len()];
     for &b in &blobs {
         let n = (dirty.get(b).len() / ps) as u64;
-        real[(b & !DIRTY_BIT) as usize] = alloc_run(&mut w.free, &mut page_count, n);
+        real[(b & !DIRTY_BIT) as usize] = alloc.run(n);
     }
-    let runs = alloc_pages(&mut w.free, &mut page_count, order.len() as u64);
+    let runs = alloc.pages(order.len() as u64);
     let mut next = runs.iter().flat_map(|e| e.start..e.end());
     for &id in &order {
         real[(id & !DIRTY_BIT) as usize] = next.next().expect("enough pages allocated");
@@ -295,23 +333,20 @@ fn write_commit(
     }
     // The state blob describes free space after its own allocation: guess
     // its size, allocate, encode, and retry one page larger if it grew.
-    let mut state_pages = limits.blob_pages(catalog::encode(catalog, &w.free).len());
+    let mut state_pages = limits.blob_pages(catalog::encode(catalog, alloc.free).len());
     let (state_pgno, state) = loop {
-        let start = alloc_run(&mut w.free, &mut page_count, state_pages);
-        let state = catalog::encode(catalog, &w.free);
+        let start = alloc.run(state_pages);
+        let state = catalog::encode(catalog, alloc.free);
         if limits.blob_pages(state.len()) <= state_pages {
             break (start, state);
         }
-        give_back(
-            &mut w.free,
-            &mut page_count,
-            Extent {
-                start,
-                len: state_pages,
-            },
-        );
+        alloc.give_back(Extent {
+            start,
+            len: state_pages,
+        });
         state_pages += 1;
     };
+    let page_count = alloc.page_count;
     let mut state_blob = new_blob(ps, &state, state_pages as usize);
     let state_sum = seal(&mut state_blob, state_pgno, txn);
 
