@@ -21,7 +21,7 @@
 use crate::sync::Ordering;
 use std::sync::Arc;
 
-use crate::btree::page::{new_blob, seal, set_child, set_overflow, LeafValue, Node};
+use crate::btree::page::{blob_data, new_blob, seal, set_child, set_overflow, LeafValue, Node};
 use crate::catalog::{self, Catalog};
 use crate::db::{Shared, Snapshot, WriterState};
 use crate::error::Result;
@@ -262,6 +262,7 @@ fn write_commit(
 
     // 1. Free space.
     let old_state = base.source.blob_run(base.meta.state_pgno)?;
+    let previous_state_len = blob_data(old_state, base.meta.state_pgno, None, None)?.len();
     freed.push(Extent {
         start: base.meta.state_pgno,
         len: (old_state.len() / ps) as u64,
@@ -332,8 +333,10 @@ fn write_commit(
         }
     }
     // The state blob describes free space after its own allocation: guess
-    // its size, allocate, encode, and retry one page larger if it grew.
-    let mut state_pages = limits.blob_pages(catalog::encode(catalog, alloc.free).len());
+    // its size (the previous commit's: it changes little from commit to
+    // commit, and encoding costs time linear in the free extents), allocate,
+    // encode, and retry one page larger if it grew.
+    let mut state_pages = limits.blob_pages(previous_state_len);
     let (state_pgno, state) = loop {
         let start = alloc.run(state_pages);
         let state = catalog::encode(catalog, alloc.free);
