@@ -156,7 +156,6 @@ impl<'a> Reader<'a> {
 /// and txn id `txn`.
 pub(crate) fn decode(b: &[u8], pgno: u64, page_count: u64, txn: u64) -> Result<State> {
     let bad = |d: String| Error::corrupted_page(pgno, d);
-    let _ = txn;
     let mut r = Reader { b, at: 0, pgno };
     let next_tree_id = r.u64()?;
     let tree_count = r.u32()? as usize;
