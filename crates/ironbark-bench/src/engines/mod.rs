@@ -4,6 +4,7 @@ use crate::engine::{Engine, EngineConfig, Result};
 
 #[cfg(any(feature = "leveldb", feature = "wiredtiger", feature = "bdb"))]
 mod cshim;
+mod fjall;
 mod ironbark;
 mod lmdb;
 mod redb;
@@ -14,7 +15,7 @@ mod sqlite;
 /// Every engine name this build can run, in table order (ironbark first).
 pub fn available() -> Vec<&'static str> {
     let mut names = Vec::new();
-    names.extend(["ironbark", "lmdb", "redb", "sqlite"]);
+    names.extend(["ironbark", "lmdb", "redb", "fjall", "sqlite"]);
     #[cfg(feature = "rocksdb")]
     names.extend(["rocksdb", "rocksdb-tuned"]);
     #[cfg(feature = "leveldb")]
@@ -33,6 +34,7 @@ pub fn open(name: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
         "ironbark" => ironbark::open(cfg),
         "lmdb" => lmdb::open(cfg),
         "redb" => redb::open(cfg),
+        "fjall" => fjall::open(cfg),
         "sqlite" => sqlite::open(cfg),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => rocksdb::open(cfg, false),

@@ -1,0 +1,147 @@
+//! fjall: a log-structured (LSM) engine in pure Rust, the `fjall` crate.
+//!
+//! One keyspace with one partition, built without the `lz4` feature and
+//! opened with `CompressionType::None`, a block cache of the cache budget.
+//! Every write is one atomic `WriteBatch`: durable runs (`--sync`,
+//! `fillsync`) commit with `PersistMode::SyncAll` (the journal is fsynced
+//! before the commit returns); other runs with `PersistMode::Buffer` (the
+//! journal reaches the OS, no sync), as RocksDB without `sync`. Close
+//! persists the journal with `SyncAll`. Lookups read the latest committed
+//! state; each scan iterates its own snapshot. Flushes and compactions run on
+//! fjall's background threads, as they do for RocksDB.
+
+use fjall::{
+    CompressionType, Config, Keyspace, PartitionCreateOptions, PartitionHandle, PersistMode,
+};
+
+use crate::engine::{Engine, EngineConfig, Op, Result, Session};
+
+const PARTITION: &str = "bench";
+
+pub struct Fjall {
+    keyspace: Keyspace,
+    partition: PartitionHandle,
+    persist: PersistMode,
+}
+
+pub fn open(cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
+    let keyspace = Config::new(cfg.dir.join("fjall"))
+        .cache_size(cfg.cache_bytes)
+        .open()?;
+    let partition = keyspace.open_partition(
+        PARTITION,
+        PartitionCreateOptions::default().compression(CompressionType::None),
+    )?;
+    Ok(Box::new(Fjall {
+        keyspace,
+        partition,
+        persist: if cfg.sync {
+            PersistMode::SyncAll
+        } else {
+            PersistMode::Buffer
+        },
+    }))
+}
+
+impl Engine for Fjall {
+    fn session(&self) -> Result<Box<dyn Session + '_>> {
+        Ok(Box::new(FjallSession { e: self }))
+    }
+
+    fn counters(&self) -> Vec<(String, u64)> {
+        vec![
+            ("flushes".into(), self.keyspace.flushes_completed() as u64),
+            (
+                "compactions".into(),
+                self.keyspace.compactions_completed() as u64,
+            ),
+        ]
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        self.keyspace.persist(PersistMode::SyncAll)?;
+        // Dropping the keyspace stops and joins the background workers.
+        drop(self);
+        Ok(())
+    }
+}
+
+struct FjallSession<'a> {
+    e: &'a Fjall,
+}
+
+impl Session for FjallSession<'_> {
+    fn write(&mut self, ops: &[Op<'_>], _append: bool) -> Result<()> {
+        let p = &self.e.partition;
+        let mut batch = self.e.keyspace.batch().durability(Some(self.e.persist));
+        for op in ops {
+            match *op {
+                Op::Put(k, v) => batch.insert(p, k, v),
+                Op::Delete(k) => batch.remove(p, k),
+            }
+        }
+        batch.commit()?;
+        Ok(())
+    }
+
+    fn get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        match self.e.partition.get(key)? {
+            Some(v) => {
+                f(&v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn scan(
+        &mut self,
+        start: Option<&[u8]>,
+        reverse: bool,
+        limit: u64,
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<u64> {
+        let p = &self.e.partition;
+        let mut n = 0u64;
+        let mut visit = |item: fjall::Result<fjall::KvPair>| -> Result<bool> {
+            if n >= limit {
+                return Ok(false);
+            }
+            let (k, v) = item?;
+            f(&k, &v);
+            n += 1;
+            Ok(true)
+        };
+        match (start, reverse) {
+            (None, false) => {
+                for item in p.iter() {
+                    if !visit(item)? {
+                        break;
+                    }
+                }
+            }
+            (None, true) => {
+                for item in p.iter().rev() {
+                    if !visit(item)? {
+                        break;
+                    }
+                }
+            }
+            (Some(s), false) => {
+                for item in p.range(s..) {
+                    if !visit(item)? {
+                        break;
+                    }
+                }
+            }
+            (Some(s), true) => {
+                for item in p.range(..=s).rev() {
+                    if !visit(item)? {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(n)
+    }
+}
