@@ -8,13 +8,18 @@
 //! |---|---|
 //! | 8 | next tree id |
 //! | 4 | number of trees `T` |
-//! | 4 | number of free extents `F` |
+//! | 4 | number of reusable free extents `R` |
+//! | 4 | number of pending groups `G` |
 //! | T x (70 + name) | per tree, sorted by name: `u64 id, u64 root page, u64 root txn, u64 root checksum, u32 depth, u64 entries, u64 branch pages, u64 leaf pages, u64 overflow pages, u16 name length, name` |
-//! | F x (2 to 20) | per free extent, in page order, merged: `varint gap, varint pages`, where the gap is the first page minus the end of the previous extent (0 for the first) |
+//! | R x (2 to 20) | per reusable extent, in page order, merged: `varint gap, varint pages`, where the gap is the first page minus the end of the previous extent (0 for the first) |
+//! | G x (2 to 20 + extents) | per pending group, oldest first: `varint freed_by txn, varint extent count E`, then E x `varint gap, varint pages` as above (the gap restarting at 0 for each group) |
 //!
-//! The free list is stored merged and untagged: at open every page free in
-//! the chosen commit is reusable (open syncs it first, and no reader exists
-//! yet), so which commit freed a page no longer matters.
+//! Pending groups keep the txn that freed them because other processes may
+//! hold snapshots that still read those pages: a writer in any process
+//! reuses them only once no snapshot older than `freed_by` is alive and
+//! the commit that freed them is durable. The first process to open the
+//! file makes every free page reusable (open syncs first, and no reader
+//! exists yet).
 //!
 //! Invariant: decoding validates every field against the page count, so a
 //! damaged blob is `Corrupted`, never a panic or an out-of-range page.
@@ -31,7 +36,7 @@ use crate::txn::Tree;
 
 /// Bytes of a tree record before its name.
 const TREE_FIXED_LEN: usize = 8 + 8 + 8 + 8 + 4 + 8 * 4 + 2;
-const HEADER_LEN: usize = 16;
+const HEADER_LEN: usize = 20;
 
 /// One named tree in a snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,8 +80,8 @@ impl Catalog {
 /// The decoded state blob.
 pub(crate) struct State {
     pub(crate) catalog: Catalog,
-    /// Every free page, as merged extents in page order.
-    pub(crate) free: Vec<Extent>,
+    /// Every free page: reusable, and pending with the txn that freed it.
+    pub(crate) free: FreeSpace,
 }
 
 fn put_varint(b: &mut Vec<u8>, mut v: u64) {
@@ -87,12 +92,25 @@ fn put_varint(b: &mut Vec<u8>, mut v: u64) {
     b.push(v as u8);
 }
 
+fn put_extents(b: &mut Vec<u8>, extents: impl Iterator<Item = Extent>) {
+    let mut end = 0;
+    for e in extents {
+        put_varint(b, e.start - end);
+        put_varint(b, e.len);
+        end = e.end();
+    }
+}
+
 pub(crate) fn encode(catalog: &Catalog, free: &FreeSpace) -> Vec<u8> {
-    let extents = free.all_merged();
-    let mut b = Vec::with_capacity(HEADER_LEN + catalog.trees.len() * 80 + extents.len() * 4);
+    let reusable = free.reusable().count();
+    let groups = free.pending_groups().count();
+    let mut b = Vec::with_capacity(
+        HEADER_LEN + catalog.trees.len() * 80 + reusable * 4 + free.pending_extents() * 4,
+    );
     b.extend_from_slice(&catalog.next_tree_id.to_le_bytes());
     b.extend_from_slice(&(catalog.trees.len() as u32).to_le_bytes());
-    b.extend_from_slice(&(extents.len() as u32).to_le_bytes());
+    b.extend_from_slice(&(reusable as u32).to_le_bytes());
+    b.extend_from_slice(&(groups as u32).to_le_bytes());
     for t in &catalog.trees {
         let s = &t.state;
         b.extend_from_slice(&t.id.to_le_bytes());
@@ -106,11 +124,11 @@ pub(crate) fn encode(catalog: &Catalog, free: &FreeSpace) -> Vec<u8> {
         b.extend_from_slice(&(t.name.len() as u16).to_le_bytes());
         b.extend_from_slice(t.name.as_bytes());
     }
-    let mut end = 0;
-    for e in extents {
-        put_varint(&mut b, e.start - end);
-        put_varint(&mut b, e.len);
-        end = e.end();
+    put_extents(&mut b, free.reusable());
+    for (freed_by, extents) in free.pending_groups() {
+        put_varint(&mut b, freed_by);
+        put_varint(&mut b, extents.len() as u64);
+        put_extents(&mut b, extents.iter().copied());
     }
     b
 }
@@ -153,16 +171,25 @@ impl<'a> Reader<'a> {
 }
 
 /// Decodes and validates a state blob of a commit with `page_count` pages
-/// and txn id `txn`.
-pub(crate) fn decode(b: &[u8], pgno: u64, page_count: u64, txn: u64) -> Result<State> {
+/// and txn id `txn`; the free space only if `with_free` (readers need only
+/// the catalog).
+pub(crate) fn decode(
+    b: &[u8],
+    pgno: u64,
+    page_count: u64,
+    txn: u64,
+    with_free: bool,
+) -> Result<State> {
     let bad = |d: String| Error::corrupted_page(pgno, d);
     let mut r = Reader { b, at: 0, pgno };
     let next_tree_id = r.u64()?;
     let tree_count = r.u32()? as usize;
     let extent_count = r.u32()? as usize;
+    let group_count = r.u32()? as usize;
     let min_len = tree_count
         .checked_mul(TREE_FIXED_LEN + 1)
         .and_then(|t| t.checked_add(extent_count.checked_mul(2)?))
+        .and_then(|t| t.checked_add(group_count.checked_mul(2)?))
         .ok_or_else(|| bad("state blob counts overflow".into()))?;
     if min_len > b.len() {
         return Err(bad("state blob counts exceed its length".into()));
@@ -214,23 +241,32 @@ pub(crate) fn decode(b: &[u8], pgno: u64, page_count: u64, txn: u64) -> Result<S
             state,
         });
     }
-    let mut free = Vec::with_capacity(extent_count);
-    let mut end = 0u64;
-    for _ in 0..extent_count {
-        let gap = r.varint()?;
-        let len = r.varint()?;
-        let start = end.checked_add(gap);
-        let in_range = start.is_some_and(|s| {
-            s >= META_SLOTS && len > 0 && s.checked_add(len).is_some_and(|e| e <= page_count)
+    if !with_free {
+        return Ok(State {
+            catalog: Catalog {
+                next_tree_id,
+                trees,
+            },
+            free: FreeSpace::default(),
         });
-        let Some(start) = start.filter(|_| in_range) else {
-            return Err(bad(format!(
-                "free extent {end}+{gap}, {len} pages, out of range"
-            )));
-        };
-        free.push(Extent { start, len });
-        end = start + len;
     }
+    let reusable = read_extents(&mut r, extent_count, page_count)?;
+    let mut pending = Vec::with_capacity(group_count.min(b.len()));
+    for _ in 0..group_count {
+        let freed_by = r.varint()?;
+        if freed_by == 0 || freed_by > txn {
+            return Err(bad(format!(
+                "pending group of txn {freed_by} after commit {txn}"
+            )));
+        }
+        let n = usize::try_from(r.varint()?)
+            .ok()
+            .filter(|&n| n > 0 && n <= b.len())
+            .ok_or_else(|| bad("pending group extent count out of range".into()))?;
+        pending.push((freed_by, read_extents(&mut r, n, page_count)?));
+    }
+    let free = FreeSpace::from_parts(reusable, pending)
+        .ok_or_else(|| bad("free extents overlap or pending groups out of order".into()))?;
     Ok(State {
         catalog: Catalog {
             next_tree_id,
@@ -238,4 +274,27 @@ pub(crate) fn decode(b: &[u8], pgno: u64, page_count: u64, txn: u64) -> Result<S
         },
         free,
     })
+}
+
+/// `n` extents encoded as gaps and lengths, each within the commit's pages.
+fn read_extents(r: &mut Reader<'_>, n: usize, page_count: u64) -> Result<Vec<Extent>> {
+    let mut out = Vec::with_capacity(n.min(r.b.len()));
+    let mut end = 0u64;
+    for _ in 0..n {
+        let gap = r.varint()?;
+        let len = r.varint()?;
+        let start = end.checked_add(gap);
+        let in_range = start.is_some_and(|s| {
+            s >= META_SLOTS && len > 0 && s.checked_add(len).is_some_and(|e| e <= page_count)
+        });
+        let Some(start) = start.filter(|_| in_range) else {
+            return Err(Error::corrupted_page(
+                r.pgno,
+                format!("free extent {end}+{gap}, {len} pages, out of range"),
+            ));
+        };
+        out.push(Extent { start, len });
+        end = start + len;
+    }
+    Ok(out)
 }

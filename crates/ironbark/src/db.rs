@@ -1,11 +1,16 @@
-//! The database: opening (choosing the newest valid commit), the state
-//! shared by all transactions, and the public [`Database`] handle.
+//! The database: opening (choosing the newest valid commit, joining other
+//! processes through the lock file), the state shared by all transactions
+//! of this process, and the public [`Database`] handle.
 //!
 //! Invariants:
-//! - `published` always holds the newest commit, whose pages are all in the
-//!   file below its `page_count`;
+//! - the reader table's published txn is the newest commit of any process;
+//!   `published` caches this process's newest known snapshot, and a reader
+//!   that finds it older loads the newer one from the lock file's meta copy
+//!   (after registering, so its pages cannot be reused meanwhile);
 //! - the writer state (behind one mutex) is only touched by the thread that
-//!   holds the write transaction, or by `sync`;
+//!   holds the write transaction, which also holds the cross-process writer
+//!   lock (byte 0 of the data file), and is refreshed from the lock file
+//!   when another process committed since;
 //! - one `Shared` per file per process: opening a path that is already open
 //!   in this process returns the same instance.
 
@@ -14,6 +19,7 @@ use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
 
@@ -23,9 +29,10 @@ use crate::check::{verify_commit, CheckReport, Checker};
 use crate::error::{Error, Result};
 use crate::options::{BrokenProtocol, Durability, Options, MAX_READERS_LIMIT};
 use crate::pages::{MapSource, PageSource};
-use crate::stats::{CommitCounters, Stats, TreeStats};
+use crate::stats::{CommitCounters, ReaderInfo, Stats, TreeStats};
 use crate::storage::file::{DataFile, FileId};
 use crate::storage::freespace::FreeSpace;
+use crate::storage::lockfile;
 use crate::storage::map::Map;
 use crate::storage::meta::{
     page_size_is_valid, Meta, MAX_PAGE_SIZE, META_LEN, META_SLOTS, MIN_PAGE_SIZE,
@@ -50,15 +57,21 @@ impl Snapshot {
 /// What only the writer touches.
 pub(crate) struct WriterState {
     pub(crate) free: FreeSpace,
-    /// The newest commit known durable, and the meta slot that holds it.
+    /// The commit that `free` describes; when another process has committed
+    /// since, the writer reloads `free` from the newest state blob.
+    pub(crate) state_txn: u64,
+    /// The newest commit known durable, and the meta slot that holds it
+    /// (mirrored in the lock file for the other processes).
     pub(crate) durable_txn: u64,
     pub(crate) durable_slot: u64,
-    /// The file's length in bytes (grown in chunks ahead of use).
+    /// The file's length in bytes as last seen (grown in chunks ahead of
+    /// use; another process may have grown it further).
     pub(crate) file_len: u64,
-    pub(crate) map: Arc<Map>,
     /// Set when an fsync failed: the kernel may have dropped dirty pages, so
     /// no further commit can be trusted until the file is reopened.
     pub(crate) poisoned: bool,
+    /// When the reader table was last searched for slots of dead processes.
+    pub(crate) stale_checked: Option<Instant>,
 }
 
 /// Counters of the commit path, for `stats()`.
@@ -77,33 +90,200 @@ pub(crate) struct Shared {
     pub(crate) limits: Limits,
     pub(crate) default_durability: Durability,
     pub(crate) broken_protocol: Option<BrokenProtocol>,
+    pub(crate) read_only: bool,
+    /// The newest snapshot this process knows (see the module doc).
     pub(crate) published: ArcSwap<Snapshot>,
-    /// The txn of `published`, stored after it (see `txn::readers`).
-    pub(crate) published_txn: AtomicU64,
+    /// The map new snapshots are read through; replaced by a larger one when
+    /// the file outgrows it.
+    pub(crate) map: Mutex<Arc<Map>>,
     pub(crate) readers: ReaderTable,
     pub(crate) writer: Mutex<WriterState>,
     pub(crate) counters: Counters,
 }
 
+/// The write lock: this process's writer mutex and, across processes, the
+/// lock on byte 0 of the data file. Dropping it releases the file lock
+/// first, so another thread of this process never takes the mutex while
+/// this thread still holds the file lock.
+pub(crate) struct WriterGuard<'a> {
+    shared: &'a Shared,
+    guard: MutexGuard<'a, WriterState>,
+}
+
+impl std::ops::Deref for WriterGuard<'_> {
+    type Target = WriterState;
+    fn deref(&self) -> &WriterState {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for WriterGuard<'_> {
+    fn deref_mut(&mut self) -> &mut WriterState {
+        &mut self.guard
+    }
+}
+
+impl Drop for WriterGuard<'_> {
+    fn drop(&mut self) {
+        // Failing to unlock leaves the lock to be dropped at close.
+        let _ = self.shared.file.unlock_writer();
+    }
+}
+
 impl Shared {
-    pub(crate) fn lock_writer(&self) -> MutexGuard<'_, WriterState> {
-        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    /// Takes the write lock: waits for another thread or process holding it
+    /// if `wait`, else fails with `Busy` (this process) or `Locked`
+    /// (another process). Then brings the writer state up to date.
+    pub(crate) fn lock_writer(&self, wait: bool) -> Result<WriterGuard<'_>> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let guard = if wait {
+            self.writer.lock().unwrap_or_else(|e| e.into_inner())
+        } else {
+            match self.writer.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return Err(Error::Busy),
+            }
+        };
+        if !self.file.lock_writer(wait)? {
+            return Err(Error::Locked);
+        }
+        let mut w = WriterGuard {
+            shared: self,
+            guard,
+        };
+        self.refresh_writer(&mut w)?;
+        Ok(w)
     }
 
+    /// Loads what other processes changed since this process last wrote:
+    /// the durable txn and slot, the poisoned flag, and, after another
+    /// process's commit, the free space of the newest commit.
+    fn refresh_writer(&self, w: &mut WriterState) -> Result<()> {
+        let Some(lock) = self.readers.lock_file() else {
+            return Ok(());
+        };
+        let h = lock.header();
+        w.durable_txn = h.durable_txn.load(Ordering::Acquire);
+        w.durable_slot = h.durable_slot.load(Ordering::Acquire);
+        w.poisoned |= h.poisoned.load(Ordering::Acquire) != 0;
+        let txn = self.readers.published_txn();
+        if w.state_txn == txn {
+            return Ok(());
+        }
+        // Nobody can publish while we hold the writer lock, so the copy of
+        // the newest meta is whole unless the lock file is damaged.
+        let meta = lock.load_meta(txn).ok_or_else(|| Error::Corrupted {
+            page: None,
+            detail: format!(
+                "lock file {}: no whole copy of the newest meta",
+                lock.path().display()
+            ),
+        })?;
+        let snapshot = self.install_snapshot(meta)?;
+        let state = load_state(&snapshot.source, &meta, true)?;
+        w.free = state.free;
+        w.file_len = self.file.len()?;
+        w.state_txn = txn;
+        Ok(())
+    }
+
+    /// Mirrors the writer's durable state into the lock file.
+    pub(crate) fn save_durable(&self, w: &WriterState) {
+        if let Some(lock) = self.readers.lock_file() {
+            let h = lock.header();
+            h.durable_txn.store(w.durable_txn, Ordering::Release);
+            h.durable_slot.store(w.durable_slot, Ordering::Release);
+            if w.poisoned {
+                h.poisoned.store(1, Ordering::Release);
+            }
+        }
+    }
+
+    /// Makes `snapshot` the newest commit: for this process's readers, then
+    /// in the lock file for every process.
     pub(crate) fn publish(&self, snapshot: Snapshot) {
         let txn = snapshot.txn();
+        let meta = snapshot.meta;
         self.published.store(Arc::new(snapshot));
-        self.published_txn.store(txn, Ordering::SeqCst);
+        if let Some(lock) = self.readers.lock_file() {
+            lock.store_meta(&meta);
+        }
+        self.readers.publish(txn);
+    }
+
+    /// A map that covers `page_count` pages.
+    pub(crate) fn map_covering(&self, page_count: u64) -> Result<Arc<Map>> {
+        let needed = page_count.saturating_mul(self.limits.page_size as u64);
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if needed > map.reserved_len() {
+            *map = Arc::new(Map::new(self.file.as_file(), needed.saturating_mul(2))?);
+        }
+        Ok(map.clone())
+    }
+
+    /// Builds the snapshot of a commit made by another process and caches
+    /// it as this process's newest, unless a newer one is cached already.
+    /// The caller protects the commit's pages (a registered reader slot, or
+    /// the writer lock).
+    pub(crate) fn install_snapshot(&self, meta: Meta) -> Result<Arc<Snapshot>> {
+        if meta.page_size as usize != self.limits.page_size {
+            return Err(Error::Corrupted {
+                page: None,
+                detail: "the newest commit has another page size".into(),
+            });
+        }
+        let source = MapSource {
+            map: self.map_covering(meta.page_count)?,
+            page_count: meta.page_count,
+            page_size: self.limits.page_size,
+        };
+        let state = load_state(&source, &meta, false)?;
+        let snapshot = Arc::new(Snapshot {
+            meta,
+            source,
+            catalog: state.catalog,
+        });
+        self.published.rcu(|cached| {
+            if cached.txn() < snapshot.txn() {
+                snapshot.clone()
+            } else {
+                cached.clone()
+            }
+        });
+        Ok(snapshot)
+    }
+
+    /// Frees reader slots of dead processes. Reading `/proc` (which also
+    /// finds zombies and recycled pids) is done when `force`d or at most
+    /// every 100 ms; in between, one `kill(pid, 0)` per foreign process
+    /// finds the processes that are gone. The caller holds the writer lock.
+    pub(crate) fn clear_stale(&self, w: &mut WriterState, force: bool) -> usize {
+        const THOROUGH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+        let now = Instant::now();
+        let thorough = force || w.stale_checked.is_none_or(|t| now - t >= THOROUGH_INTERVAL);
+        if thorough {
+            w.stale_checked = Some(now);
+        }
+        self.readers.clear_stale(thorough)
     }
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        // A failure here only means the next open verifies the newest
-        // commit's pages, as after a crash.
-        let _ = crate::txn::commit::mark_clean(self);
-        // The registry entry stays (dead): it tells a concurrent `open` that
-        // this process is closing the file, so its lock is about to go.
+        let Some(lock) = self.readers.lock_file() else {
+            return;
+        };
+        // Under the gate, so no process joins meanwhile: the last process
+        // to close records that the newest commit is durable, so the next
+        // open need not verify its pages. A failure here only means the
+        // next open verifies them, as after a crash.
+        if lock.take_gate().is_ok() && lock.alone().unwrap_or(false) && !self.read_only {
+            let _ = crate::txn::commit::mark_clean(self);
+        }
+        // Dropping the lock file (with the table) releases both locks.
     }
 }
 
@@ -116,7 +296,8 @@ fn registry() -> &'static Registry {
 }
 
 /// An open database. Cheap to clone (all clones share one instance);
-/// `Send + Sync`.
+/// `Send + Sync`. Any number of processes may open the same file: readers
+/// in all of them, one writer at a time.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -150,11 +331,12 @@ impl Database {
         Database::open_with(path, &Options::default())
     }
 
-    /// Opens the database at `path` with `options`.
+    /// Opens the database at `path` with `options`. Other processes may
+    /// have it open too; they share the lock file `<path>-lock`.
     ///
-    /// Errors: `Locked` if another process has it open; `NotAnIronbarkFile`,
-    /// `IncompatibleVersion`, `Corrupted` for files that are not a valid
-    /// ironbark database; `InvalidOption`/`InvalidPageSize` for bad options.
+    /// Errors: `NotAnIronbarkFile`, `IncompatibleVersion`, `Corrupted` for
+    /// files that are not a valid ironbark database (or a damaged lock
+    /// file); `InvalidOption`/`InvalidPageSize` for bad options.
     pub fn open_with(path: impl AsRef<Path>, options: &Options) -> Result<Database> {
         let path = path.as_ref();
         if !page_size_is_valid(options.page_size as u64) {
@@ -167,7 +349,7 @@ impl Database {
         }
         let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
         if !path.exists() {
-            if !options.create {
+            if !options.create || options.read_only {
                 return Err(Error::Io(io::Error::new(
                     io::ErrorKind::NotFound,
                     format!("{} does not exist", path.display()),
@@ -179,49 +361,62 @@ impl Database {
                 Err(e) => return Err(Error::Io(e)),
             }
         }
-        let file = DataFile::open(path, options.io_hook.clone())?;
+        let file = DataFile::open(path, !options.read_only, options.io_hook.clone())?;
         let file_id = file.id()?;
-        let closing_here = match reg.get(&file_id) {
-            Some(weak) => match weak.upgrade() {
-                Some(shared) => return Ok(Database { shared }),
-                None => true,
-            },
-            None => false,
-        };
-        lock_file(&file, closing_here)?;
-        let shared = Arc::new(load(path, file, options)?);
-        reg.insert(file_id, Arc::downgrade(&shared));
-        Ok(Database { shared })
-    }
-
-    /// Starts the write transaction, waiting while another one is open.
-    pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
-        WriteTxn::begin(&self.shared, self.shared.lock_writer())
-    }
-
-    /// Starts the write transaction, or fails with `Busy` at once if another
-    /// one is open.
-    pub fn try_begin_write(&self) -> Result<WriteTxn<'_>> {
-        match self.shared.writer.try_lock() {
-            Ok(guard) => WriteTxn::begin(&self.shared, guard),
-            Err(std::sync::TryLockError::Poisoned(e)) => {
-                WriteTxn::begin(&self.shared, e.into_inner())
+        if let Some(shared) = reg.get(&file_id).and_then(Weak::upgrade) {
+            if shared.read_only && !options.read_only {
+                return Err(Error::InvalidOption(
+                    "the database is already open read-only in this process".into(),
+                ));
             }
-            Err(std::sync::TryLockError::WouldBlock) => Err(Error::Busy),
+            return Ok(Database { shared });
         }
+        let shared = Arc::new(open_instance(path, file, file_id, options)?);
+        reg.retain(|_, weak| weak.strong_count() > 0);
+        reg.insert(file_id, Arc::downgrade(&shared));
+        drop(reg);
+        let db = Database { shared };
+        if let Some(lock) = db.shared.readers.lock_file() {
+            // Another process's commit: load it as a reader would, which
+            // also validates its state blob now rather than later.
+            drop(ReadTxn::begin(db.shared.clone())?);
+            if let Ok(mut w) = db.shared.lock_writer(false) {
+                db.shared.clear_stale(&mut w, true);
+            }
+            lock.release_gate()?;
+        }
+        Ok(db)
     }
 
-    /// Starts a read transaction on the newest commit. Never waits; fails
-    /// only with `ReadersFull`.
+    /// Starts the write transaction, waiting while another thread or
+    /// process has one open. `ReadOnly` for a read-only open.
+    pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
+        WriteTxn::begin(&self.shared, self.shared.lock_writer(true)?)
+    }
+
+    /// Starts the write transaction, or fails at once with `Busy` if another
+    /// thread of this process has one open, `Locked` if another process has.
+    pub fn try_begin_write(&self) -> Result<WriteTxn<'_>> {
+        WriteTxn::begin(&self.shared, self.shared.lock_writer(false)?)
+    }
+
+    /// Starts a read transaction on the newest commit of any process. Never
+    /// waits; fails only with `ReadersFull` (after clearing slots of dead
+    /// processes if it can).
     pub fn begin_read(&self) -> Result<ReadTxn> {
         ReadTxn::begin(self.shared.clone())
     }
 
     /// Makes every commit so far durable (one `fdatasync` if any commit is
-    /// not yet durable).
+    /// not yet durable). Nothing to do on a read-only open.
     pub fn sync(&self) -> Result<()> {
-        let mut w = self.shared.lock_writer();
-        crate::txn::commit::sync_published(&self.shared, &mut w)
+        if self.shared.read_only {
+            return Ok(());
+        }
+        let mut w = self.shared.lock_writer(true)?;
+        let result = crate::txn::commit::sync_published(&self.shared, &mut w);
+        self.shared.save_durable(&w);
+        result
     }
 
     /// The largest key accepted, in bytes (1321 at 4 KiB pages).
@@ -239,45 +434,78 @@ impl Database {
         &self.shared.path
     }
 
-    /// Verifies the whole newest commit: every page's checksum and
-    /// structure, key order, tree shape, the counters in the catalog, and
-    /// that every page is in use exactly once or free exactly once.
-    pub fn check(&self) -> Result<CheckReport> {
-        // The write lock keeps the free-space map and the snapshot in step.
-        let _w = self.shared.lock_writer();
-        let snap = self.shared.published.load_full();
-        Checker::new(&snap.source, snap.meta).check_all(&snap.catalog, &self.free_extents(&snap)?)
+    /// Whether this is a read-only open.
+    pub fn is_read_only(&self) -> bool {
+        self.shared.read_only
     }
 
-    fn free_extents(&self, snap: &Snapshot) -> Result<Vec<crate::storage::freespace::Extent>> {
-        let state = load_state(&snap.source, &snap.meta)?;
-        Ok(state.free)
+    /// Verifies the whole newest commit: every page's checksum and
+    /// structure, key order, tree shape, the counters in the catalog, and
+    /// that every page is in use exactly once or free exactly once. Runs on
+    /// a read snapshot, so writers in any process go on meanwhile.
+    pub fn check(&self) -> Result<CheckReport> {
+        self.with_newest(|snap, _| {
+            let state = load_state(&snap.source, &snap.meta, true)?;
+            Checker::new(&snap.source, snap.meta).check_all(&snap.catalog, &state.free.all_merged())
+        })
+    }
+
+    /// Runs `f` on the newest commit with its pages protected from reuse:
+    /// by a reader slot of its own, or, when every slot is taken, by the
+    /// write lock (then it waits for a writer, and must not be called by a
+    /// thread that holds a write transaction). `f` also gets the slot it
+    /// holds, so that reports can leave it out.
+    fn with_newest<T>(&self, f: impl FnOnce(&Snapshot, Option<usize>) -> Result<T>) -> Result<T> {
+        match self.begin_read() {
+            Ok(rx) => f(rx.snapshot(), Some(rx.slot())),
+            Err(Error::ReadersFull { .. }) if !self.shared.read_only => {
+                let _writer = self.shared.lock_writer(true)?;
+                // The write lock brought `published` up to the newest commit.
+                let snap = self.shared.published.load_full();
+                f(&snap, None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Sizes, counts and counters.
     pub fn stats(&self) -> Result<Stats> {
-        let snap = self.shared.published.load_full();
-        let (free_pages, pinned_pages, durable_txn) = {
-            let w = self.shared.lock_writer();
-            let horizon = self.shared.readers.oldest().unwrap_or(u64::MAX);
-            (
-                w.free.reusable_pages() + w.free.pending_pages(),
-                w.free.pending_pages_after(horizon),
-                w.durable_txn,
-            )
+        self.with_newest(|snap, own_slot| self.stats_of(snap, own_slot))
+    }
+
+    fn stats_of(&self, snap: &Snapshot, own_slot: Option<usize>) -> Result<Stats> {
+        let free = load_state(&snap.source, &snap.meta, true)?.free;
+        let others: Vec<_> = self
+            .shared
+            .readers
+            .view()
+            .into_iter()
+            .filter(|v| Some(v.slot) != own_slot)
+            .collect();
+        let oldest = others.iter().map(|v| v.txn).filter(|&t| t != 0).min();
+        let durable_txn = match self.shared.readers.lock_file() {
+            Some(lock) => lock.header().durable_txn.load(Ordering::Acquire),
+            None => {
+                self.shared
+                    .writer
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .durable_txn
+            }
         };
         let c = &self.shared.counters;
         Ok(Stats {
             page_size: self.shared.limits.page_size,
             file_size_bytes: self.shared.file.len()?,
             page_count: snap.meta.page_count,
-            free_pages,
-            pages_pinned_by_readers: pinned_pages,
+            free_pages: free.reusable_pages() + free.pending_pages(),
+            pages_pinned_by_readers: free.pending_pages_after(oldest.unwrap_or(u64::MAX)),
             last_txn_id: snap.txn(),
             durable_txn_id: durable_txn,
-            live_readers: self.shared.readers.live(),
+            // Not counting the snapshot this call holds.
+            live_readers: others.len(),
             max_readers: self.shared.readers.capacity(),
-            oldest_snapshot: self.shared.readers.oldest(),
+            oldest_snapshot: oldest,
             trees: snap
                 .catalog
                 .trees
@@ -300,20 +528,174 @@ impl Database {
             },
         })
     }
+
+    /// The read transactions alive now, in every process: owner pid,
+    /// snapshot, whether the owner still runs, and the free pages that
+    /// cannot be reused while that snapshot lives.
+    pub fn readers(&self) -> Result<Vec<ReaderInfo>> {
+        self.with_newest(|snap, own_slot| {
+            let free = load_state(&snap.source, &snap.meta, true)?.free;
+            Ok(self
+                .shared
+                .readers
+                .view()
+                .into_iter()
+                .filter(|v| v.txn != 0 && Some(v.slot) != own_slot)
+                .map(|v| ReaderInfo {
+                    pid: v.owner.pid(),
+                    snapshot_txn: v.txn,
+                    alive: v.owner.is_alive(),
+                    pinned_pages: free.pending_pages_after(v.txn),
+                })
+                .collect())
+        })
+    }
+
+    /// Frees the reader slots of processes that died while reading, so the
+    /// pages their snapshots held can be reused; returns how many. The
+    /// writer does this by itself when it needs space, and `open` does it
+    /// too. Waits for the write lock; `ReadOnly` on a read-only open.
+    pub fn clear_stale_readers(&self) -> Result<usize> {
+        let mut w = self.shared.lock_writer(true)?;
+        Ok(self.shared.clear_stale(&mut w, true))
+    }
 }
 
-/// Locks the data file for this process. If another thread of this process
-/// is closing the same file right now, its lock goes away as soon as its
-/// last map is unmapped: wait for that (briefly) instead of failing.
-fn lock_file(file: &DataFile, closing_here: bool) -> Result<()> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    loop {
-        match file.lock_exclusive() {
-            Err(Error::Locked) if closing_here && std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            other => return other,
+/// Opens this process's instance: joins the other processes through the
+/// lock file, or, as the first (or on a read-only filesystem, alone),
+/// chooses the newest intact commit and lays out the lock file. Returns
+/// with the lock file's gate held (released by `open_with`).
+fn open_instance(
+    path: &Path,
+    file: DataFile,
+    file_id: FileId,
+    options: &Options,
+) -> Result<Shared> {
+    let gated = match lockfile::open_gated(path, true) {
+        Ok(g) => Some(g),
+        Err(e)
+            if options.read_only
+                && matches!(
+                    e.raw_os_error(),
+                    Some(libc::EACCES | libc::EROFS | libc::EPERM | libc::ENOENT)
+                ) =>
+        {
+            None
         }
+        Err(e) => return Err(Error::Io(e)),
+    };
+    let Some(gated) = gated else {
+        // No lock file: a read-only reader that keeps writers out for as
+        // long as it is open (they wait for its shared lock on the writer
+        // byte), so nothing it reads is ever overwritten.
+        file.lock_writer_shared()?;
+        let loaded = load(&file)?;
+        let readers = ReaderTable::private(options.max_readers, loaded.meta.txn);
+        return Ok(assemble(path, file, options, loaded, readers));
+    };
+    if gated.alone {
+        let loaded = load(&file)?;
+        let lock = gated.initialize(
+            options.max_readers,
+            file_id,
+            &loaded.meta,
+            loaded.meta.txn,
+            loaded.slot,
+        )?;
+        let readers = ReaderTable::shared(Arc::new(lock));
+        return Ok(assemble(path, file, options, loaded, readers));
+    }
+    let lock = gated.attach(file_id)?;
+    let readers = ReaderTable::shared(Arc::new(lock));
+    let page_size = read_meta(&file, file.len()?, 0, 0)
+        .map(|m| m.page_size as usize)
+        .unwrap_or(options.page_size);
+    let file_len = file.len()?;
+    let map = map_for(&file, file_len)?;
+    // A placeholder snapshot (txn 0): the first reader loads the newest.
+    let placeholder = Snapshot {
+        meta: Meta {
+            page_size: page_size as u32,
+            txn: 0,
+            page_count: 0,
+            state_pgno: 0,
+            state_txn: 0,
+            state_sum: 0,
+            last_synced_txn: 0,
+        },
+        source: MapSource {
+            map: map.clone(),
+            page_count: 0,
+            page_size,
+        },
+        catalog: Catalog::default(),
+    };
+    Ok(Shared {
+        path: path.to_path_buf(),
+        limits: Limits::new(page_size),
+        default_durability: options.durability,
+        broken_protocol: options.broken_protocol,
+        read_only: options.read_only,
+        published: ArcSwap::from_pointee(placeholder),
+        map: Mutex::new(map),
+        readers,
+        writer: Mutex::new(WriterState {
+            free: FreeSpace::default(),
+            state_txn: 0,
+            durable_txn: 0,
+            durable_slot: 0,
+            file_len,
+            poisoned: false,
+            stale_checked: None,
+        }),
+        counters: Counters::default(),
+        file,
+    })
+}
+
+/// The instance of a process that loaded the commit itself.
+fn assemble(
+    path: &Path,
+    file: DataFile,
+    options: &Options,
+    loaded: Loaded,
+    readers: ReaderTable,
+) -> Shared {
+    let Loaded {
+        meta,
+        slot,
+        source,
+        catalog,
+        mut free,
+        file_len,
+    } = loaded;
+    // Everything free in this commit is reusable: it is durable (`load`
+    // synced it), and no reader of any process exists yet.
+    free.release(u64::MAX);
+    Shared {
+        path: path.to_path_buf(),
+        limits: Limits::new(meta.page_size as usize),
+        default_durability: options.durability,
+        broken_protocol: options.broken_protocol,
+        read_only: options.read_only,
+        map: Mutex::new(source.map.clone()),
+        published: ArcSwap::from_pointee(Snapshot {
+            meta,
+            source,
+            catalog,
+        }),
+        readers,
+        writer: Mutex::new(WriterState {
+            free,
+            state_txn: meta.txn,
+            durable_txn: meta.txn,
+            durable_slot: slot,
+            file_len,
+            poisoned: false,
+            stale_checked: None,
+        }),
+        counters: Counters::default(),
+        file,
     }
 }
 
@@ -388,8 +770,9 @@ fn read_metas(file: &DataFile, file_len: u64) -> [(u64, Result<Meta>); 2] {
     [(0, m0), (1, m1)]
 }
 
-/// Reads and decodes the state blob a meta points to.
-pub(crate) fn load_state(src: &MapSource, meta: &Meta) -> Result<catalog::State> {
+/// Reads and decodes the state blob a meta points to (the free space only
+/// `with_free`).
+pub(crate) fn load_state(src: &MapSource, meta: &Meta, with_free: bool) -> Result<catalog::State> {
     let run = src.blob_run(meta.state_pgno)?;
     if !page::checksum_ok(run) || page::stored_sum(run) != meta.state_sum {
         return Err(Error::corrupted_page(
@@ -398,22 +781,35 @@ pub(crate) fn load_state(src: &MapSource, meta: &Meta) -> Result<catalog::State>
         ));
     }
     let data = page::blob_data(run, meta.state_pgno, Some(meta.state_txn), None)?;
-    catalog::decode(data, meta.state_pgno, meta.page_count, meta.txn)
+    catalog::decode(data, meta.state_pgno, meta.page_count, meta.txn, with_free)
 }
 
 fn map_for(file: &DataFile, len: u64) -> Result<Arc<Map>> {
     Ok(Arc::new(Map::new(file.as_file(), len.saturating_mul(2))?))
 }
 
-/// Chooses the newest meta whose commit is intact, and builds the instance.
-fn load(path: &Path, file: DataFile, options: &Options) -> Result<Shared> {
+/// The commit an opening process chose.
+struct Loaded {
+    meta: Meta,
+    /// The meta slot that holds it.
+    slot: u64,
+    source: MapSource,
+    catalog: Catalog,
+    free: FreeSpace,
+    file_len: u64,
+}
+
+/// Chooses the newest meta whose commit is intact (verifying the pages of
+/// a commit not known durable, and syncing it), as the first process to
+/// open the file.
+fn load(file: &DataFile) -> Result<Loaded> {
     let file_len = file.len()?;
     if file_len == 0 {
         return Err(Error::NotAnIronbarkFile);
     }
-    let mut metas = read_metas(&file, file_len);
+    let mut metas = read_metas(file, file_len);
     metas.sort_by_key(|(_, m)| std::cmp::Reverse(m.as_ref().map(|m| m.txn).unwrap_or(0)));
-    let map = map_for(&file, file_len)?;
+    let map = map_for(file, file_len)?;
     let mut first_error = None;
     for (slot, meta) in metas {
         let meta = match meta {
@@ -443,7 +839,7 @@ fn load(path: &Path, file: DataFile, options: &Options) -> Result<Shared> {
             page_count: meta.page_count,
             page_size,
         };
-        let state = match load_state(&source, &meta).and_then(|s| {
+        let state = match load_state(&source, &meta, true).and_then(|s| {
             if meta.last_synced_txn < meta.txn {
                 verify_commit(&source, &meta, &s.catalog)?;
             }
@@ -455,39 +851,17 @@ fn load(path: &Path, file: DataFile, options: &Options) -> Result<Shared> {
                 continue;
             }
         };
-        // Everything free in this commit is reusable once the commit is
-        // durable: nothing older can be opened again, and no reader exists.
-        let mut free = FreeSpace::default();
-        for e in &state.free {
-            free.add_reusable(*e);
-        }
         if meta.last_synced_txn < meta.txn {
             file.sync_data()?;
         }
-        let shared = Shared {
-            path: path.to_path_buf(),
-            limits: Limits::new(page_size),
-            default_durability: options.durability,
-            broken_protocol: options.broken_protocol,
-            published: ArcSwap::from_pointee(Snapshot {
-                meta,
-                source,
-                catalog: state.catalog,
-            }),
-            published_txn: AtomicU64::new(meta.txn),
-            readers: ReaderTable::new(options.max_readers),
-            writer: Mutex::new(WriterState {
-                free,
-                durable_txn: meta.txn,
-                durable_slot: slot,
-                file_len,
-                map,
-                poisoned: false,
-            }),
-            counters: Counters::default(),
-            file,
-        };
-        return Ok(shared);
+        return Ok(Loaded {
+            meta,
+            slot,
+            source,
+            catalog: state.catalog,
+            free: state.free,
+            file_len,
+        });
     }
     Err(first_error.unwrap_or(Error::NotAnIronbarkFile))
 }

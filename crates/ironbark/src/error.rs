@@ -60,8 +60,11 @@ pub enum Error {
     },
     /// `try_begin_write` found another write transaction in progress.
     Busy,
-    /// Another process holds the database open for writing.
+    /// `try_begin_write` found another process's write transaction in
+    /// progress.
     Locked,
+    /// The database was opened read-only (`Options::read_only`).
+    ReadOnly,
     /// An earlier fsync failed; the instance refuses writes until reopened,
     /// since the kernel may have dropped the unsynced pages.
     Poisoned,
@@ -117,13 +120,17 @@ impl fmt::Display for Error {
             Error::NoSuchTree(n) => write!(f, "no tree named {n:?}"),
             Error::TreeDropped(n) => write!(f, "tree {n:?} was dropped in this transaction"),
             Error::ReadersFull { max } => {
-                write!(f, "all {max} reader slots are in use (Options::max_readers)")
+                write!(
+                    f,
+                    "all {max} reader slots are in use (Options::max_readers)"
+                )
             }
             Error::Busy => write!(f, "another write transaction is in progress"),
             Error::Locked => write!(
                 f,
-                "the database is locked for writing by another process (or another open of the same file)"
+                "another process is writing to the database (its write lock is held)"
             ),
+            Error::ReadOnly => write!(f, "the database is open read-only"),
             Error::Poisoned => write!(
                 f,
                 "an earlier sync failed; reopen the database before writing again"

@@ -53,7 +53,7 @@ pub use error::{Error, Result};
 #[doc(hidden)]
 pub use options::BrokenProtocol;
 pub use options::{Durability, Options, MAX_READERS_LIMIT};
-pub use stats::{CommitCounters, Stats, TreeStats};
+pub use stats::{CommitCounters, ReaderInfo, Stats, TreeStats};
 #[doc(hidden)]
 pub use storage::file::{IoHook, IoHookHandle};
 pub use txn::read::ReadTxn;

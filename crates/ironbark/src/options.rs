@@ -24,6 +24,12 @@ pub struct Options {
     pub max_readers: usize,
     /// Create the file if it is missing (default `true`).
     pub create: bool,
+    /// Open for reading only (default `false`): for a process that may not
+    /// write the file (read-only permission or filesystem). Anything that
+    /// would write fails with [`crate::Error::ReadOnly`]. If the lock file
+    /// cannot be opened for writing either, the process reads without one
+    /// and keeps writers of other processes waiting while it is open.
+    pub read_only: bool,
     /// Fault injection for the engine's own tests: every write, sync, length
     /// change and read of the data file is first offered to this hook.
     #[doc(hidden)]
@@ -52,6 +58,7 @@ impl Default for Options {
             durability: Durability::Immediate,
             max_readers: 126,
             create: true,
+            read_only: false,
             io_hook: None,
             broken_protocol: None,
         }

@@ -64,3 +64,18 @@ pub struct CommitCounters {
     /// `fdatasync` calls.
     pub syncs: u64,
 }
+
+/// One live read transaction, in any process (`Database::readers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReaderInfo {
+    /// The process that owns it.
+    pub pid: u32,
+    /// The txn of the snapshot it reads.
+    pub snapshot_txn: u64,
+    /// Whether that process still runs (a dead one's slot is *stale*: see
+    /// `Database::clear_stale_readers`).
+    pub alive: bool,
+    /// Free pages that cannot be reused while this snapshot lives.
+    pub pinned_pages: u64,
+}

@@ -1058,7 +1058,7 @@ const CHILD_PATH_ENV: &str = "IRONBARK_TEST_LOCK_CHILD_PATH";
 const CHILD_EXPECT_ENV: &str = "IRONBARK_TEST_LOCK_CHILD_EXPECT";
 
 /// Not a test on its own: the body of the child process that
-/// `second_process_is_locked_out` spawns. Does nothing unless the
+/// `a_second_process_reads_but_waits_to_write` spawns. Does nothing unless the
 /// environment says so.
 #[test]
 fn lock_child_process() {
@@ -1066,16 +1066,19 @@ fn lock_child_process() {
         return;
     };
     let expect = std::env::var(CHILD_EXPECT_ENV).unwrap();
-    match (expect.as_str(), Database::open(&path)) {
-        ("locked", Err(Error::Locked)) => println!("CHILD-RESULT: locked"),
-        ("open", Ok(db)) => {
-            let rx = db.begin_read().unwrap();
-            let t = rx.tree("t").unwrap();
-            let v = rx.get(&t, b"k").unwrap().unwrap().to_vec();
-            println!("CHILD-RESULT: open {}", String::from_utf8(v).unwrap());
+    // Another process may always open and read; only writing waits.
+    let db = Database::open(&path).unwrap();
+    let rx = db.begin_read().unwrap();
+    let t = rx.tree("t").unwrap();
+    let v = String::from_utf8(rx.get(&t, b"k").unwrap().unwrap().to_vec()).unwrap();
+    match (expect.as_str(), db.try_begin_write()) {
+        ("locked", Err(Error::Locked)) => println!("CHILD-RESULT: locked {v}"),
+        ("open", Ok(tx)) => {
+            drop(tx);
+            println!("CHILD-RESULT: open {v}");
         }
         (e, r) => panic!("child expected {e}, got {r:?}"),
-    }
+    };
 }
 
 fn run_child(path: &Path, expect: &str) -> String {
@@ -1105,21 +1108,26 @@ fn run_child(path: &Path, expect: &str) -> String {
 }
 
 #[test]
-fn second_process_is_locked_out() {
+fn a_second_process_reads_but_waits_to_write() {
     let t = temp_db("locked.ib");
     let db = Database::open(&t.path).unwrap();
     let mut tx = db.begin_write().unwrap();
     let tr = tx.open_tree("t").unwrap();
     tx.put(&tr, b"k", b"parent").unwrap();
     tx.commit().unwrap();
-    assert_eq!(run_child(&t.path, "locked"), "locked");
-    // A read snapshot alive in the parent changes nothing.
-    let rx = db.begin_read().unwrap();
-    assert_eq!(run_child(&t.path, "locked"), "locked");
-    drop(rx);
-    // Once the parent closes it, the child opens it and sees the data.
-    drop(db);
+    // No writer now: the child may write.
     assert_eq!(run_child(&t.path, "open"), "open parent");
+    // A write transaction open in the parent keeps the child's writer out,
+    // and the child still reads the last commit, not the open transaction.
+    let mut tx = db.begin_write().unwrap();
+    tx.put(&tr, b"k", b"uncommitted").unwrap();
+    assert_eq!(run_child(&t.path, "locked"), "locked parent");
+    drop(tx);
+    // A read snapshot alive in the parent keeps nobody out.
+    let rx = db.begin_read().unwrap();
+    assert_eq!(run_child(&t.path, "open"), "open parent");
+    drop(rx);
+    drop(db);
     // And the parent can open it again afterwards.
     let db = Database::open(&t.path).unwrap();
     assert_eq!(

@@ -9,6 +9,10 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::storage::oslock::{lock_byte, LockKind};
+
+/// The byte of the data file whose lock is the writer lock.
+const WRITER_BYTE: u64 = 0;
 
 /// The largest number of buffers passed to one `pwritev` (Linux IOV_MAX).
 const IOV_MAX: usize = 1024;
@@ -59,9 +63,13 @@ pub(crate) struct DataFile {
 pub(crate) type FileId = (u64, u64);
 
 impl DataFile {
-    /// Opens `path` for reading and writing.
-    pub(crate) fn open(path: &Path, hook: Option<IoHookHandle>) -> Result<DataFile> {
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
+    /// Opens `path` for reading, and for writing if `writable`.
+    pub(crate) fn open(
+        path: &Path,
+        writable: bool,
+        hook: Option<IoHookHandle>,
+    ) -> Result<DataFile> {
+        let file = OpenOptions::new().read(true).write(writable).open(path)?;
         Ok(DataFile { file, hook })
     }
 
@@ -96,20 +104,28 @@ impl DataFile {
         result
     }
 
-    /// Takes an exclusive advisory lock on the file, or fails with
-    /// `Error::Locked` if another open file description holds one.
-    pub(crate) fn lock_exclusive(&self) -> Result<()> {
-        // SAFETY: flock on a file descriptor we own; no memory is involved.
-        let rc = unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            Err(Error::Locked)
-        } else {
-            Err(Error::Io(err))
-        }
+    /// Takes the cross-process writer lock (byte 0, exclusive). Without
+    /// `wait`, `Ok(false)` if another process holds it.
+    pub(crate) fn lock_writer(&self, wait: bool) -> Result<bool> {
+        Ok(lock_byte(
+            &self.file,
+            WRITER_BYTE,
+            LockKind::Exclusive,
+            wait,
+        )?)
+    }
+
+    pub(crate) fn unlock_writer(&self) -> Result<()> {
+        lock_byte(&self.file, WRITER_BYTE, LockKind::Unlock, false)?;
+        Ok(())
+    }
+
+    /// Holds the writer byte shared for as long as the file is open, so no
+    /// writer can start (for a reader without a lock file). Waits for a
+    /// writer that is committing now.
+    pub(crate) fn lock_writer_shared(&self) -> Result<()> {
+        lock_byte(&self.file, WRITER_BYTE, LockKind::Shared, true)?;
+        Ok(())
     }
 
     pub(crate) fn id(&self) -> Result<FileId> {

@@ -58,6 +58,11 @@ impl FreeSpace {
         self.pending_pages
     }
 
+    /// Extents pending, over all groups.
+    pub(crate) fn pending_extents(&self) -> usize {
+        self.pending_by_start.len()
+    }
+
     /// Pages pending whose `freed_by` is above `txn` (held back by readers or
     /// by durability).
     pub(crate) fn pending_pages_after(&self, txn: u64) -> u64 {
@@ -99,6 +104,47 @@ impl FreeSpace {
             }
         }
         out
+    }
+
+    /// The reusable extents, in page order.
+    pub(crate) fn reusable(&self) -> impl Iterator<Item = Extent> + '_ {
+        self.by_start
+            .iter()
+            .map(|(&start, &len)| Extent { start, len })
+    }
+
+    /// The pending groups, oldest first: the freeing txn and its extents
+    /// (in page order).
+    pub(crate) fn pending_groups(&self) -> impl Iterator<Item = (u64, &[Extent])> + '_ {
+        self.pending.iter().map(|g| (g.freed_by, &g.extents[..]))
+    }
+
+    /// Rebuilds free space from decoded parts: reusable extents, and pending
+    /// groups in increasing txn order. `None` if two extents overlap or
+    /// the groups are out of order (a damaged state blob).
+    pub(crate) fn from_parts(
+        reusable: Vec<Extent>,
+        pending: Vec<(u64, Vec<Extent>)>,
+    ) -> Option<FreeSpace> {
+        let mut all: Vec<Extent> = reusable.clone();
+        all.extend(pending.iter().flat_map(|g| g.1.iter().copied()));
+        all.sort_unstable();
+        if all.iter().any(|e| e.len == 0) || all.windows(2).any(|w| w[0].end() > w[1].start) {
+            return None;
+        }
+        if pending.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return None;
+        }
+        let mut free = FreeSpace::default();
+        for e in reusable {
+            free.add_reusable(e);
+        }
+        for (txn, extents) in pending {
+            for e in extents {
+                free.add_pending(txn, e);
+            }
+        }
+        Some(free)
     }
 
     /// Adds a reusable extent, merging it with its neighbours.

@@ -1,5 +1,5 @@
 //! Storage: the data file, the read-only memory map over it, the two meta
-//! pages, and the free-space map.
+//! pages, the free-space map, and the lock file processes share.
 //!
 //! Invariant kept by this layer: bytes are only ever written to the file
 //! with positioned writes (`pwritev`) by the single writer, and only to pages
@@ -7,5 +7,7 @@
 
 pub(crate) mod file;
 pub(crate) mod freespace;
+pub(crate) mod lockfile;
 pub(crate) mod map;
 pub(crate) mod meta;
+pub(crate) mod oslock;

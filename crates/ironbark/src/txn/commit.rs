@@ -19,7 +19,6 @@
 //! See docs/design.md for the full argument.
 
 use crate::sync::Ordering;
-use std::sync::Arc;
 
 use crate::btree::page::{blob_data, new_blob, seal, set_child, set_overflow, LeafValue, Node};
 use crate::catalog::{self, Catalog};
@@ -28,7 +27,6 @@ use crate::error::Result;
 use crate::options::{BrokenProtocol, Durability};
 use crate::pages::{DirtyPages, MapSource, PageSource, DIRTY_BIT};
 use crate::storage::freespace::{Extent, FreeSpace};
-use crate::storage::map::Map;
 use crate::storage::meta::Meta;
 use crate::txn::write::WriteTxn;
 
@@ -65,7 +63,7 @@ pub(crate) fn commit(tx: WriteTxn<'_>) -> Result<()> {
         freed: std::mem::take(&mut freed),
         taken: Vec::new(),
     };
-    match write_commit(
+    let result = write_commit(
         shared,
         w,
         &base,
@@ -73,17 +71,20 @@ pub(crate) fn commit(tx: WriteTxn<'_>) -> Result<()> {
         &mut dirty,
         &mut space,
         durability,
-    ) {
+    );
+    let outcome = match result {
         Ok(meta) => {
+            let map = shared.map.lock().unwrap_or_else(|e| e.into_inner()).clone();
             shared.publish(Snapshot {
                 meta,
                 source: MapSource {
-                    map: w.map.clone(),
+                    map,
                     page_count: meta.page_count,
                     page_size: shared.limits.page_size,
                 },
                 catalog,
             });
+            w.state_txn = meta.txn;
             shared.counters.commits.fetch_add(1, Ordering::Relaxed);
             Ok(())
         }
@@ -93,7 +94,9 @@ pub(crate) fn commit(tx: WriteTxn<'_>) -> Result<()> {
             w.free.roll_back(base.txn() + 1, &space.taken);
             Err(e)
         }
-    }
+    };
+    shared.save_durable(w);
+    outcome
 }
 
 /// What a commit does to free space: the pages it stops using, and the
@@ -278,7 +281,7 @@ fn write_commit(
     for e in merged {
         w.free.add_pending(txn, e);
     }
-    let reader_horizon = shared.readers.oldest().unwrap_or(u64::MAX);
+    let mut reader_horizon = shared.readers.oldest().unwrap_or(u64::MAX);
     if durability == Durability::None && w.durable_txn < base.txn() {
         // Without syncs, pages freed since the last durable commit can never
         // be reused. When they grow to a notable share of the file, one
@@ -289,10 +292,16 @@ fn write_commit(
             sync_published(shared, w)?;
         }
     }
-    if shared.broken_protocol == Some(BrokenProtocol::ReuseBeforeDurable) {
-        w.free.release(reader_horizon.min(base.txn()));
-    } else {
-        w.free.release(reader_horizon.min(w.durable_txn));
+    release(shared, w, reader_horizon, base.txn());
+    let needed = dirty.pages.len() as u64 + limits.blob_pages(previous_state_len);
+    if reader_horizon < base.txn()
+        && w.free.reusable_pages() < needed
+        && shared.clear_stale(w, false) > 0
+    {
+        // The file would grow while readers hold space back: some of them
+        // belonged to processes that died.
+        reader_horizon = shared.readers.oldest().unwrap_or(u64::MAX);
+        release(shared, w, reader_horizon, base.txn());
     }
 
     // 2. Page numbers.
@@ -411,10 +420,24 @@ fn write_commit(
     Ok(meta)
 }
 
+/// Makes reusable the pending pages no snapshot older than `reader_horizon`
+/// and no durable meta can see.
+fn release(shared: &Shared, w: &mut WriterState, reader_horizon: u64, base_txn: u64) {
+    if shared.broken_protocol == Some(BrokenProtocol::ReuseBeforeDurable) {
+        w.free.release(reader_horizon.min(base_txn));
+    } else {
+        w.free.release(reader_horizon.min(w.durable_txn));
+    }
+}
+
 /// Grows the file (in chunks) and the map to hold `page_count` pages.
 fn ensure_file_len(shared: &Shared, w: &mut WriterState, page_count: u64) -> Result<()> {
     let ps = shared.limits.page_size as u64;
     let needed = page_count * ps;
+    if needed > w.file_len {
+        // Another process's writer may have grown it already; never shrink.
+        w.file_len = w.file_len.max(shared.file.len()?);
+    }
     if needed > w.file_len {
         let grown = needed
             .max(w.file_len + w.file_len / 8)
@@ -423,9 +446,7 @@ fn ensure_file_len(shared: &Shared, w: &mut WriterState, page_count: u64) -> Res
         shared.file.set_len(grown)?;
         w.file_len = grown;
     }
-    if needed > w.map.reserved_len() {
-        w.map = Arc::new(Map::new(shared.file.as_file(), needed.saturating_mul(2))?);
-    }
+    shared.map_covering(page_count)?;
     Ok(())
 }
 
@@ -444,7 +465,7 @@ pub(crate) fn sync_published(shared: &Shared, w: &mut WriterState) -> Result<()>
     if w.poisoned {
         return Err(crate::Error::Poisoned);
     }
-    let txn = shared.published_txn.load(Ordering::SeqCst);
+    let txn = shared.readers.published_txn();
     if w.durable_txn < txn {
         sync_file(shared, w)?;
         w.durable_txn = txn;
@@ -457,7 +478,7 @@ pub(crate) fn sync_published(shared: &Shared, w: &mut WriterState) -> Result<()>
 /// At close: if the newest commit is durable, records that in the other
 /// meta slot, so the next open need not verify the commit's pages.
 pub(crate) fn mark_clean(shared: &Shared) -> Result<()> {
-    let mut w = shared.lock_writer();
+    let mut w = shared.lock_writer(true)?;
     let snap = shared.published.load_full();
     if w.poisoned || w.durable_txn != snap.txn() || snap.meta.last_synced_txn == snap.txn() {
         return Ok(());
@@ -473,5 +494,6 @@ pub(crate) fn mark_clean(shared: &Shared) -> Result<()> {
         .write_vectored_at(&[&meta.encode()], slot * ps)?;
     sync_file(shared, &mut w)?;
     w.durable_slot = slot;
+    shared.save_durable(&w);
     Ok(())
 }

@@ -14,6 +14,11 @@ use crate::storage::file::DataFile;
 use crate::storage::meta::{Meta, META_LEN, META_SLOTS};
 use crate::txn::Tree;
 
+/// Tries to register a snapshot before giving up: each failed try means a
+/// commit was published meanwhile (or the lock file is damaged), so this is
+/// only reached if the lock file is broken.
+const MAX_REGISTER_ATTEMPTS: u32 = 1 << 20;
+
 /// A consistent, read-only view of one commit. `Send`: it may move to
 /// another thread. Dropping it frees its reader slot.
 pub struct ReadTxn {
@@ -32,18 +37,72 @@ impl std::fmt::Debug for ReadTxn {
 
 impl ReadTxn {
     pub(crate) fn begin(shared: Arc<Shared>) -> Result<ReadTxn> {
-        let slot = shared.readers.claim()?;
-        let snapshot = shared.readers.register(
-            slot,
-            || shared.published.load_full(),
-            |s| s.txn(),
-            &shared.published_txn,
-        );
+        let slot = match shared.readers.claim() {
+            Err(Error::ReadersFull { .. }) => {
+                // Slots of dead processes may be filling the table.
+                if let Ok(mut w) = shared.lock_writer(false) {
+                    shared.clear_stale(&mut w, true);
+                }
+                shared.readers.claim()?
+            }
+            other => other?,
+        };
+        let mut attempts = 0u32;
+        let snapshot = loop {
+            attempts += 1;
+            if attempts > MAX_REGISTER_ATTEMPTS {
+                shared.readers.release(slot);
+                return Err(Error::Corrupted {
+                    page: None,
+                    detail: "the lock file's newest commit cannot be read (damaged lock file?)"
+                        .into(),
+                });
+            }
+            let cached = shared.published.load_full();
+            let txn = shared.readers.published_txn();
+            let meta = if cached.txn() == txn {
+                None
+            } else if cached.txn() > txn {
+                // This process's writer is between caching and publishing.
+                std::hint::spin_loop();
+                continue;
+            } else {
+                // Another process committed: its meta from the lock file.
+                // A torn copy means a newer commit is being published.
+                match shared.readers.lock_file().and_then(|l| l.load_meta(txn)) {
+                    Some(meta) => Some(meta),
+                    None => continue,
+                }
+            };
+            if !shared.readers.try_register(slot, txn) {
+                continue;
+            }
+            // The snapshot's pages are protected from here on.
+            match meta {
+                None => break cached,
+                Some(meta) => match shared.install_snapshot(meta) {
+                    Ok(s) => break s,
+                    Err(e) => {
+                        shared.readers.release(slot);
+                        return Err(e);
+                    }
+                },
+            }
+        };
         Ok(ReadTxn {
             shared,
             snapshot,
             slot,
         })
+    }
+
+    pub(crate) fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// The reader-table slot this transaction holds.
+    pub(crate) fn slot(&self) -> usize {
+        self.slot
     }
 
     /// The txn id of the commit this transaction sees.

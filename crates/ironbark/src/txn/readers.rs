@@ -1,34 +1,145 @@
-//! The reader table: one cache-line slot per live read snapshot, holding the
-//! snapshot's txn id (0 = free). The writer scans it to find the oldest
-//! snapshot still alive.
+//! The reader table: one 64-byte slot per live read transaction, holding
+//! its owner process and the txn of its snapshot (0 = none yet). Every
+//! process's writer scans it to find the oldest snapshot alive in any
+//! process. The table lives in the lock file (`storage::lockfile`), or in
+//! private memory when the database is opened without one (read-only
+//! filesystem) or under loom.
 //!
-//! Protocol (Dekker-style, with sequentially consistent fences): a reader
-//! stores the txn of the snapshot it loaded into its slot, fences, then
-//! re-reads the published txn; if it changed, it retries. The writer
-//! publishes a new txn, and later fences before it scans the slots. In the
-//! total order of the two fences, either the writer's comes first (then the
-//! reader sees the new txn and retries) or the reader's does (then the
-//! writer sees the reader's slot): no page a reader can see is ever reused.
-//! `loom` checks this (`loom_tests` below).
-//! Only the owning thread of a slot writes it; claiming uses a CAS.
+//! Registration protocol (Dekker-style, with sequentially consistent
+//! fences): a reader stores the txn of the snapshot it chose into its slot,
+//! fences, then re-reads the published txn; if it changed, it retries. The
+//! writer publishes a new txn, and later fences before it scans the slots.
+//! In the total order of the two fences, either the writer's comes first
+//! (then the reader sees the new txn and retries) or the reader's does (then
+//! the writer sees the reader's slot): no page a reader can see is ever
+//! reused. `loom` checks this (`loom_tests` below). Atomics in memory shared
+//! between processes behave as between threads, so the argument holds
+//! across processes.
+//!
+//! Ownership: a slot is claimed by a CAS of its owner word from 0 to this
+//! process's [`ProcessId`]; only the owning transaction writes its txn.
+//! Liveness rule: a slot whose owner process no longer exists (its pid is
+//! gone, or now belongs to a process started at another time) is *stale*;
+//! only a holder of the writer lock clears stale slots, so two clearers never
+//! race.
 
 #[cfg(not(loom))]
 use std::cell::Cell;
+use std::sync::Arc;
 
-use crate::sync::{fence, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{fence, AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
+use crate::storage::lockfile::LockFile;
 
-/// A slot being claimed: not yet holding a snapshot.
-const CLAIMED: u64 = u64::MAX;
+/// One slot, on its own cache line.
+#[repr(C, align(64))]
+pub(crate) struct Slot {
+    owner: AtomicU64,
+    txn: AtomicU64,
+}
 
-#[repr(align(64))]
-struct Slot(AtomicU64);
+/// The words of the table that the protocol shares besides the slots.
+#[repr(C)]
+pub(crate) struct TableHeader {
+    /// The txn of the newest commit.
+    pub(crate) published_txn: AtomicU64,
+    /// Slots claimed, for stats and a fast "no readers" check.
+    live: AtomicU64,
+}
+
+/// A process, as stored in a slot's owner word: the pid in the low 22 bits
+/// (Linux pids are below 2^22) and the process's start time (in clock
+/// ticks since boot, from `/proc/<pid>/stat`) above, so a recycled pid is
+/// not taken for the process that died.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ProcessId(u64);
+
+const PID_BITS: u32 = 22;
+
+impl ProcessId {
+    fn new(pid: u32, start_time: u64) -> ProcessId {
+        ProcessId(u64::from(pid) & ((1 << PID_BITS) - 1) | start_time << PID_BITS)
+    }
+
+    /// This process.
+    pub(crate) fn current() -> ProcessId {
+        static CURRENT: std::sync::OnceLock<ProcessId> = std::sync::OnceLock::new();
+        *CURRENT.get_or_init(|| {
+            let pid = std::process::id();
+            ProcessId::new(pid, start_time(pid).unwrap_or(0))
+        })
+    }
+
+    pub(crate) fn pid(self) -> u32 {
+        (self.0 & ((1 << PID_BITS) - 1)) as u32
+    }
+
+    /// Whether the process still runs (a zombie does not: its memory and
+    /// locks are gone). Reads `/proc`; without it, asks `kill(pid, 0)`
+    /// (which cannot tell a recycled pid).
+    pub(crate) fn is_alive(self) -> bool {
+        let pid = self.pid();
+        if pid == 0 {
+            return false;
+        }
+        match proc_stat(pid) {
+            Some((state, t)) => ProcessId::new(pid, t) == self && state != b'Z' && state != b'X',
+            None if std::path::Path::new("/proc/self/stat").exists() => false,
+            None => !self.is_surely_dead(),
+        }
+    }
+
+    /// A cheap test (one system call, no `/proc`): true if no process has
+    /// this pid. A false answer proves nothing (the pid may be recycled).
+    pub(crate) fn is_surely_dead(self) -> bool {
+        let pid = self.pid();
+        if pid == 0 {
+            return true;
+        }
+        // SAFETY: kill with signal 0 only checks for existence.
+        let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
+        rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+    }
+}
+
+/// This process's start time (field 22 of `/proc/<pid>/stat`), masked to
+/// the bits a `ProcessId` keeps.
+fn start_time(pid: u32) -> Option<u64> {
+    proc_stat(pid).map(|(_, t)| t)
+}
+
+/// Fields 3 (state) and 22 (start time) of `/proc/<pid>/stat`.
+fn proc_stat(pid: u32) -> Option<(u8, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces; fields resume after ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = *fields.next()?.as_bytes().first()?;
+    let t: u64 = fields.nth(18)?.parse().ok()?;
+    Some((state, t & ((1 << (64 - PID_BITS)) - 1)))
+}
+
+/// One reader's slot, as reported by `Database::readers`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlotView {
+    /// The slot's index in the table.
+    pub(crate) slot: usize,
+    pub(crate) owner: ProcessId,
+    pub(crate) txn: u64,
+}
+
+enum Memory {
+    Private {
+        header: Box<TableHeader>,
+        slots: Box<[Slot]>,
+    },
+    Shared(Arc<LockFile>),
+}
 
 pub(crate) struct ReaderTable {
-    slots: Box<[Slot]>,
-    /// Slots in use, for stats and a fast "no readers" check.
-    live: AtomicUsize,
+    memory: Memory,
+    me: ProcessId,
 }
 
 #[cfg(not(loom))]
@@ -46,7 +157,9 @@ static NEXT_HINT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsiz
 fn start_hint() -> usize {
     HINT.with(|h| {
         if h.get() == usize::MAX {
-            h.set(NEXT_HINT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            let spread = NEXT_HINT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            // Processes start at different places too.
+            h.set(spread.wrapping_add(std::process::id() as usize * 7));
         }
         h.get()
     })
@@ -58,82 +171,187 @@ fn start_hint() -> usize {
 }
 
 impl ReaderTable {
-    pub(crate) fn new(max_readers: usize) -> ReaderTable {
+    /// A table in this process's memory, with the newest commit `txn`.
+    pub(crate) fn private(max_readers: usize, txn: u64) -> ReaderTable {
         assert!(max_readers > 0);
         ReaderTable {
-            slots: (0..max_readers).map(|_| Slot(AtomicU64::new(0))).collect(),
-            live: AtomicUsize::new(0),
+            memory: Memory::Private {
+                header: Box::new(TableHeader {
+                    published_txn: AtomicU64::new(txn),
+                    live: AtomicU64::new(0),
+                }),
+                slots: (0..max_readers)
+                    .map(|_| Slot {
+                        owner: AtomicU64::new(0),
+                        txn: AtomicU64::new(0),
+                    })
+                    .collect(),
+            },
+            me: ProcessId::current(),
+        }
+    }
+
+    /// The table in a lock file.
+    pub(crate) fn shared(lock: Arc<LockFile>) -> ReaderTable {
+        ReaderTable {
+            memory: Memory::Shared(lock),
+            me: ProcessId::current(),
+        }
+    }
+
+    pub(crate) fn lock_file(&self) -> Option<&Arc<LockFile>> {
+        match &self.memory {
+            Memory::Shared(l) => Some(l),
+            Memory::Private { .. } => None,
+        }
+    }
+
+    fn header(&self) -> &TableHeader {
+        match &self.memory {
+            Memory::Private { header, .. } => header,
+            Memory::Shared(l) => &l.header().table,
+        }
+    }
+
+    fn slots(&self) -> &[Slot] {
+        match &self.memory {
+            Memory::Private { slots, .. } => slots,
+            Memory::Shared(l) => l.slots(),
         }
     }
 
     pub(crate) fn capacity(&self) -> usize {
-        self.slots.len()
+        self.slots().len()
     }
 
-    /// Claims a free slot.
+    /// The newest published txn.
+    pub(crate) fn published_txn(&self) -> u64 {
+        self.header().published_txn.load(Ordering::SeqCst)
+    }
+
+    /// Makes `txn` the newest commit (after its pages and meta are written).
+    pub(crate) fn publish(&self, txn: u64) {
+        self.header().published_txn.store(txn, Ordering::SeqCst);
+    }
+
+    /// Claims a free slot for this process.
     pub(crate) fn claim(&self) -> Result<usize> {
-        let n = self.slots.len();
+        let slots = self.slots();
+        let n = slots.len();
         let start = start_hint() % n;
         for k in 0..n {
             let i = (start + k) % n;
-            let slot = &self.slots[i].0;
-            if slot.load(Ordering::Relaxed) == 0
-                && slot
-                    .compare_exchange(0, CLAIMED, Ordering::SeqCst, Ordering::Relaxed)
+            let owner = &slots[i].owner;
+            if owner.load(Ordering::Relaxed) == 0
+                && owner
+                    .compare_exchange(0, self.me.0, Ordering::SeqCst, Ordering::Relaxed)
                     .is_ok()
             {
-                self.live.fetch_add(1, Ordering::SeqCst);
+                self.header().live.fetch_add(1, Ordering::SeqCst);
                 return Ok(i);
             }
         }
         Err(Error::ReadersFull { max: n })
     }
 
-    /// Records in slot `i` the snapshot that `load` returns, retrying until
-    /// the published txn is still that snapshot's after the slot is set.
-    pub(crate) fn register<S>(
-        &self,
-        i: usize,
-        mut load: impl FnMut() -> S,
-        txn_of: impl Fn(&S) -> u64,
-        published_txn: &AtomicU64,
-    ) -> S {
-        loop {
-            let snapshot = load();
-            let txn = txn_of(&snapshot);
-            debug_assert!(txn != 0 && txn != CLAIMED);
-            self.slots[i].0.store(txn, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-            if published_txn.load(Ordering::SeqCst) == txn {
-                return snapshot;
-            }
-        }
+    /// Records `txn` in slot `i`; true if `txn` is still the newest commit
+    /// after that, so its pages are protected until the slot is released.
+    /// On false the caller retries with the newer commit.
+    pub(crate) fn try_register(&self, i: usize, txn: u64) -> bool {
+        debug_assert!(txn != 0);
+        self.slots()[i].txn.store(txn, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        self.published_txn() == txn
     }
 
     pub(crate) fn release(&self, i: usize) {
-        let old = self.slots[i].0.swap(0, Ordering::Release);
-        assert!(old != 0, "reader slot released twice");
-        self.live.fetch_sub(1, Ordering::Relaxed);
+        let slot = &self.slots()[i];
+        slot.txn.store(0, Ordering::Release);
+        let old = slot.owner.swap(0, Ordering::Release);
+        assert!(old == self.me.0, "reader slot released by a non-owner");
+        self.header().live.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// The oldest snapshot txn held by a reader, if any. Call only after
-    /// the newest commit is published.
+    /// The oldest snapshot txn held by a reader of any process, if any.
+    /// Call only after the newest commit is published.
     pub(crate) fn oldest(&self) -> Option<u64> {
         fence(Ordering::SeqCst);
-        if self.live.load(Ordering::SeqCst) == 0 {
+        if self.header().live.load(Ordering::SeqCst) == 0 {
             // A reader increments `live` before it stores its txn, and
             // re-checks the published txn after; see the module doc.
             return None;
         }
-        self.slots
+        self.slots()
             .iter()
-            .map(|s| s.0.load(Ordering::SeqCst))
-            .filter(|&t| t != 0 && t != CLAIMED)
+            .map(|s| s.txn.load(Ordering::SeqCst))
+            .filter(|&t| t != 0)
             .min()
     }
 
+    /// Slots claimed by any process (stale ones included).
+    #[cfg(test)]
     pub(crate) fn live(&self) -> usize {
-        self.live.load(Ordering::Relaxed)
+        self.header().live.load(Ordering::Relaxed) as usize
+    }
+
+    /// Every claimed slot.
+    pub(crate) fn view(&self) -> Vec<SlotView> {
+        self.slots()
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, s)| {
+                let owner = s.owner.load(Ordering::Acquire);
+                (owner != 0).then(|| SlotView {
+                    slot,
+                    owner: ProcessId(owner),
+                    txn: s.txn.load(Ordering::Acquire),
+                })
+            })
+            .collect()
+    }
+
+    /// Frees the slots of processes that no longer exist; returns how many.
+    /// `thorough` reads `/proc` once per foreign process, which also finds
+    /// zombies and recycled pids; otherwise one `kill(pid, 0)` per foreign
+    /// process finds those that are gone for good. The caller holds the
+    /// writer lock (the only clearer; see module doc).
+    pub(crate) fn clear_stale(&self, thorough: bool) -> usize {
+        let mut cleared = 0;
+        let mut checked: Vec<(u64, bool)> = Vec::new();
+        for slot in self.slots() {
+            let owner = slot.owner.load(Ordering::Acquire);
+            if owner == 0 || owner == self.me.0 {
+                continue;
+            }
+            let alive = match checked.iter().find(|c| c.0 == owner) {
+                Some(c) => c.1,
+                None => {
+                    let owner = ProcessId(owner);
+                    let alive = if thorough {
+                        owner.is_alive()
+                    } else {
+                        !owner.is_surely_dead()
+                    };
+                    checked.push((owner.0, alive));
+                    alive
+                }
+            };
+            if alive {
+                continue;
+            }
+            // The owner is dead, so nothing else writes this slot, and
+            // claimers wait for the owner word to be 0.
+            slot.txn.store(0, Ordering::SeqCst);
+            if slot
+                .owner
+                .compare_exchange(owner, 0, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+            {
+                self.header().live.fetch_sub(1, Ordering::SeqCst);
+                cleared += 1;
+            }
+        }
+        cleared
     }
 }
 
@@ -150,23 +368,22 @@ mod loom_tests {
     #[test]
     fn loom_reader_registration_vs_reclamation() {
         loom::model(|| {
-            let table = Arc::new(ReaderTable::new(2));
-            let published = Arc::new(AtomicU64::new(1));
+            let table = Arc::new(ReaderTable::private(2, 1));
             let reader = {
-                let (table, published) = (table.clone(), published.clone());
+                let table = table.clone();
                 loom::thread::spawn(move || {
                     let slot = table.claim().unwrap();
-                    table.register(
-                        slot,
-                        || published.load(Ordering::SeqCst),
-                        |t| *t,
-                        &published,
-                    )
+                    loop {
+                        let txn = table.published_txn();
+                        if table.try_register(slot, txn) {
+                            return txn;
+                        }
+                    }
                 })
             };
             // The writer publishes commit 2, then decides whether pages
             // freed by commit 2 may be reused: only if no snapshot < 2.
-            published.store(2, Ordering::SeqCst);
+            table.publish(2);
             let may_reuse = table.oldest().is_none_or(|o| o >= 2);
             let reader_snapshot = reader.join().unwrap();
             assert!(
@@ -174,5 +391,45 @@ mod loom_tests {
                 "pages reused under a live snapshot"
             );
         });
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_alive_and_a_recycled_pid_is_not() {
+        let me = ProcessId::current();
+        assert!(me.is_alive());
+        assert_eq!(me.pid(), std::process::id());
+        // Same pid, another start time: the pid was recycled.
+        let other = ProcessId::new(me.pid(), (me.0 >> PID_BITS) + 1);
+        assert!(!other.is_alive());
+        assert!(!ProcessId(0).is_alive());
+    }
+
+    #[test]
+    fn stale_slots_of_dead_owners_are_cleared() {
+        let table = ReaderTable::private(4, 5);
+        let mine = table.claim().unwrap();
+        assert!(table.try_register(mine, 5));
+        // Forge a slot owned by a process that does not exist.
+        let dead = ProcessId::new(ProcessId::current().pid(), 1);
+        let i = (mine + 1) % 4;
+        table.slots()[i].owner.store(dead.0, Ordering::SeqCst);
+        table.slots()[i].txn.store(3, Ordering::SeqCst);
+        table.header().live.fetch_add(1, Ordering::SeqCst);
+        assert_eq!(table.oldest(), Some(3));
+        assert_eq!(
+            table.clear_stale(false),
+            0,
+            "its pid lives: only /proc tells"
+        );
+        assert_eq!(table.clear_stale(true), 1);
+        assert_eq!(table.oldest(), Some(5));
+        assert_eq!(table.live(), 1);
+        table.release(mine);
+        assert_eq!(table.oldest(), None);
     }
 }

@@ -2,17 +2,18 @@
 //! from. Nothing reaches the file before `commit`; dropping the transaction
 //! discards it.
 //!
-//! Invariant: while a `WriteTxn` lives it holds the writer mutex, so the
-//! free-space map and the dirty pages belong to it alone.
+//! Invariant: while a `WriteTxn` lives it holds the write lock (this
+//! process's writer mutex and the cross-process lock), so the free-space map
+//! and the dirty pages belong to it alone.
 
 use std::ops::RangeBounds;
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 
 use crate::btree::cursor::Range;
 use crate::btree::search;
 use crate::btree::write::{TreeState, TreeWriter};
 use crate::catalog::{Catalog, TreeEntry};
-use crate::db::{Shared, Snapshot, WriterState};
+use crate::db::{Shared, Snapshot, WriterGuard};
 use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::pages::{DirtyPages, PageSource, WriteSource};
@@ -24,7 +25,7 @@ use crate::txn::Tree;
 /// everyone else after `commit`. Dropped without commit, it is aborted.
 pub struct WriteTxn<'db> {
     pub(crate) shared: &'db Shared,
-    pub(crate) writer: MutexGuard<'db, WriterState>,
+    pub(crate) writer: WriterGuard<'db>,
     pub(crate) base: Arc<Snapshot>,
     pub(crate) catalog: Catalog,
     pub(crate) dirty: DirtyPages,
@@ -46,10 +47,7 @@ impl std::fmt::Debug for WriteTxn<'_> {
 }
 
 impl<'db> WriteTxn<'db> {
-    pub(crate) fn begin(
-        shared: &'db Shared,
-        writer: MutexGuard<'db, WriterState>,
-    ) -> Result<WriteTxn<'db>> {
+    pub(crate) fn begin(shared: &'db Shared, writer: WriterGuard<'db>) -> Result<WriteTxn<'db>> {
         if writer.poisoned {
             return Err(Error::Poisoned);
         }

@@ -1,0 +1,322 @@
+//! The lock file `<data file>-lock`: what processes sharing one database
+//! share in memory. It is mapped read-write and shared by every process that
+//! has the database open, and holds:
+//!
+//! - a header: the txn of the newest commit and a copy of its meta page (so
+//!   a process learns of another's commit without reading the data file),
+//!   the durable txn and meta slot (the writer's crash-safety state), and
+//!   the count of live readers;
+//! - the reader table: one 64-byte slot per read transaction, holding the
+//!   owner process and the snapshot's txn (`txn::readers`).
+//!
+//! It is not durable state: the first process to open the database
+//! rebuilds it from the data file, and it can be deleted whenever no process
+//! has the database open. Which process is first is decided with byte locks
+//! (`storage::oslock`) on the lock file itself:
+//!
+//! - byte 0, the *gate*: held exclusively while a process opens or closes,
+//!   so that opening and closing never interleave;
+//! - byte 1, *liveness*: held shared by every process with the database
+//!   open. A process that can lock it exclusively (under the gate) is alone:
+//!   it initialises the file when opening, and marks the data file clean
+//!   when closing.
+//!
+//! The writer lock is byte 0 of the data file itself (see `db`), so that a
+//! reader on a read-only filesystem, which cannot use a lock file, can still
+//! keep writers out.
+//!
+//! Invariant: after `initialize` or `attach` returns, the header and slots
+//! are only ever accessed through atomics; the layout is validated before
+//! the first access (a foreign or truncated lock file is an error).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::storage::file::FileId;
+use crate::storage::meta::{Meta, META_LEN};
+use crate::storage::oslock::{lock_byte, LockKind};
+use crate::sync::{fence, AtomicU64, Ordering};
+use crate::txn::readers::{Slot, TableHeader};
+
+const MAGIC: u64 = u64::from_le_bytes(*b"ibLOCK\0\0");
+const LOCK_FORMAT_VERSION: u64 = 1;
+/// Bytes before the first reader slot.
+pub(crate) const HEADER_LEN: usize = 4096;
+const SLOT_LEN: usize = 64;
+const GATE_BYTE: u64 = 0;
+const LIVENESS_BYTE: u64 = 1;
+/// 64-bit words per meta copy: a stamp, then the meta's bytes.
+const META_WORDS: usize = 16;
+
+/// The header, at offset 0 of the lock file.
+#[repr(C)]
+pub(crate) struct Header {
+    magic: AtomicU64,
+    version: AtomicU64,
+    slot_count: AtomicU64,
+    page_size: AtomicU64,
+    data_dev: AtomicU64,
+    data_ino: AtomicU64,
+    /// The newest commit's txn and the live-reader count.
+    pub(crate) table: TableHeader,
+    /// The newest durable commit and the meta slot that holds it. Written
+    /// only by the writer.
+    pub(crate) durable_txn: AtomicU64,
+    pub(crate) durable_slot: AtomicU64,
+    /// Non-zero after an fsync failed in any process: no process commits
+    /// again until the database is reopened by a first process.
+    pub(crate) poisoned: AtomicU64,
+    _reserved: [AtomicU64; 5],
+    /// Copies of the two newest metas, by txn parity. Word 0 is a stamp: the
+    /// meta's txn when the copy is whole, 0 while it is being written.
+    metas: [[AtomicU64; META_WORDS]; 2],
+}
+
+/// An open, mapped lock file.
+pub(crate) struct LockFile {
+    file: File,
+    path: PathBuf,
+    ptr: *mut u8,
+    len: usize,
+    slot_count: usize,
+}
+
+// SAFETY: the mapping is only accessed through atomics (`Header`, `Slot`),
+// which are `Sync`; the pointer stays valid until `Drop`.
+unsafe impl Send for LockFile {}
+// SAFETY: as above.
+unsafe impl Sync for LockFile {}
+
+/// The lock file's path for the data file `data`.
+pub(crate) fn lock_path(data: &Path) -> PathBuf {
+    let mut name = data.file_name().unwrap_or_default().to_os_string();
+    name.push("-lock");
+    data.with_file_name(name)
+}
+
+/// A lock file opened with the gate held, not yet mapped.
+pub(crate) struct Gated {
+    file: File,
+    path: PathBuf,
+    /// No other process has the database open.
+    pub(crate) alone: bool,
+}
+
+/// Opens (creating if `create`) the lock file of `data` and takes the gate.
+/// Fails with the OS error if the file cannot be opened read-write.
+pub(crate) fn open_gated(data: &Path, create: bool) -> io::Result<Gated> {
+    let path = lock_path(data);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create)
+        .open(&path)?;
+    lock_byte(&file, GATE_BYTE, LockKind::Exclusive, true)?;
+    let alone = lock_byte(&file, LIVENESS_BYTE, LockKind::Exclusive, false)?;
+    Ok(Gated { file, path, alone })
+}
+
+fn total_len(slot_count: usize) -> usize {
+    HEADER_LEN + slot_count * SLOT_LEN
+}
+
+impl Gated {
+    /// First process: lays out a fresh lock file with `slot_count` reader
+    /// slots, all free, and the meta `meta` as the newest commit.
+    pub(crate) fn initialize(
+        self,
+        slot_count: usize,
+        data_id: FileId,
+        meta: &Meta,
+        durable_txn: u64,
+        durable_slot: u64,
+    ) -> Result<LockFile> {
+        assert!(self.alone, "initialising a lock file another process uses");
+        assert!(slot_count > 0);
+        assert!(std::mem::size_of::<Header>() <= HEADER_LEN);
+        assert!(std::mem::size_of::<Slot>() == SLOT_LEN);
+        let len = total_len(slot_count);
+        // Truncating to 0 first zeroes every byte: all slots free.
+        self.file.set_len(0)?;
+        self.file.set_len(len as u64)?;
+        let lock = LockFile::map(self.file, self.path, len, slot_count)?;
+        let h = lock.header();
+        h.version.store(LOCK_FORMAT_VERSION, Ordering::Relaxed);
+        h.slot_count.store(slot_count as u64, Ordering::Relaxed);
+        h.page_size
+            .store(u64::from(meta.page_size), Ordering::Relaxed);
+        h.data_dev.store(data_id.0, Ordering::Relaxed);
+        h.data_ino.store(data_id.1, Ordering::Relaxed);
+        h.durable_txn.store(durable_txn, Ordering::Relaxed);
+        h.durable_slot.store(durable_slot, Ordering::Relaxed);
+        lock.store_meta(meta);
+        h.table.published_txn.store(meta.txn, Ordering::SeqCst);
+        h.magic.store(MAGIC, Ordering::SeqCst);
+        // Atomic conversion: no other process can slip in as "first".
+        lock_byte(&lock.file, LIVENESS_BYTE, LockKind::Shared, false)?;
+        Ok(lock)
+    }
+
+    /// Another process has the database open: joins its lock file after
+    /// checking that it is one, for this data file.
+    pub(crate) fn attach(self, data_id: FileId) -> Result<LockFile> {
+        assert!(!self.alone);
+        if !lock_byte(&self.file, LIVENESS_BYTE, LockKind::Shared, false)? {
+            return Err(Error::Corrupted {
+                page: None,
+                detail: format!(
+                    "lock file {}: another process holds it exclusively outside the gate",
+                    self.path.display()
+                ),
+            });
+        }
+        let bad = |detail: &str| Error::Corrupted {
+            page: None,
+            detail: format!("lock file {}: {detail}", self.path.display()),
+        };
+        let mut head = [0u8; 48];
+        let file_len = self.file.metadata()?.len();
+        if file_len < HEADER_LEN as u64 {
+            return Err(bad("shorter than its header"));
+        }
+        self.file.read_exact_at(&mut head, 0)?;
+        let word = |i: usize| u64::from_le_bytes(head[i * 8..i * 8 + 8].try_into().expect("8"));
+        if word(0) != MAGIC {
+            return Err(bad("not an ironbark lock file"));
+        }
+        if word(1) != LOCK_FORMAT_VERSION {
+            return Err(Error::IncompatibleVersion {
+                found: word(1) as u32,
+                supported: LOCK_FORMAT_VERSION as u32,
+            });
+        }
+        let slot_count = word(2);
+        if slot_count == 0 || slot_count > crate::MAX_READERS_LIMIT as u64 {
+            return Err(bad("reader slot count out of range"));
+        }
+        let len = total_len(slot_count as usize);
+        if file_len < len as u64 {
+            return Err(bad("shorter than its reader table"));
+        }
+        if (word(4), word(5)) != data_id {
+            return Err(bad(
+                "it belongs to another data file (was the data file replaced while open?)",
+            ));
+        }
+        LockFile::map(self.file, self.path, len, slot_count as usize)
+    }
+}
+
+impl LockFile {
+    fn map(file: File, path: PathBuf, len: usize, slot_count: usize) -> Result<LockFile> {
+        if cfg!(loom) {
+            // loom's atomics cannot live in shared memory.
+            return Err(Error::Io(io::Error::other("no lock files under loom")));
+        }
+        // SAFETY: a fresh shared read-write mapping of `len` bytes of a file
+        // we hold open and that is at least `len` long (checked by the
+        // callers); the result is checked for MAP_FAILED.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::Io(io::Error::last_os_error()));
+        }
+        Ok(LockFile {
+            file,
+            path,
+            ptr: ptr as *mut u8,
+            len,
+            slot_count,
+        })
+    }
+
+    pub(crate) fn header(&self) -> &Header {
+        // SAFETY: the mapping is page-aligned and at least HEADER_LEN bytes
+        // long; `Header` is made only of `AtomicU64`s, valid for any bits,
+        // and other processes only touch it through atomics too.
+        unsafe { &*(self.ptr as *const Header) }
+    }
+
+    pub(crate) fn slots(&self) -> &[Slot] {
+        // SAFETY: `slot_count` 64-byte slots follow the header within the
+        // mapping (length checked at initialise/attach); offset 4096 is
+        // 64-byte aligned; a `Slot` is two `AtomicU64`s, valid for any bits.
+        unsafe {
+            std::slice::from_raw_parts(self.ptr.add(HEADER_LEN) as *const Slot, self.slot_count)
+        }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Retakes the gate (at close).
+    pub(crate) fn take_gate(&self) -> io::Result<()> {
+        lock_byte(&self.file, GATE_BYTE, LockKind::Exclusive, true).map(|_| ())
+    }
+
+    pub(crate) fn release_gate(&self) -> io::Result<()> {
+        lock_byte(&self.file, GATE_BYTE, LockKind::Unlock, false).map(|_| ())
+    }
+
+    /// Under the gate: whether this is the only process with the database
+    /// open. If so, it keeps the liveness lock exclusively.
+    pub(crate) fn alone(&self) -> io::Result<bool> {
+        lock_byte(&self.file, LIVENESS_BYTE, LockKind::Exclusive, false)
+    }
+
+    /// Publishes a copy of `meta` (before its txn becomes the newest).
+    pub(crate) fn store_meta(&self, meta: &Meta) {
+        let copy = &self.header().metas[(meta.txn % 2) as usize];
+        copy[0].store(0, Ordering::Relaxed);
+        fence(Ordering::Release);
+        for (i, chunk) in meta.encode().chunks_exact(8).enumerate() {
+            copy[1 + i].store(
+                u64::from_le_bytes(chunk.try_into().expect("8")),
+                Ordering::Relaxed,
+            );
+        }
+        copy[0].store(meta.txn, Ordering::Release);
+    }
+
+    /// The meta of commit `txn`, if its copy is whole (a newer commit may be
+    /// overwriting it; then the caller retries with the newer txn).
+    pub(crate) fn load_meta(&self, txn: u64) -> Option<Meta> {
+        let copy = &self.header().metas[(txn % 2) as usize];
+        if copy[0].load(Ordering::Acquire) != txn {
+            return None;
+        }
+        let mut bytes = [0u8; META_LEN];
+        for (i, chunk) in bytes.chunks_exact_mut(8).enumerate() {
+            chunk.copy_from_slice(&copy[1 + i].load(Ordering::Relaxed).to_le_bytes());
+        }
+        fence(Ordering::Acquire);
+        if copy[0].load(Ordering::Relaxed) != txn {
+            return None;
+        }
+        Meta::decode(&bytes, 0).ok().filter(|m| m.txn == txn)
+    }
+}
+
+impl Drop for LockFile {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the range we mapped; every reference into it
+        // (`header`, `slots`) borrows `self`, so none outlives it.
+        unsafe {
+            libc::munmap(self.ptr as *mut libc::c_void, self.len);
+        }
+        // Closing `file` drops the liveness and gate locks.
+    }
+}

@@ -1,0 +1,573 @@
+//! Many processes on one database, with real processes (this test binary
+//! re-run as a child with a role in `IRONBARK_MP_ROLE`): a writer and
+//! readers running at once, SIGKILL of a writer mid-transaction and of
+//! readers holding snapshots, two processes taking turns as writer, a file
+//! grown by another process, and read-only opens (with and without a usable
+//! lock file). `check()` passes after each.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::temp_db;
+use ironbark::{Database, Durability, Error, Options};
+
+const ROLE_ENV: &str = "IRONBARK_MP_ROLE";
+const PATH_ENV: &str = "IRONBARK_MP_PATH";
+
+/// Keys of the invariant: every commit sets all of them to its number.
+const KEYS: u64 = 16;
+const WRITER_COMMITS: u64 = 300;
+
+/// Runs this test binary's `test` as a child in `role`.
+fn spawn(test: &str, role: &str, path: &Path) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(ROLE_ENV, role)
+        .env(PATH_ENV, path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn child")
+}
+
+/// The child's role, if this process is a child.
+fn role() -> Option<(String, PathBuf)> {
+    let role = std::env::var(ROLE_ENV).ok()?;
+    let path = PathBuf::from(std::env::var(PATH_ENV).expect("path"));
+    Some((role, path))
+}
+
+/// Tells the parent something (one line on stdout).
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    // The test harness prints its own lines too: tag ours.
+    writeln!(out, "MP: {line}").unwrap();
+    out.flush().unwrap();
+}
+
+/// Waits for the child's next `say` line.
+fn hear(out: &mut BufReader<ChildStdout>) -> String {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = out.read_line(&mut line).expect("read child stdout");
+        assert!(n > 0, "child exited before saying anything");
+        // The harness may have begun the line ("test name ... ").
+        if let Some(at) = line.find("MP: ") {
+            return line[at + 4..].trim_end().to_string();
+        }
+    }
+}
+
+fn wait_ok(mut child: Child, what: &str) {
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{what} failed: {status}");
+}
+
+fn kill(child: &mut Child) {
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+fn u64_of(v: &[u8]) -> u64 {
+    u64::from_le_bytes(v.try_into().expect("8-byte value"))
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("k{i:04}").into_bytes()
+}
+
+/// Every key of the invariant holds the same number; returns it.
+fn consistent_value(rx: &ironbark::ReadTxn) -> u64 {
+    let t = rx.tree("t").unwrap();
+    let first = u64_of(rx.get(&t, &key(0)).unwrap().unwrap());
+    for i in 1..KEYS {
+        let v = u64_of(rx.get(&t, &key(i)).unwrap().unwrap());
+        assert_eq!(v, first, "snapshot {} is torn at key {i}", rx.txn_id());
+    }
+    first
+}
+
+fn create_invariant_db(path: &Path) {
+    let db = Database::open(path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    for i in 0..KEYS {
+        tx.put(&t, &key(i), &0u64.to_le_bytes()).unwrap();
+    }
+    tx.commit().unwrap();
+}
+
+/// Commits 1..=WRITER_COMMITS, each setting every key to its number, with
+/// churn (a value of 2 KiB under a rotating key) so pages are freed and
+/// reused; most commits without sync.
+fn writer_role(path: &Path) {
+    let db = Database::open(path).unwrap();
+    say("open");
+    for n in 1..=WRITER_COMMITS {
+        let mut tx = db.begin_write().unwrap();
+        tx.set_durability(if n % 10 == 0 {
+            Durability::Immediate
+        } else {
+            Durability::None
+        });
+        let t = tx.open_tree("t").unwrap();
+        for i in 0..KEYS {
+            tx.put(&t, &key(i), &n.to_le_bytes()).unwrap();
+        }
+        tx.put(
+            &t,
+            format!("churn{}", n % 7).as_bytes(),
+            &vec![n as u8; 2048],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    say("done");
+}
+
+/// Reads until it sees the writer's last commit; every snapshot must be
+/// consistent, and snapshots held across many commits must not change.
+fn reader_role(path: &Path) {
+    let db = Database::open(path).unwrap();
+    say("open");
+    let mut held: Vec<(ironbark::ReadTxn, u64)> = Vec::new();
+    let mut seen = 0u64;
+    let mut snapshots = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while seen < WRITER_COMMITS {
+        assert!(
+            Instant::now() < deadline,
+            "the writer's commits never arrived"
+        );
+        let rx = db.begin_read().unwrap();
+        let v = consistent_value(&rx);
+        assert!(v >= seen, "snapshots went back in time: {v} after {seen}");
+        seen = v;
+        snapshots += 1;
+        if snapshots % 50 == 0 {
+            held.push((rx, v));
+            if held.len() > 3 {
+                held.remove(0);
+            }
+        }
+        for (old, value) in &held {
+            assert_eq!(consistent_value(old), *value, "a held snapshot changed");
+        }
+    }
+    say(&format!("saw {snapshots} snapshots"));
+}
+
+#[test]
+fn writer_and_reader_processes_see_only_whole_commits() {
+    if let Some((role, path)) = role() {
+        match role.as_str() {
+            "writer" => writer_role(&path),
+            "reader" => reader_role(&path),
+            other => panic!("unknown role {other}"),
+        }
+        return;
+    }
+    let t = temp_db("mp.ib");
+    create_invariant_db(&t.path);
+    let test = "writer_and_reader_processes_see_only_whole_commits";
+    let mut readers: Vec<Child> = (0..2).map(|_| spawn(test, "reader", &t.path)).collect();
+    // Kept open until the children exit: they say more later.
+    let mut outs = Vec::new();
+    for r in &mut readers {
+        let mut out = BufReader::new(r.stdout.take().unwrap());
+        assert_eq!(hear(&mut out), "open");
+        outs.push(out);
+    }
+    let writer = spawn(test, "writer", &t.path);
+    // The parent reads too, in its own process.
+    let db = Database::open(&t.path).unwrap();
+    let mut last = 0;
+    while last < WRITER_COMMITS {
+        let rx = db.begin_read().unwrap();
+        last = consistent_value(&rx);
+    }
+    wait_ok(writer, "writer process");
+    for (r, mut out) in readers.into_iter().zip(outs) {
+        assert!(hear(&mut out).starts_with("saw "));
+        wait_ok(r, "reader process");
+    }
+    db.check().unwrap();
+    drop(db);
+    let db = Database::open(&t.path).unwrap();
+    assert_eq!(consistent_value(&db.begin_read().unwrap()), WRITER_COMMITS);
+    db.check().unwrap();
+}
+
+/// Begins a write, puts a lot, says so, and waits to be killed.
+fn stuck_writer_role(path: &Path) {
+    let db = Database::open(path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    for i in 0..5000u64 {
+        tx.put(&t, format!("partial{i:06}").as_bytes(), &[7u8; 100])
+            .unwrap();
+    }
+    say("in-txn");
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+/// Commits in a loop until killed, saying each commit number.
+fn looping_writer_role(path: &Path) {
+    let db = Database::open(path).unwrap();
+    say("open");
+    for n in 1u64.. {
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        for i in 0..KEYS {
+            tx.put(&t, &key(i), &n.to_le_bytes()).unwrap();
+        }
+        tx.put(&t, format!("big{}", n % 5).as_bytes(), &vec![1u8; 20_000])
+            .unwrap();
+        tx.commit().unwrap();
+    }
+}
+
+#[test]
+fn sigkill_of_a_writer_releases_the_lock_and_hides_its_transaction() {
+    if let Some((role, path)) = role() {
+        match role.as_str() {
+            "stuck" => stuck_writer_role(&path),
+            "looping" => looping_writer_role(&path),
+            other => panic!("unknown role {other}"),
+        }
+        return;
+    }
+    let test = "sigkill_of_a_writer_releases_the_lock_and_hides_its_transaction";
+    let t = temp_db("kill.ib");
+    create_invariant_db(&t.path);
+    let db = Database::open(&t.path).unwrap();
+    let before = db.begin_read().unwrap();
+
+    let mut stuck = spawn(test, "stuck", &t.path);
+    assert_eq!(
+        hear(&mut BufReader::new(stuck.stdout.take().unwrap())),
+        "in-txn"
+    );
+    assert!(matches!(db.try_begin_write(), Err(Error::Locked)));
+    kill(&mut stuck);
+    // The lock went with the process; its transaction never happened.
+    let mut tx = db
+        .try_begin_write()
+        .expect("the dead writer's lock is gone");
+    let tr = tx.open_tree("t").unwrap();
+    assert_eq!(tx.get(&tr, b"partial000000").unwrap(), None);
+    tx.put(&tr, b"after", b"1").unwrap();
+    tx.commit().unwrap();
+
+    // Kill a writer in the middle of committing, many times; this process
+    // keeps its database open throughout and must see only whole commits.
+    let mut rng = common::Rng::new(5);
+    for _ in 0..20 {
+        let mut child = spawn(test, "looping", &t.path);
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        assert_eq!(hear(&mut out), "open");
+        std::thread::sleep(Duration::from_micros(rng.below(30_000)));
+        kill(&mut child);
+        let rx = db.begin_read().unwrap();
+        consistent_value(&rx);
+        let mut tx = db.try_begin_write().expect("lock released by the kill");
+        let tr = tx.open_tree("t").unwrap();
+        tx.put(&tr, b"after", b"2").unwrap();
+        tx.commit().unwrap();
+    }
+    assert_eq!(consistent_value(&before), 0, "an old snapshot changed");
+    drop(before);
+    db.check().unwrap();
+}
+
+/// Opens, holds a snapshot, says its txn, and waits to be killed.
+fn holding_reader_role(path: &Path) {
+    let db = Database::open(path).unwrap();
+    let rx = db.begin_read().unwrap();
+    say(&format!("holding {}", rx.txn_id()));
+    std::thread::sleep(Duration::from_secs(600));
+    drop(rx);
+}
+
+fn fill(db: &Database, generation: u8) {
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("data").unwrap();
+    for i in 0..2000u64 {
+        tx.put(&t, &i.to_be_bytes(), &[generation; 1000]).unwrap();
+    }
+    tx.commit().unwrap();
+}
+
+#[test]
+fn sigkill_of_readers_frees_their_slots_and_space_is_reused() {
+    if let Some((_, path)) = role() {
+        holding_reader_role(&path);
+        return;
+    }
+    let test = "sigkill_of_readers_frees_their_slots_and_space_is_reused";
+    let t = temp_db("readers.ib");
+    let db = Database::open(&t.path).unwrap();
+    fill(&db, 0);
+    let mut children: Vec<Child> = (0..3).map(|_| spawn(test, "r", &t.path)).collect();
+    let mut pids = Vec::new();
+    for c in &mut children {
+        let line = hear(&mut BufReader::new(c.stdout.take().unwrap()));
+        assert!(line.starts_with("holding "), "{line}");
+        pids.push(c.id());
+    }
+    let readers = db.readers().unwrap();
+    for pid in &pids {
+        let r = readers
+            .iter()
+            .find(|r| r.pid == *pid)
+            .expect("reader listed");
+        assert!(r.alive);
+    }
+    // While they live, their snapshot's pages are pinned: the file grows.
+    fill(&db, 1);
+    fill(&db, 2);
+    assert!(db.stats().unwrap().pages_pinned_by_readers > 0);
+    for c in &mut children {
+        kill(c);
+    }
+    let readers = db.readers().unwrap();
+    assert_eq!(readers.iter().filter(|r| !r.alive).count(), 3);
+    // The writer clears the dead readers by itself when it needs space:
+    // many more rewrites of all the data leave the file bounded.
+    let size_before = db.stats().unwrap().file_size_bytes;
+    for g in 3..40 {
+        fill(&db, g);
+    }
+    let stats = db.stats().unwrap();
+    assert_eq!(
+        stats.live_readers, 0,
+        "dead readers' slots were not cleared"
+    );
+    assert!(
+        stats.file_size_bytes <= size_before + (4 << 20),
+        "file grew from {size_before} to {} bytes",
+        stats.file_size_bytes
+    );
+    // And explicitly.
+    let mut c = spawn(test, "r", &t.path);
+    hear(&mut BufReader::new(c.stdout.take().unwrap()));
+    assert_eq!(
+        db.clear_stale_readers().unwrap(),
+        0,
+        "a live reader is not stale"
+    );
+    kill(&mut c);
+    assert_eq!(db.clear_stale_readers().unwrap(), 1);
+    assert!(db.readers().unwrap().iter().all(|r| r.pid != c.id()));
+    db.check().unwrap();
+}
+
+/// Increments the shared counter `n` times, one transaction each, and adds
+/// its own key per increment.
+fn incrementer_role(path: &Path, name: &str, n: u64) {
+    let db = Database::open(path).unwrap();
+    for i in 0..n {
+        let mut tx = db.begin_write().unwrap();
+        tx.set_durability(Durability::None);
+        let t = tx.open_tree("t").unwrap();
+        let c = tx.get(&t, b"counter").unwrap().map(u64_of).unwrap_or(0);
+        tx.put(&t, b"counter", &(c + 1).to_le_bytes()).unwrap();
+        tx.put(&t, format!("{name}{i:05}").as_bytes(), &[1u8; 300])
+            .unwrap();
+        tx.commit().unwrap();
+    }
+    db.sync().unwrap();
+}
+
+#[test]
+fn two_processes_alternate_as_writer_without_losing_an_update() {
+    const EACH: u64 = 300;
+    if let Some((role, path)) = role() {
+        incrementer_role(&path, &role, EACH);
+        return;
+    }
+    let test = "two_processes_alternate_as_writer_without_losing_an_update";
+    let t = temp_db("turns.ib");
+    Database::open(&t.path).unwrap();
+    let a = spawn(test, "a", &t.path);
+    let b = spawn(test, "b", &t.path);
+    wait_ok(a, "process a");
+    wait_ok(b, "process b");
+    let db = Database::open(&t.path).unwrap();
+    let rx = db.begin_read().unwrap();
+    let tr = rx.tree("t").unwrap();
+    assert_eq!(u64_of(rx.get(&tr, b"counter").unwrap().unwrap()), 2 * EACH);
+    assert_eq!(rx.len(&tr).unwrap(), 2 * EACH + 1);
+    db.check().unwrap();
+}
+
+/// Opens while the file is small, then waits for the parent to grow it and
+/// reads everything the parent wrote.
+fn late_reader_role(path: &Path, read_only: bool) {
+    let db = Database::open_with(
+        path,
+        &Options {
+            read_only,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    if read_only {
+        assert!(matches!(db.begin_write(), Err(Error::ReadOnly)));
+        assert!(matches!(db.try_begin_write(), Err(Error::ReadOnly)));
+        assert!(matches!(db.clear_stale_readers(), Err(Error::ReadOnly)));
+    }
+    say("open");
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    let rx = db.begin_read().unwrap();
+    let t = rx.tree("big").unwrap();
+    let mut n = 0u64;
+    for e in rx.iter(&t).unwrap() {
+        let (k, v) = e.unwrap();
+        assert_eq!(v.len(), 4000);
+        assert_eq!(v[0], k[7]);
+        n += 1;
+    }
+    say(&format!("read {n}"));
+}
+
+#[test]
+fn a_reader_process_sees_a_file_grown_by_another() {
+    if let Some((role, path)) = role() {
+        late_reader_role(&path, role == "ro");
+        return;
+    }
+    let test = "a_reader_process_sees_a_file_grown_by_another";
+    for role in ["rw", "ro"] {
+        let t = temp_db("grow.ib");
+        let db = Database::open(&t.path).unwrap();
+        let small = db.stats().unwrap().file_size_bytes;
+        let mut child = spawn(test, role, &t.path);
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        assert_eq!(hear(&mut out), "open");
+        let mut tx = db.begin_write().unwrap();
+        let tr = tx.open_tree("big").unwrap();
+        for i in 0..20_000u64 {
+            tx.put(&tr, &i.to_be_bytes(), &[i as u8; 4000]).unwrap();
+        }
+        tx.commit().unwrap();
+        assert!(db.stats().unwrap().file_size_bytes > small + (50 << 20));
+        writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
+        assert_eq!(hear(&mut out), "read 20000");
+        wait_ok(child, "reader process");
+    }
+}
+
+#[test]
+fn the_same_path_twice_in_one_process_is_one_instance() {
+    let t = temp_db("twice.ib");
+    let a = Database::open(&t.path).unwrap();
+    let b = Database::open(&t.path).unwrap();
+    let mut tx = a.begin_write().unwrap();
+    assert!(matches!(b.try_begin_write(), Err(Error::Busy)));
+    let tr = tx.open_tree("t").unwrap();
+    tx.put(&tr, b"k", b"v").unwrap();
+    tx.commit().unwrap();
+    let rx = b.begin_read().unwrap();
+    assert_eq!(
+        rx.get(&rx.tree("t").unwrap(), b"k").unwrap(),
+        Some(&b"v"[..])
+    );
+    // Read transactions are not tied to a thread, and a thread may hold many.
+    let rx2 = a.begin_read().unwrap();
+    let moved = std::thread::spawn(move || rx2.txn_id()).join().unwrap();
+    assert_eq!(moved, rx.txn_id());
+}
+
+struct Mount(PathBuf);
+
+impl Mount {
+    fn run(args: &[&str]) {
+        let status = Command::new("mount")
+            .args(args)
+            .status()
+            .expect("run mount");
+        assert!(
+            status.success(),
+            "mount {args:?} failed: this test needs root (CI runs as root)"
+        );
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A read-only view of the database's directory: the lock file cannot be
+/// opened for writing there, so the reader opens without one.
+fn lockless_reader_role(path: &Path) {
+    let db = Database::open_with(
+        path,
+        &Options {
+            read_only: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let rx = db.begin_read().unwrap();
+    let t = rx.tree("t").unwrap();
+    let v = consistent_value(&rx);
+    assert_eq!(rx.len(&t).unwrap(), KEYS);
+    say(&format!("value {v}"));
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    assert_eq!(
+        consistent_value(&rx),
+        v,
+        "a snapshot changed under a lockless reader"
+    );
+    db.check().unwrap();
+    say("done");
+}
+
+#[test]
+fn a_reader_on_a_read_only_mount_keeps_writers_out_while_open() {
+    if let Some((_, path)) = role() {
+        lockless_reader_role(&path);
+        return;
+    }
+    let test = "a_reader_on_a_read_only_mount_keeps_writers_out_while_open";
+    let dir = tempfile::tempdir().unwrap();
+    let rw = dir.path().join("rw");
+    let ro = dir.path().join("ro");
+    std::fs::create_dir(&rw).unwrap();
+    std::fs::create_dir(&ro).unwrap();
+    Mount::run(&["--bind", rw.to_str().unwrap(), ro.to_str().unwrap()]);
+    let _mount = Mount(ro.clone());
+    Mount::run(&["-o", "remount,ro,bind", ro.to_str().unwrap()]);
+
+    let path = rw.join("db.ib");
+    create_invariant_db(&path);
+    let db = Database::open(&path).unwrap();
+    // Through the read-only mount, even a write open fails clearly.
+    assert!(Database::open(ro.join("db.ib")).is_err());
+    let mut child = spawn(test, "ro", &ro.join("db.ib"));
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    assert_eq!(hear(&mut out), "value 0");
+    // The lockless reader holds the writer byte shared: writers wait.
+    assert!(matches!(db.try_begin_write(), Err(Error::Locked)));
+    writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
+    assert_eq!(hear(&mut out), "done");
+    wait_ok(child, "read-only reader");
+    let mut tx = db
+        .try_begin_write()
+        .expect("writers proceed once it closed");
+    let tr = tx.open_tree("t").unwrap();
+    tx.put(&tr, &key(0), &1u64.to_le_bytes()).unwrap();
+    tx.commit().unwrap();
+    db.check().unwrap();
+}
