@@ -235,6 +235,22 @@ impl Shared {
                 detail: "the newest commit has another page size".into(),
             });
         }
+        // The copy came from the lock file, which another process writes:
+        // never map past the end of the data file (that would be SIGBUS).
+        let file_len = self.file.len()?;
+        if meta
+            .page_count
+            .checked_mul(self.limits.page_size as u64)
+            .is_none_or(|l| l > file_len)
+        {
+            return Err(Error::Corrupted {
+                page: None,
+                detail: format!(
+                    "the lock file's newest commit needs {} pages, the file has {file_len} bytes",
+                    meta.page_count
+                ),
+            });
+        }
         let source = MapSource {
             map: self.map_covering(meta.page_count)?,
             page_count: meta.page_count,

@@ -571,3 +571,64 @@ fn a_reader_on_a_read_only_mount_keeps_writers_out_while_open() {
     tx.commit().unwrap();
     db.check().unwrap();
 }
+
+/// Opens and says how it went.
+fn damaged_lock_role(path: &Path) {
+    match Database::open(path) {
+        Err(Error::Corrupted { detail, .. }) => say(&format!("corrupted: {detail}")),
+        other => say(&format!("unexpected: {other:?}")),
+    }
+}
+
+#[test]
+fn a_damaged_lock_file_is_an_error_while_shared_and_rebuilt_when_alone() {
+    if let Some((_, path)) = role() {
+        damaged_lock_role(&path);
+        return;
+    }
+    let test = "a_damaged_lock_file_is_an_error_while_shared_and_rebuilt_when_alone";
+    let t = temp_db("lockdmg.ib");
+    create_invariant_db(&t.path);
+    let mut lock_path = t.path.clone().into_os_string();
+    lock_path.push("-lock");
+    let lock_path = PathBuf::from(lock_path);
+    let db = Database::open(&t.path).unwrap();
+    let good = std::fs::read(&lock_path).unwrap();
+    let damages: [(&str, Box<dyn Fn(&mut Vec<u8>)>); 4] = [
+        (
+            "foreign magic",
+            Box::new(|b| b[..8].copy_from_slice(b"NOTALOCK")),
+        ),
+        ("truncated", Box::new(|b| b.truncate(100))),
+        (
+            "reader count out of range",
+            Box::new(|b| b[16..24].copy_from_slice(&u64::MAX.to_le_bytes())),
+        ),
+        (
+            "another data file",
+            Box::new(|b| b[40..48].copy_from_slice(&7u64.to_le_bytes())),
+        ),
+    ];
+    for (what, damage) in &damages {
+        let mut bad = good.clone();
+        damage(&mut bad);
+        // Rewritten in place: the open process keeps its locks and mapping.
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&lock_path)
+            .unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &bad, 0).unwrap();
+        f.set_len(bad.len() as u64).unwrap();
+        let mut child = spawn(test, "open", &t.path);
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let said = hear(&mut out);
+        assert!(said.starts_with("corrupted: "), "{what}: {said}");
+        wait_ok(child, what);
+    }
+    drop(db);
+    // Alone, the first process rebuilds whatever it finds.
+    std::fs::write(&lock_path, b"garbage").unwrap();
+    let db = Database::open(&t.path).unwrap();
+    assert_eq!(consistent_value(&db.begin_read().unwrap()), 0);
+    db.check().unwrap();
+}
