@@ -73,11 +73,11 @@ pub const PRESETS: &[Preset] = &[
             },
             Step {
                 title: "readwhilewriting, 16 readers",
-                note: "16 readers, each doing N random lookups, and 1 writer; per allocator (LD_PRELOAD).",
+                note: "16 readers, each doing N random lookups (--reads defaults to --num), and 1 writer; \
+                       per allocator (LD_PRELOAD; an allocator whose library is missing is skipped).",
                 flags: &[
                     "--num=500000",
                     "--value_size=4000",
-                    "--reads=500000",
                     "--threads=16",
                     "--malloc=glibc,jemalloc,tcmalloc",
                     "--benchmarks=readwhilewriting",

@@ -12,7 +12,8 @@ use crate::result::RunResult;
 use crate::tables;
 
 pub fn read_results(path: &Path) -> Result<Vec<RunResult>> {
-    let text = std::fs::read_to_string(path)?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -514,6 +515,9 @@ pub fn main(args: &[String]) -> Result<()> {
     }
     let input = input.ok_or("usage: ironbark-bench report RESULTS.jsonl --out DIR")?;
     let results = read_results(&input)?;
+    if results.is_empty() {
+        return Err(format!("{}: no results to report", input.display()).into());
+    }
     std::fs::create_dir_all(&out_dir)?;
     let mut md = format!(
         "# ironbark-bench report\n\nFrom `{}`: {} runs.\n",

@@ -16,12 +16,21 @@ use crate::workload::{self, Job, Kind};
 
 pub const CHILD_SUBCOMMAND: &str = "__child";
 
-/// Shared libraries preloaded for `--malloc` (Debian's multiarch paths).
-fn preload(allocator: &str) -> Option<Vec<PathBuf>> {
-    let names: &[&str] = match allocator {
-        "jemalloc" => &["libjemalloc.so.2"],
-        "tcmalloc" => &["libtcmalloc_minimal.so.4"],
-        _ => return Some(Vec::new()),
+/// Shared library preloaded for `--malloc` and the Debian package that
+/// ships it, or `None` for glibc's own malloc.
+fn allocator_library(allocator: &str) -> Option<(&'static str, &'static str)> {
+    match allocator {
+        "jemalloc" => Some(("libjemalloc.so.2", "libjemalloc2")),
+        "tcmalloc" => Some(("libtcmalloc_minimal.so.4", "libtcmalloc-minimal4")),
+        _ => None,
+    }
+}
+
+/// The libraries to put in LD_PRELOAD for `allocator` (Debian's multiarch
+/// paths), or why it cannot run.
+fn preload(allocator: &str) -> std::result::Result<Vec<PathBuf>, String> {
+    let Some((name, package)) = allocator_library(allocator) else {
+        return Ok(Vec::new());
     };
     let dirs = [
         "/usr/lib/x86_64-linux-gnu",
@@ -29,14 +38,31 @@ fn preload(allocator: &str) -> Option<Vec<PathBuf>> {
         "/usr/lib64",
         "/usr/lib",
     ];
-    names
+    match dirs
         .iter()
-        .map(|n| {
-            dirs.iter()
-                .map(|d| Path::new(d).join(n))
-                .find(|p| p.exists())
-        })
-        .collect()
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.exists())
+    {
+        Some(path) => Ok(vec![path]),
+        None => Err(format!(
+            "allocator {allocator}: {name} not found in {} (Debian package {package}; \
+             scripts/install-peers.sh installs it)",
+            dirs.join(", ")
+        )),
+    }
+}
+
+/// Checks, in the child, that the allocator it was started with is loaded.
+fn check_allocator_loaded(allocator: &str) -> Result<()> {
+    let Some((name, _)) = allocator_library(allocator) else {
+        return Ok(());
+    };
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    if maps.contains(name) {
+        Ok(())
+    } else {
+        Err(format!("allocator {allocator}: LD_PRELOAD of {name} did not take effect").into())
+    }
 }
 
 /// Runs one job in a child process of this same executable.
@@ -48,19 +74,10 @@ pub fn spawn_child(job: &Job) -> Result<RunResult> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-    match preload(&job.allocator) {
-        Some(libs) if !libs.is_empty() => {
-            let list: Vec<String> = libs.iter().map(|p| p.display().to_string()).collect();
-            cmd.env("LD_PRELOAD", list.join(":"));
-        }
-        Some(_) => {}
-        None => {
-            return Err(format!(
-                "allocator {} is not installed (scripts/install-peers.sh installs it)",
-                job.allocator
-            )
-            .into())
-        }
+    let libs = preload(&job.allocator)?;
+    if !libs.is_empty() {
+        let list: Vec<String> = libs.iter().map(|p| p.display().to_string()).collect();
+        cmd.env("LD_PRELOAD", list.join(":"));
     }
     let out = cmd.output()?;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -78,6 +95,7 @@ pub fn spawn_child(job: &Job) -> Result<RunResult> {
 /// Entry point of the hidden child subcommand: prints one result line.
 pub fn child_main(job_json: &str) -> Result<()> {
     let job: Job = serde_json::from_str(job_json)?;
+    check_allocator_loaded(&job.allocator)?;
     let result = workload::run_child(&job)?;
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{RESULT_PREFIX}{}", serde_json::to_string(&result)?)?;
@@ -191,6 +209,19 @@ pub fn run(raw_args: &[String]) -> Result<Vec<RunResult>> {
     for plan in &plans {
         let cfg = &plan.config;
         let mut step_results = Vec::new();
+        // An allocator whose library is missing is skipped with its reason,
+        // not counted as a failed run.
+        let mut allocators = Vec::new();
+        let mut skipped = Vec::new();
+        for a in &cfg.malloc {
+            match preload(a) {
+                Ok(_) => allocators.push(a.clone()),
+                Err(why) => {
+                    eprintln!("ironbark-bench: skipping {why}");
+                    skipped.push(why);
+                }
+            }
+        }
         for engine in &cfg.engines {
             let state = full.entry(engine.clone()).or_insert(if use_existing {
                 Some(cfg.num)
@@ -204,7 +235,7 @@ pub fn run(raw_args: &[String]) -> Result<Vec<RunResult>> {
                     vec![1]
                 };
                 for &t in &threads {
-                    for allocator in &cfg.malloc {
+                    for allocator in &allocators {
                         if workload::kind(bench) != Kind::Fill && *state != Some(cfg.num) {
                             let prep = Job {
                                 config: cfg.clone(),
@@ -223,7 +254,14 @@ pub fn run(raw_args: &[String]) -> Result<Vec<RunResult>> {
                                 ..prep
                             };
                             eprintln!("  {engine}: loading {} records for {bench}", cfg.num);
-                            spawn_child(&prep)?;
+                            if let Err(e) = spawn_child(&prep) {
+                                // The run that needed the load cannot run;
+                                // the others go on.
+                                eprintln!("  error: loading for {engine} {bench}: {e}");
+                                failures.push(format!("loading for {engine} {bench}: {e}"));
+                                *state = None;
+                                continue;
+                            }
                             *state = Some(cfg.num);
                         }
                         let job = Job {
@@ -269,6 +307,9 @@ pub fn run(raw_args: &[String]) -> Result<Vec<RunResult>> {
         println!("## {}: {}\n", plan.preset, plan.title);
         if !plan.note.is_empty() {
             println!("{}\n", plan.note);
+        }
+        for why in &skipped {
+            println!("Skipped: {why}.\n");
         }
         println!("{}", tables::markdown(&step_results));
         all.extend(step_results);

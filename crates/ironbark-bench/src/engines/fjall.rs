@@ -66,6 +66,22 @@ impl Engine for Fjall {
     }
 }
 
+/// fjall asserts (panics) on keys that are empty or longer than 65535 bytes
+/// and on values of 4 GiB or more: refuse them with an error instead.
+fn check_sizes(key: &[u8], value_len: usize) -> Result<()> {
+    if key.is_empty() || key.len() > usize::from(u16::MAX) {
+        return Err(format!(
+            "fjall: key of {} bytes is outside its limits (1 to 65535)",
+            key.len()
+        )
+        .into());
+    }
+    if u32::try_from(value_len).is_err() {
+        return Err(format!("fjall: value of {value_len} bytes is larger than 2^32 - 1").into());
+    }
+    Ok(())
+}
+
 struct FjallSession<'a> {
     e: &'a Fjall,
 }
@@ -76,8 +92,14 @@ impl Session for FjallSession<'_> {
         let mut batch = self.e.keyspace.batch().durability(Some(self.e.persist));
         for op in ops {
             match *op {
-                Op::Put(k, v) => batch.insert(p, k, v),
-                Op::Delete(k) => batch.remove(p, k),
+                Op::Put(k, v) => {
+                    check_sizes(k, v.len())?;
+                    batch.insert(p, k, v)
+                }
+                Op::Delete(k) => {
+                    check_sizes(k, 0)?;
+                    batch.remove(p, k)
+                }
             }
         }
         batch.commit()?;
