@@ -3,8 +3,9 @@
 use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use ironbark::{Database, Durability, Options, ReadTxn, Stats, TreeStats};
+use ironbark::{Database, Durability, Options, ReadTxn, ReaderInfo, Stats, TreeStats, WriteTxn};
 use serde_json::{json, Value};
 
 use crate::dumpfile::{self, Format, Header, ReadError, Reader};
@@ -14,16 +15,66 @@ use crate::error::{
 use crate::progress::{self, Unit};
 use crate::MAIN_TREE;
 
-/// Opens an existing database; never creates one.
+/// Opens an existing database read-only (beside writers in other
+/// processes; also without write permission); never creates one.
 fn open_existing(path: &Path) -> Result<Database> {
+    open_existing_with(path, true)
+}
+
+/// Opens an existing database, read-only or for writing; never creates one.
+fn open_existing_with(path: &Path, read_only: bool) -> Result<Database> {
     if fs::symlink_metadata(path).is_err() {
         return Err(CliError::new(format!("{}: no such file", path.display())));
     }
-    let options = Options {
+    if fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        // A read-only open of a directory would fail later, less clearly.
+        return Err(db_error(
+            path,
+            ironbark::Error::Io(io::Error::from_raw_os_error(EISDIR)),
+        ));
+    }
+    Database::open_with(path, &existing_options(read_only)).map_err(|e| db_error(path, e))
+}
+
+/// Linux's `EISDIR`, which `db_error` explains.
+const EISDIR: i32 = 21;
+
+fn existing_options(read_only: bool) -> Options {
+    Options {
         create: false,
+        read_only,
         ..Options::default()
-    };
-    Database::open_with(path, &options).map_err(|e| db_error(path, e))
+    }
+}
+
+/// How long `load` and `readers --clear-stale` try for the write lock held
+/// by another process before giving up: long enough to slip in between the
+/// commits of a busy writer, short enough never to seem to hang behind a
+/// long write transaction.
+const WRITE_LOCK_PATIENCE: Duration = Duration::from_secs(1);
+
+/// The write transaction: waits for it if `wait`, else tries for
+/// [`WRITE_LOCK_PATIENCE`] and then fails with `Locked`.
+fn begin_write(db: &Database, wait: bool) -> ironbark::Result<WriteTxn<'_>> {
+    if wait {
+        return db.begin_write();
+    }
+    let deadline = Instant::now() + WRITE_LOCK_PATIENCE;
+    loop {
+        match db.try_begin_write() {
+            Err(ironbark::Error::Locked | ironbark::Error::Busy) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// The lock file the engine keeps beside `db`.
+fn lock_file_of(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push("-lock");
+    PathBuf::from(name)
 }
 
 fn stats_of(db: &Database) -> Result<Stats> {
@@ -320,7 +371,13 @@ fn write_dump(
 }
 
 /// `ironbark load`.
-pub fn load(path: &Path, file: Option<&Path>, tree: Option<&str>, append: bool) -> Result<()> {
+pub fn load(
+    path: &Path,
+    file: Option<&Path>,
+    tree: Option<&str>,
+    append: bool,
+    wait: bool,
+) -> Result<()> {
     let (input, source, len): (Box<dyn BufRead>, String, Option<u64>) = match file {
         Some(f) => {
             let opened = File::open(f).map_err(|e| {
@@ -350,9 +407,21 @@ pub fn load(path: &Path, file: Option<&Path>, tree: Option<&str>, append: bool) 
         ),
     };
     let existed = fs::symlink_metadata(path).is_ok();
-    let db = Database::open(path).map_err(|e| db_error(path, e))?;
+    let lock_existed = fs::symlink_metadata(lock_file_of(path)).is_ok();
+    let db = match Database::open(path) {
+        Ok(db) => db,
+        Err(e) => {
+            if !existed {
+                let _ = fs::remove_file(path);
+                if !lock_existed {
+                    let _ = fs::remove_file(lock_file_of(path));
+                }
+            }
+            return Err(db_error(path, e));
+        }
+    };
     let pb = progress::bar(len, Unit::Bytes, "loading", true);
-    let result = load_into(&db, Reader::new(input), &source, tree, append, &pb);
+    let result = load_into(&db, Reader::new(input), &source, tree, append, wait, &pb);
     pb.finish_and_clear();
     drop(db);
     match result {
@@ -363,8 +432,12 @@ pub fn load(path: &Path, file: Option<&Path>, tree: Option<&str>, append: bool) 
         }
         Err(e) => {
             if !existed {
-                // Leave no empty database behind a failed load.
+                // Leave no empty database (nor its lock file) behind a
+                // failed load.
                 let _ = fs::remove_file(path);
+                if !lock_existed {
+                    let _ = fs::remove_file(lock_file_of(path));
+                }
             }
             Err(e)
         }
@@ -377,6 +450,7 @@ fn load_into(
     source: &str,
     tree_override: Option<&str>,
     append: bool,
+    wait: bool,
     pb: &indicatif::ProgressBar,
 ) -> Result<String> {
     let path = db.path().to_path_buf();
@@ -388,7 +462,16 @@ fn load_into(
         )),
         ReadError::Parse(p) => CliError::new(format!("{source}: {p}; {nothing}")),
     };
-    let mut tx = db.begin_write().map_err(|e| db_error(&path, e))?;
+    let mut tx = begin_write(db, wait).map_err(|e| {
+        let locked = matches!(e, ironbark::Error::Locked);
+        let mut e = db_error(&path, e);
+        if locked {
+            e.message = e
+                .message
+                .map(|m| format!("{m}; {nothing} (use --wait to wait for it)"));
+        }
+        e
+    })?;
     let (mut key, mut value, mut last) = (Vec::new(), Vec::new(), Vec::new());
     let mut entries = 0u64;
     let mut trees: Vec<String> = Vec::new();
@@ -570,6 +653,7 @@ fn compact_copy(src: &Database, rx: &ReadTxn, dst: &Path) -> Result<String> {
         Ok((names.len(), done))
     })();
     let _ = fs::remove_file(&tmp);
+    let _ = fs::remove_file(lock_file_of(&tmp));
     let (trees, entries) = result?;
     if let Some(dir) = dst.parent() {
         let dir = if dir.as_os_str().is_empty() {
@@ -591,124 +675,217 @@ fn compact_copy(src: &Database, rx: &ReadTxn, dst: &Path) -> Result<String> {
 /// `ironbark check`.
 pub fn check(path: &Path, json: bool) -> Result<()> {
     let cannot = |e: CliError| e.with_code(EXIT_CANNOT_CHECK);
-    let problem = |page: Option<u64>, detail: String| -> Result<()> {
-        if json {
-            print_json(&json!({
-                "path": path.display().to_string(),
-                "ok": false,
-                "problems": [{ "page": page, "detail": detail }],
-            }))?;
-        } else {
-            let mut out = stdout();
-            match page {
-                Some(p) => writeln!(out, "{}: page {p}: {detail}", path.display()),
-                None => writeln!(out, "{}: {detail}", path.display()),
-            }
-            .and_then(|()| out.flush())
-            .map_err(output_error)?;
-        }
-        Err(CliError::new(format!(
-            "{}: the integrity check found a problem",
-            path.display()
-        ))
-        .with_code(EXIT_FAILURE))
-    };
     let db = match open_existing(path) {
         Ok(db) => db,
         Err(e) => {
             // A file too damaged to open is a finding, not a failure to run.
-            let options = Options {
-                create: false,
-                ..Options::default()
-            };
             if fs::symlink_metadata(path).is_ok() {
                 if let Err(ironbark::Error::Corrupted { page, detail }) =
-                    Database::open_with(path, &options)
+                    Database::open_with(path, &existing_options(true))
                 {
-                    return problem(page, format!("cannot open: {detail}"));
+                    return problems(
+                        path,
+                        json,
+                        None,
+                        &[(page, format!("cannot open: {detail}"))],
+                    );
                 }
             }
             return Err(cannot(e));
         }
     };
-    match db.check() {
-        Ok(r) => {
-            if json {
-                return print_json(&json!({
-                    "path": path.display().to_string(),
-                    "ok": true,
-                    "page_count": r.page_count,
-                    "pages_in_use": r.pages_in_use,
-                    "free_pages": r.free_pages,
-                    "trees": r.trees,
-                    "entries": r.entries,
-                    "problems": [],
-                }));
-            }
-            let mut out = stdout();
-            writeln!(
-                out,
-                "{}: ok: {} pages ({} in use, {} free), {}, {}",
-                path.display(),
-                r.page_count,
-                r.pages_in_use,
-                r.free_pages,
-                plural(r.trees as u64, "tree", "trees"),
-                plural(r.entries, "entry", "entries")
-            )
-            .and_then(|()| out.flush())
-            .map_err(output_error)
-        }
-        Err(ironbark::Error::Corrupted { page, detail }) => problem(page, detail),
-        Err(e) => Err(cannot(db_error(path, e))),
+    let r = db.check_report().map_err(|e| cannot(db_error(path, e)))?;
+    if !r.is_clean() {
+        return problems(path, json, Some(&r), &r.problems);
     }
+    if json {
+        return print_json(&json!({
+            "path": path.display().to_string(),
+            "ok": true,
+            "page_count": r.page_count,
+            "pages_in_use": r.pages_in_use,
+            "free_pages": r.free_pages,
+            "trees": r.trees,
+            "entries": r.entries,
+            "problems": [],
+        }));
+    }
+    let mut out = stdout();
+    writeln!(
+        out,
+        "{}: ok: {} pages ({} in use, {} free), {}, {}",
+        path.display(),
+        r.page_count,
+        r.pages_in_use,
+        r.free_pages,
+        plural(r.trees as u64, "tree", "trees"),
+        plural(r.entries, "entry", "entries")
+    )
+    .and_then(|()| out.flush())
+    .map_err(output_error)
+}
+
+/// The problems `check` found: one line each on stdout (or JSON), then the
+/// error that makes the exit status 1.
+fn problems(
+    path: &Path,
+    json: bool,
+    report: Option<&ironbark::CheckReport>,
+    found: &[(Option<u64>, String)],
+) -> Result<()> {
+    if json {
+        let mut v = json!({
+            "path": path.display().to_string(),
+            "ok": false,
+        });
+        if let Some(r) = report {
+            v["page_count"] = json!(r.page_count);
+            v["trees"] = json!(r.trees);
+        }
+        v["problems"] = found
+            .iter()
+            .map(|(page, detail)| json!({ "page": page, "detail": one_line(detail) }))
+            .collect();
+        print_json(&v)?;
+    } else {
+        let mut out = stdout();
+        (|| -> io::Result<()> {
+            for (page, detail) in found {
+                let detail = one_line(detail);
+                match page {
+                    Some(p) => writeln!(out, "{}: page {p}: {detail}", path.display())?,
+                    None => writeln!(out, "{}: {detail}", path.display())?,
+                }
+            }
+            out.flush()
+        })()
+        .map_err(output_error)?;
+    }
+    Err(CliError::new(format!(
+        "{}: the integrity check found {}",
+        path.display(),
+        plural(found.len() as u64, "problem", "problems")
+    ))
+    .with_code(EXIT_FAILURE))
+}
+
+/// `text` on one line.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// `ironbark readers`.
 pub fn readers(path: &Path, clear_stale: bool, json: bool) -> Result<()> {
-    let db = open_existing(path)?;
+    let dead = |list: &[ReaderInfo]| list.iter().filter(|r| !r.alive).count();
+    let mut cleared = None;
+    let db = if clear_stale {
+        // A read-only open sees the stale slots as they are; a writable
+        // open clears them itself (when no other process is writing).
+        let before = {
+            let db = open_existing(path)?;
+            let list = db.readers().map_err(|e| db_error(path, e))?;
+            dead(&list)
+        };
+        let db = open_existing_with(path, false)?;
+        let tx = begin_write(&db, false).map_err(|e| {
+            let locked = matches!(e, ironbark::Error::Locked);
+            let mut e = db_error(path, e);
+            if locked {
+                e.message = e.message.map(|m| {
+                    format!(
+                        "{m}; stale reader slots were not cleared (that writer clears them \
+                         by itself when it needs their space; or try again)"
+                    )
+                });
+            }
+            e
+        })?;
+        drop(tx);
+        db.clear_stale_readers().map_err(|e| db_error(path, e))?;
+        let after = dead(&db.readers().map_err(|e| db_error(path, e))?);
+        cleared = Some(before.saturating_sub(after));
+        db
+    } else {
+        open_existing(path)?
+    };
     let s = stats_of(&db)?;
-    const NOTE: &str = "readers are listed for this process only: the reader table \
-                        shared between processes is a later issue, and until then a \
-                        database is open in one process at a time";
-    const NOTHING: &str = "nothing to clear: stale reader slots of dead processes exist \
-                           only with the multi-process reader table, a later issue";
+    let mut list = db.readers().map_err(|e| db_error(path, e))?;
+    list.sort_by_key(|r| (r.snapshot_txn, r.pid));
+    let page_size = s.page_size as u64;
+    let oldest = list.iter().map(|r| r.snapshot_txn).min();
+    let pinned = list.iter().map(|r| r.pinned_pages).max().unwrap_or(0);
+    let stale = dead(&list);
     if json {
         return print_json(&json!({
             "path": path.display().to_string(),
-            "live_readers": s.live_readers,
+            "live_readers": list.len(),
+            "stale_readers": stale,
             "max_readers": s.max_readers,
-            "oldest_snapshot": s.oldest_snapshot,
-            "pages_pinned_by_readers": s.pages_pinned_by_readers,
+            "oldest_snapshot": oldest,
+            "pages_pinned_by_readers": pinned,
+            "bytes_pinned_by_readers": pinned * page_size,
             "last_txn_id": s.last_txn_id,
-            "cleared_stale": clear_stale.then_some(0),
-            "note": NOTE,
+            "readers": list.iter().map(|r| json!({
+                "pid": r.pid,
+                "snapshot_txn": r.snapshot_txn,
+                "alive": r.alive,
+                "pinned_pages": r.pinned_pages,
+                "pinned_bytes": r.pinned_pages * page_size,
+            })).collect::<Vec<_>>(),
+            "cleared_stale": cleared,
         }));
     }
     let mut out = stdout();
     let w = &mut out;
     (|| -> io::Result<()> {
+        if let Some(n) = cleared {
+            writeln!(
+                w,
+                "cleared {} of dead processes",
+                plural(n as u64, "stale reader slot", "stale reader slots")
+            )?;
+        }
+        let of_dead = if stale > 0 {
+            format!(" ({stale} of dead processes: clear with --clear-stale)")
+        } else {
+            String::new()
+        };
         writeln!(
             w,
-            "live readers     {} of {} slots",
-            s.live_readers, s.max_readers
+            "live readers     {} of {} slots{of_dead}",
+            list.len(),
+            s.max_readers
         )?;
         writeln!(
             w,
             "oldest snapshot  {}",
-            s.oldest_snapshot
-                .map_or_else(|| "none".to_string(), |t| format!("txn {t}"))
+            oldest.map_or_else(|| "none".to_string(), |t| format!("txn {t}"))
         )?;
         writeln!(
             w,
             "pinned pages     {} ({})",
-            s.pages_pinned_by_readers,
-            human(s.pages_pinned_by_readers * s.page_size as u64)
+            pinned,
+            human(pinned * page_size)
         )?;
         writeln!(w, "last txn         {}", s.last_txn_id)?;
-        writeln!(w, "note: {NOTE}")?;
-        if clear_stale {
-            writeln!(w, "{NOTHING}")?;
+        if !list.is_empty() {
+            writeln!(w)?;
+            writeln!(
+                w,
+                "{:>10}  {:>12}  {:<5}  {:>12}  pinned",
+                "pid", "snapshot txn", "state", "pinned pages"
+            )?;
+            for r in &list {
+                writeln!(
+                    w,
+                    "{:>10}  {:>12}  {:<5}  {:>12}  {}",
+                    r.pid,
+                    r.snapshot_txn,
+                    if r.alive { "alive" } else { "dead" },
+                    r.pinned_pages,
+                    human(r.pinned_pages * page_size)
+                )?;
+            }
         }
         w.flush()
     })()

@@ -79,8 +79,13 @@ pub fn db_error(path: &Path, e: ironbark::Error) -> CliError {
         ironbark::Error::Io(io) => format!("{p}: {}", io_message(&io)),
         ironbark::Error::NotAnIronbarkFile => format!("{p}: not an ironbark database file"),
         ironbark::Error::Locked => format!(
-            "{p}: the database is locked: another process has it open \
-             (ironbark allows one process per database file)"
+            "{p}: the database is locked for writing: another process has a write \
+             transaction open"
+        ),
+        ironbark::Error::Busy => format!("{p}: another write transaction is in progress"),
+        ironbark::Error::ReadOnly => format!(
+            "{p}: the database is open read-only here (no write permission on the \
+             file or its lock file?)"
         ),
         e => format!("{p}: {e}"),
     };

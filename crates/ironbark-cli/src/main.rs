@@ -97,6 +97,10 @@ enum Command {
     /// entries with the same key are overwritten; other entries stay. A
     /// malformed input is reported with its line number and nothing is
     /// loaded.
+    ///
+    /// One process writes at a time: when another process has a write
+    /// transaction open, load tries for a second and then fails (nothing
+    /// loaded), unless --wait is given.
     #[command(after_help = "Examples:\n  \
         mdb_dump -a ./lmdb-env | ironbark load data.ib\n  \
         ironbark load data.ib -f users.txt --tree users\n  \
@@ -114,12 +118,17 @@ enum Command {
         /// keys already in the tree; a key out of order is an error
         #[arg(long, short = 'a')]
         append: bool,
+        /// Wait for another process's write transaction to end instead of
+        /// failing when the database is locked for writing
+        #[arg(long)]
+        wait: bool,
     },
 
     /// Copy a database to a new file, consistently, from one snapshot
     /// (like mdb_copy)
     ///
-    /// Without --compact the copy is page for page, free pages included.
+    /// A hot backup: writers in other processes go on committing meanwhile,
+    /// and the copy holds exactly one commit. Without --compact the copy is page for page, free pages included.
     /// With --compact only live data is written, tree by tree in key order
     /// with full pages, so the copy is about the size of the live data.
     /// DST must not exist.
@@ -140,9 +149,13 @@ enum Command {
     /// order, tree shape, counters, and that every page is used or free
     /// exactly once
     ///
-    /// Exit status: 0 when clean (with a summary line), 1 when a problem is
-    /// found (one line per problem), 2 when the check could not run (no
-    /// such file, locked, not an ironbark file).
+    /// Runs on a read snapshot, beside writers in other processes. A
+    /// damaged page is reported and its subtree skipped; the check goes on
+    /// with the rest and reports every problem it finds (up to 1000).
+    ///
+    /// Exit status: 0 when clean (with a summary line), 1 when problems are
+    /// found (one line per problem on stdout), 2 when the check could not
+    /// run (no such file, not an ironbark file).
     #[command(after_help = "Examples:\n  \
         ironbark check data.ib\n  \
         ironbark check data.ib --json")]
@@ -154,20 +167,24 @@ enum Command {
         json: bool,
     },
 
-    /// Show live readers, the oldest snapshot and the pages they pin
+    /// Show the live read transactions of every process that has the
+    /// database open: pid, snapshot, whether the process still runs, and
+    /// the free pages each keeps from reuse
     ///
-    /// ironbark does not share a reader table between processes yet (a
-    /// later issue): a database is open in one process at a time, so this
-    /// shows the readers of the process that opened it, which for this
-    /// command are none. --clear-stale has nothing to clear until then.
+    /// A reader whose process died without ending it (killed, crashed)
+    /// holds a stale slot, shown as `dead`: it pins pages until cleared.
+    /// --clear-stale clears such slots and says how many it cleared; it
+    /// needs the write lock, so it fails (after a second of trying) while
+    /// another process has a write transaction open. Writers also clear
+    /// stale slots by themselves when they need the space.
     #[command(after_help = "Examples:\n  \
         ironbark readers data.ib\n  \
+        ironbark readers data.ib --clear-stale\n  \
         ironbark readers data.ib --json")]
     Readers {
         /// The database file
         db: PathBuf,
-        /// Clear the reader slots of dead processes (nothing to clear yet:
-        /// the multi-process reader table is a later issue)
+        /// Clear the reader slots of dead processes, and say how many
         #[arg(long)]
         clear_stale: bool,
         /// Print JSON instead of text
@@ -241,7 +258,8 @@ fn main() {
             file,
             tree,
             append,
-        } => commands::load(&db, file.as_deref(), tree.as_deref(), append),
+            wait,
+        } => commands::load(&db, file.as_deref(), tree.as_deref(), append, wait),
         Command::Copy { src, dst, compact } => commands::copy(&src, &dst, compact),
         Command::Check { db, json } => commands::check(&db, json),
         Command::Readers {

@@ -435,8 +435,20 @@ fn copy_plain_and_compact() {
         "compact {compact_pages} pages, source {src_pages}"
     );
     assert!(compact_used < src_used, "{compact_used} vs {src_used}");
-    // No temporary file is left behind.
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+    // No temporary file (nor its lock file) is left behind.
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.starts_with('.')),
+        "left behind: {names:?}"
+    );
+    assert_eq!(
+        names.iter().filter(|n| !n.ends_with("-lock")).count(),
+        3,
+        "{names:?}"
+    );
 
     // Never overwrites.
     for compact in [false, true] {
@@ -473,23 +485,40 @@ fn check_clean_and_corrupted() {
     assert_eq!(v["ok"], true);
     assert_eq!(v["entries"], 5000);
 
-    // Damage a page in the middle of the tree.
-    let (page_size, pages) = in_process(|| {
-        let d = ironbark::Database::open(&db).unwrap();
-        let s = d.stats().unwrap();
-        (s.page_size as u64, s.page_count)
-    });
+    // Damage two leaves far apart: both are reported, one line each.
     let mut bytes = std::fs::read(&db).unwrap();
-    let at = (pages / 2 * page_size + page_size / 2) as usize;
-    for b in &mut bytes[at..at + 16] {
-        *b ^= 0x5a;
+    let page_size = 4096;
+    let leaf_of = |bytes: &[u8], needle: &[u8]| {
+        bytes
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .unwrap()
+            / page_size
+    };
+    let first = leaf_of(&bytes, b"value 100 ");
+    let second = leaf_of(&bytes, b"value 4000 ");
+    assert_ne!(first, second);
+    for page in [first, second] {
+        let at = page * page_size + page_size / 2;
+        for b in &mut bytes[at..at + 16] {
+            *b ^= 0x5a;
+        }
     }
     std::fs::write(&db, &bytes).unwrap();
     let a = ironbark().arg("check").arg(&db).assert().code(1);
     let out = String::from_utf8_lossy(&a.get_output().stdout).to_string();
-    assert_eq!(out.lines().count(), 1, "{out}");
-    assert!(out.contains("page "), "{out}");
-    assert_one_line_error(&a.get_output().stderr, "integrity check found a problem");
+    assert_eq!(out.lines().count(), 2, "{out}");
+    for page in [first, second] {
+        assert!(
+            out.lines()
+                .any(|l| l.contains(&format!(": page {page}: page checksum mismatch"))),
+            "page {page} not reported: {out}"
+        );
+    }
+    assert_one_line_error(
+        &a.get_output().stderr,
+        "the integrity check found 2 problems",
+    );
     let a = ironbark()
         .args(["check", "--json"])
         .arg(&db)
@@ -497,44 +526,148 @@ fn check_clean_and_corrupted() {
         .code(1);
     let v: Value = serde_json::from_slice(&a.get_output().stdout).unwrap();
     assert_eq!(v["ok"], false);
-    assert_eq!(v["problems"].as_array().unwrap().len(), 1);
+    let problems = v["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 2, "{v}");
+    assert_eq!(problems[0]["page"], first as u64);
+    assert_eq!(problems[1]["page"], second as u64);
+
+    // Damage that keeps the file from opening is one problem, status 1.
+    let mut bytes = std::fs::read(&db).unwrap();
+    for b in &mut bytes[64..4096 * 2] {
+        *b ^= 0xff;
+    }
+    std::fs::write(&db, &bytes).unwrap();
+    let a = ironbark().arg("check").arg(&db).assert().failure();
+    let code = a.get_output().status.code();
+    let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(code == Some(1) || code == Some(2), "{code:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
 }
 
 #[test]
 fn readers_and_clear_stale() {
     let dir = tmp();
     let db = dir.path().join("r.ib");
-    make_db(&db, &[("a", entries(3))]);
+    make_db(&db, &[("a", entries(3000))]);
     ironbark()
         .arg("readers")
         .arg(&db)
         .assert()
         .success()
-        .stdout(predicate::str::contains("live readers     0 of 126 slots"))
+        .stdout(predicate::str::contains(
+            "live readers     0 of 126 slots\n",
+        ))
         .stdout(predicate::str::contains("oldest snapshot  none"))
-        .stdout(predicate::str::contains("later issue"));
+        .stdout(predicate::str::contains("this process").not());
     ironbark()
         .args(["readers", "--clear-stale"])
         .arg(&db)
         .assert()
         .success()
-        .stdout(predicate::str::contains("nothing to clear"));
+        .stdout(predicate::str::contains("cleared 0 stale reader slots"));
+
+    // A reader in another process, then a commit that frees pages it sees.
+    // (A second process keeps the database open throughout: when the last
+    // process closes it, the next one to open it starts a new reader table,
+    // and stale slots are gone anyway.)
+    let _keeper = Helper::spawn("open", &db);
+    let mut reader = Helper::spawn("read", &db);
+    let reader_pid = reader.pid();
+    in_process(|| {
+        let d = ironbark::Database::open(&db).unwrap();
+        let mut tx = d.begin_write().unwrap();
+        let a = tx.tree("a").unwrap();
+        for (k, _) in entries(3000) {
+            tx.put(&a, &k, b"rewritten").unwrap();
+        }
+        tx.commit().unwrap();
+    });
+    let v = readers_json(&db, &[]);
+    assert_eq!(v["live_readers"], 1, "{v}");
+    assert_eq!(v["stale_readers"], 0, "{v}");
+    let r = &v["readers"][0];
+    assert_eq!(r["pid"], reader_pid, "{v}");
+    assert_eq!(r["alive"], true, "{v}");
+    assert_eq!(r["snapshot_txn"], 2, "{v}");
+    assert_eq!(v["last_txn_id"], 3, "{v}");
+    let pinned = r["pinned_pages"].as_u64().unwrap();
+    assert!(pinned > 0, "{v}");
+    assert_eq!(r["pinned_bytes"].as_u64().unwrap(), pinned * 4096);
+    assert_eq!(v["oldest_snapshot"], 2);
+    assert_eq!(v["pages_pinned_by_readers"], pinned);
+    ironbark()
+        .arg("readers")
+        .arg(&db)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "live readers     1 of 126 slots\n",
+        ))
+        .stdout(predicate::str::contains("oldest snapshot  txn 2"))
+        .stdout(
+            predicate::str::is_match(format!(r"\n\s+{reader_pid}\s+2\s+alive\s+{pinned}\s"))
+                .unwrap(),
+        );
+    // stat sees it too.
     let out = ironbark()
-        .args(["readers", "--json"])
+        .args(["stat", "--json"])
         .arg(&db)
         .assert()
         .success()
         .get_output()
         .stdout
         .clone();
-    let v: Value = serde_json::from_slice(&out).unwrap();
+    let s: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(s["live_readers"], 1);
+    assert_eq!(s["oldest_snapshot"], 2);
+
+    // The reader's process dies without ending its read: a stale slot.
+    reader.kill();
+    ironbark()
+        .arg("readers")
+        .arg(&db)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "live readers     1 of 126 slots (1 of dead processes: clear with --clear-stale)",
+        ))
+        .stdout(predicate::str::is_match(format!(r"\n\s+{reader_pid}\s+2\s+dead\s")).unwrap());
+    assert_eq!(readers_json(&db, &[])["stale_readers"], 1);
+    ironbark()
+        .args(["readers", "--clear-stale"])
+        .arg(&db)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "cleared 1 stale reader slot of dead processes\n",
+        ))
+        .stdout(predicate::str::contains(
+            "live readers     0 of 126 slots\n",
+        ));
+    let v = readers_json(&db, &["--clear-stale"]);
+    assert_eq!(v["cleared_stale"], 0);
     assert_eq!(v["live_readers"], 0);
-    assert_eq!(v["max_readers"], 126);
+    assert_eq!(v["readers"].as_array().unwrap().len(), 0);
+    assert_eq!(v["pages_pinned_by_readers"], 0);
     ironbark()
         .args(["readers", "--help"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("later issue"));
+        .stdout(predicate::str::contains("every process"));
+}
+
+fn readers_json(db: &std::path::Path, extra: &[&str]) -> Value {
+    let out = ironbark()
+        .args(["readers", "--json"])
+        .args(extra)
+        .arg(db)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    serde_json::from_slice(&out).unwrap()
 }
 
 #[test]
@@ -644,91 +777,386 @@ fn dump_into_a_closed_pipe_exits_quietly() {
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }
 
-/// When run with `IRONBARK_CLI_TEST_HOLD=PATH`, this test is the other
-/// process of `locked_by_another_process`: it opens the database, keeps a
-/// write transaction open, says READY, and waits until its stdin closes.
-/// Otherwise it does nothing.
+/// The other process of the multi-process tests. When run with
+/// `IRONBARK_CLI_TEST_ROLE=ROLE` and `IRONBARK_CLI_TEST_DB=PATH`, this test
+/// opens the database and plays ROLE until its stdin closes:
+///
+/// - `open`: keeps the database open, nothing more;
+/// - `hold`: keeps a write transaction open (uncommitted);
+/// - `read`: keeps a read transaction open;
+/// - `write`: commits again and again, each commit setting every key of
+///   the tree `inv` to the commit's counter, and says how many it made.
+///
+/// It prints `READY` once in place. Otherwise it does nothing.
 #[test]
-fn hold_database_if_asked() {
-    let Ok(path) = std::env::var("IRONBARK_CLI_TEST_HOLD") else {
+fn helper_process_if_asked() {
+    let (Ok(role), Ok(path)) = (
+        std::env::var("IRONBARK_CLI_TEST_ROLE"),
+        std::env::var("IRONBARK_CLI_TEST_DB"),
+    ) else {
         return;
     };
-    let db = ironbark::Database::open(&path).unwrap();
-    let mut tx = db.begin_write().unwrap();
-    let t = tx.open_tree("a").unwrap();
-    tx.put(&t, b"uncommitted", b"!").unwrap();
-    println!("HOLDER-READY");
-    std::io::stdout().flush().unwrap();
-    let mut sink = Vec::new();
-    let _ = std::io::stdin().read_to_end(&mut sink);
-    drop(tx);
+    let ready = || {
+        println!("READY");
+        std::io::stdout().flush().unwrap();
+    };
+    let stdin_closed = || {
+        let mut sink = Vec::new();
+        let _ = std::io::stdin().read_to_end(&mut sink);
+    };
+    match role.as_str() {
+        "hold" => {
+            let db = ironbark::Database::open(&path).unwrap();
+            let mut tx = db.begin_write().unwrap();
+            let t = tx.open_tree("a").unwrap();
+            tx.put(&t, b"uncommitted", b"!").unwrap();
+            ready();
+            stdin_closed();
+            drop(tx);
+        }
+        "open" => {
+            let db = ironbark::Database::open(&path).unwrap();
+            ready();
+            stdin_closed();
+            drop(db);
+        }
+        "read" => {
+            let db = ironbark::Database::open(&path).unwrap();
+            let rx = db.begin_read().unwrap();
+            ready();
+            stdin_closed();
+            drop(rx);
+        }
+        "write" => {
+            let options = ironbark::Options {
+                durability: ironbark::Durability::None,
+                ..Default::default()
+            };
+            let db = ironbark::Database::open_with(&path, &options).unwrap();
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let s = stop.clone();
+            std::thread::spawn(move || {
+                stdin_closed();
+                s.store(true, std::sync::atomic::Ordering::SeqCst);
+            });
+            let mut counter = 0u64;
+            while counter == 0 || !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                counter += 1;
+                let mut tx = db.begin_write().unwrap();
+                let t = tx.open_tree(INV_TREE).unwrap();
+                let value = inv_value(counter);
+                for i in 0..INV_KEYS {
+                    tx.put(&t, format!("inv{i:05}").as_bytes(), &value).unwrap();
+                }
+                tx.commit().unwrap();
+                if counter == 1 {
+                    ready();
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            println!("COMMITS {counter}");
+        }
+        other => panic!("unknown role {other}"),
+    }
 }
 
-struct Holder(Child);
+const INV_TREE: &str = "inv";
+const INV_KEYS: usize = 2000;
 
-impl Drop for Holder {
+/// The value every key of `inv` holds after commit `counter`.
+fn inv_value(counter: u64) -> Vec<u8> {
+    format!("{counter:012}|").repeat(12).into_bytes()
+}
+
+/// Checks the invariant of the `write` helper in the database at `path`:
+/// every key of `inv` holds the same counter. Returns it.
+fn inv_counter(path: &std::path::Path) -> u64 {
+    let all = contents(path);
+    let (_, inv) = all
+        .iter()
+        .find(|(name, _)| name == INV_TREE)
+        .expect("the tree inv");
+    assert_eq!(inv.len(), INV_KEYS);
+    let first = &inv[0].1;
+    assert!(
+        inv.iter().all(|(_, v)| v == first),
+        "a copy mixes commits: {:?} ... {:?}",
+        String::from_utf8_lossy(first),
+        inv.iter()
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+            .find(|v| v.as_bytes() != first.as_slice())
+    );
+    let counter: u64 = String::from_utf8_lossy(&first[..12]).parse().unwrap();
+    assert_eq!(*first, inv_value(counter));
+    counter
+}
+
+/// A helper process (see [`helper_process_if_asked`]), stopped (stdin
+/// closed, waited for) when dropped.
+struct Helper {
+    child: Child,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Helper {
+    fn spawn(role: &str, db: &std::path::Path) -> Helper {
+        let guard = spawn_guard();
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "helper_process_if_asked",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("IRONBARK_CLI_TEST_ROLE", role)
+            .env("IRONBARK_CLI_TEST_DB", db)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        drop(guard);
+        let mut h = Helper { child, lines };
+        loop {
+            match h.lines.next() {
+                Some(Ok(l)) if l.contains("READY") => break,
+                Some(Ok(_)) => continue,
+                other => panic!("the {role} helper did not get ready: {other:?}"),
+            }
+        }
+        h
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Closes its stdin and returns the line starting with `prefix` that
+    /// it prints before it ends.
+    fn stop(mut self, prefix: &str) -> String {
+        drop(self.child.stdin.take());
+        let line = self
+            .lines
+            .by_ref()
+            .map_while(|l| l.ok())
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_default();
+        assert!(self.child.wait().unwrap().success());
+        line
+    }
+
+    /// Kills it (SIGKILL): whatever it holds is left behind.
+    fn kill(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Helper {
     fn drop(&mut self) {
-        drop(self.0.stdin.take());
-        if self.0.wait().is_err() {
-            let _ = self.0.kill();
+        drop(self.child.stdin.take());
+        if self.child.try_wait().ok().flatten().is_none() && self.child.wait().is_err() {
+            let _ = self.child.kill();
         }
     }
 }
 
+/// A writer in another process holds the write lock: `load` fails at once
+/// with one line and loads nothing (or waits with --wait), while every
+/// read command works beside it.
 #[test]
-fn locked_by_another_process() {
+fn write_locked_by_another_process() {
     let dir = tmp();
     let db = dir.path().join("locked.ib");
     make_db(&db, &[("a", entries(3))]);
-    let guard = spawn_guard();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "hold_database_if_asked",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("IRONBARK_CLI_TEST_HOLD", &db)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let holder = Holder(child);
-    drop(guard);
-    loop {
-        match lines.next() {
-            Some(Ok(l)) if l.contains("HOLDER-READY") => break,
-            Some(Ok(_)) => continue,
-            other => panic!("the holder process did not get ready: {other:?}"),
-        }
-    }
-    let copy_dst = dir.path().join("copy.ib");
-    for args in [
-        vec!["stat"],
-        vec!["dump", "--all"],
-        vec!["check"],
-        vec!["readers"],
-        vec!["load"],
-        vec!["copy"],
-    ] {
-        let mut c = ironbark();
-        c.args(&args).arg(&db);
-        if args[0] == "copy" {
-            c.arg(&copy_dst);
-        }
-        let a = c.write_stdin("").assert().failure();
-        assert_one_line_error(&a.get_output().stderr, "locked");
-        assert_one_line_error(&a.get_output().stderr, "another process");
-    }
-    assert!(!copy_dst.exists());
-    drop(holder);
-    // Once the other process is gone, the database opens, unchanged.
+    let holder = Helper::spawn("hold", &db);
+
     ironbark()
         .args(["stat", "--tree", "a"])
         .arg(&db)
         .assert()
         .success()
-        .stdout(predicate::str::contains("entries         3"));
+        .stdout(predicate::str::contains("entries         3\n"));
+    let out = ironbark()
+        .args(["dump", "--all"])
+        .arg(&db)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.contains("database=a\n"), "{text}");
+    // The other process's uncommitted entry is not seen.
+    assert!(!text.contains(&hex(b"uncommitted")), "{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with(' ')).count(), 6);
+    ironbark()
+        .arg("check")
+        .arg(&db)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("ok:"));
+    ironbark().arg("readers").arg(&db).assert().success();
+    for (name, compact) in [("copy.ib", false), ("compact.ib", true)] {
+        let dst = dir.path().join(name);
+        let mut c = ironbark();
+        c.arg("copy");
+        if compact {
+            c.arg("--compact");
+        }
+        c.arg(&db).arg(&dst).assert().success();
+        assert_eq!(contents(&dst), contents(&db));
+    }
+
+    // load: one line, promptly, nothing loaded.
+    let input = bytevalue_section(Some("a"), &[(b"new".to_vec(), b"1".to_vec())]);
+    let started = std::time::Instant::now();
+    let a = ironbark()
+        .arg("load")
+        .arg(&db)
+        .write_stdin(input.clone())
+        .assert()
+        .code(1);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "load took {:?}",
+        started.elapsed()
+    );
+    assert_one_line_error(&a.get_output().stderr, "locked for writing");
+    assert_one_line_error(&a.get_output().stderr, "another process");
+    assert_one_line_error(&a.get_output().stderr, "nothing was loaded");
+    // Clearing stale readers needs the write lock too.
+    let a = ironbark()
+        .args(["readers", "--clear-stale"])
+        .arg(&db)
+        .assert()
+        .code(1);
+    assert_one_line_error(&a.get_output().stderr, "locked for writing");
+
+    holder.stop("");
+    // Once the other process is done, the database is unchanged and loads.
+    ironbark()
+        .args(["stat", "--tree", "a"])
+        .arg(&db)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("entries         3\n"));
+    ironbark()
+        .arg("load")
+        .arg(&db)
+        .write_stdin(input)
+        .assert()
+        .success();
+    ironbark()
+        .args(["stat", "--tree", "a"])
+        .arg(&db)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("entries         4\n"));
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `copy` and `copy --compact` are consistent hot backups while a writer in
+/// another process keeps committing; the other commands work beside it.
+#[test]
+fn hot_backup_beside_a_writer_in_another_process() {
+    let dir = tmp();
+    let src = dir.path().join("live.ib");
+    make_db(&src, &[("bulk", entries(30_000))]);
+    let writer = Helper::spawn("write", &src);
+
+    let mut counters = Vec::new();
+    for round in 0..3 {
+        for compact in [false, true] {
+            let dst = dir.path().join(format!("backup-{round}-{compact}.ib"));
+            let mut c = ironbark();
+            c.arg("copy");
+            if compact {
+                c.arg("--compact");
+            }
+            c.arg(&src)
+                .arg(&dst)
+                .assert()
+                .success()
+                .stdout(predicate::str::contains("copied"));
+            ironbark()
+                .arg("check")
+                .arg(&dst)
+                .assert()
+                .success()
+                .stdout(predicate::str::contains("ok:"));
+            counters.push(inv_counter(&dst));
+            let bulk = contents(&dst)
+                .into_iter()
+                .find(|(n, _)| n == "bulk")
+                .unwrap()
+                .1;
+            assert_eq!(bulk, entries(30_000));
+        }
+    }
+
+    // Beside the writer: check, stat, readers, dump (of one snapshot), and
+    // load --wait, which slips in between its commits.
+    ironbark()
+        .arg("check")
+        .arg(&src)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("ok:"));
+    ironbark()
+        .args(["stat", "--json"])
+        .arg(&src)
+        .assert()
+        .success();
+    ironbark().arg("readers").arg(&src).assert().success();
+    let out = ironbark()
+        .args(["dump", "--tree", INV_TREE])
+        .arg(&src)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8_lossy(&out);
+    let values: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(' '))
+        .skip(1)
+        .step_by(2)
+        .collect();
+    assert_eq!(values.len(), INV_KEYS);
+    assert!(
+        values.iter().all(|v| *v == values[0]),
+        "the dump mixes commits"
+    );
+    ironbark()
+        .args(["load", "--wait", "--tree", "loaded"])
+        .arg(&src)
+        .write_stdin(bytevalue_section(None, &entries(10)))
+        .assert()
+        .success();
+
+    let last = writer.stop("COMMITS ");
+    let commits: u64 = last
+        .strip_prefix("COMMITS ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the writer said {last:?}"));
+    // The backups were taken while the writer committed: they hold
+    // different commits, in order, all within what it committed.
+    assert!(counters.windows(2).all(|w| w[0] <= w[1]), "{counters:?}");
+    assert!(counters[0] < counters[counters.len() - 1], "{counters:?}");
+    assert!(
+        counters[counters.len() - 1] < commits,
+        "{counters:?} of {commits}"
+    );
+    assert_eq!(inv_counter(&src), commits);
+    let all = contents(&src);
+    assert_eq!(
+        all.iter().find(|(n, _)| n == "loaded").unwrap().1,
+        entries(10)
+    );
 }

@@ -7,17 +7,30 @@
 //! keys strictly increasing and within the parent's bounds; catalog counters
 //! equal to what the walk counts; every page in `[2, page_count)` in use
 //! exactly once or free exactly once.
+//!
+//! The full check does not stop at the first problem: a damaged page is
+//! recorded and its subtree skipped, and the walk goes on with its sibling
+//! subtrees and the other trees, up to `MAX_PROBLEMS`. Checks whose
+//! answer a skipped subtree would falsify (the catalog counters of that
+//! tree, pages neither in use nor free) are left out then. The partial
+//! check at open stops at the first problem.
 
 use crate::btree::page::{self, blob_data, LeafValue, Node};
 use crate::btree::search::{check_root, Root};
 use crate::btree::write::TreeState;
 use crate::catalog::Catalog;
+use crate::db::{load_state, Database, Snapshot};
 use crate::error::{Error, Result};
 use crate::pages::{MapSource, PageSource};
 use crate::storage::freespace::Extent;
 use crate::storage::meta::{Meta, META_SLOTS};
 
-/// What `Database::check` verified.
+/// The most problems one check lists; past it, one last entry says how
+/// many more were found.
+pub(crate) const MAX_PROBLEMS: usize = 1000;
+
+/// What `Database::check` verified, and with `Database::check_report`, every
+/// problem it found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CheckReport {
@@ -31,6 +44,77 @@ pub struct CheckReport {
     pub trees: usize,
     /// Entries over all trees.
     pub entries: u64,
+    /// Every problem found, in the order found: the page to blame (when one
+    /// is) and what is wrong, one sentence each. Empty when the database is
+    /// clean. At most 1000, plus one entry counting the rest.
+    /// `Database::check` returns the first as `Error::Corrupted` instead.
+    pub problems: Vec<(Option<u64>, String)>,
+}
+
+impl CheckReport {
+    /// Whether no problem was found.
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    /// The first problem as `Error::Corrupted` (its detail says how many
+    /// more there are), or the report when clean.
+    fn into_result(self) -> Result<CheckReport> {
+        let more = self.problems.len().saturating_sub(1);
+        match self.problems.first().cloned() {
+            None => Ok(self),
+            Some((page, detail)) => Err(Error::Corrupted {
+                page,
+                detail: match more {
+                    0 => detail,
+                    1 => format!("{detail} (and 1 more problem)"),
+                    n => format!("{detail} (and {n} more problems)"),
+                },
+            }),
+        }
+    }
+}
+
+impl Database {
+    /// The full integrity check of [`Database::check`], but listing every
+    /// problem it finds instead of failing with the first: a damaged page
+    /// is reported and its subtree skipped, and the check goes on with the
+    /// rest (up to 1000 problems).
+    ///
+    /// Returns `Ok` whenever the check could run, damaged or not:
+    /// [`CheckReport::is_clean`] tells which, and
+    /// [`CheckReport::problems`] lists the damage (also damage that stops
+    /// the check early, such as an unreadable state blob). Fails only when
+    /// the check cannot run: I/O errors, or `ReadersFull` on a read-only
+    /// open. Like `check`, it runs on a read snapshot beside writers in any
+    /// process.
+    pub fn check_report(&self) -> Result<CheckReport> {
+        let run = |snap: &Snapshot| -> Result<CheckReport> {
+            let state = match load_state(&snap.source, &snap.meta, true) {
+                Ok(state) => state,
+                Err(Error::Corrupted { page, detail }) => {
+                    return Ok(CheckReport {
+                        page_count: snap.meta.page_count,
+                        trees: snap.catalog.trees.len(),
+                        problems: vec![(page, detail)],
+                        ..CheckReport::default()
+                    })
+                }
+                Err(e) => return Err(e),
+            };
+            Checker::new(&snap.source, snap.meta).collect(&snap.catalog, &state.free.all_merged())
+        };
+        match self.begin_read() {
+            Ok(rx) => run(rx.snapshot()),
+            Err(Error::ReadersFull { .. }) if !self.shared.read_only => {
+                // Every slot is taken: hold the write lock instead, which
+                // keeps the newest commit's pages from reuse.
+                let _writer = self.shared.lock_writer(true)?;
+                run(&self.shared.published.load_full())
+            }
+            Err(e) => Err(e),
+        }
+    }
 }
 
 pub(crate) struct Checker<'a> {
@@ -41,6 +125,13 @@ pub(crate) struct Checker<'a> {
     full: bool,
     /// Partial check: only pages written by txns above this.
     min_txn: u64,
+    /// Full check: the problems found so far (at most `MAX_PROBLEMS`).
+    problems: Vec<(Option<u64>, String)>,
+    /// Full check: problems found past `MAX_PROBLEMS`.
+    unlisted: u64,
+    /// Full check: subtrees (or overflow values) not walked because of a
+    /// problem, so the pages below them were not marked.
+    skipped: u64,
 }
 
 #[derive(Default)]
@@ -60,6 +151,9 @@ pub(crate) fn verify_commit(src: &MapSource, meta: &Meta, catalog: &Catalog) -> 
         marks: Vec::new(),
         full: false,
         min_txn: meta.last_synced_txn,
+        problems: Vec::new(),
+        unlisted: 0,
+        skipped: 0,
     };
     for t in &catalog.trees {
         c.tree(&t.name, &t.state)?;
@@ -75,36 +169,99 @@ impl<'a> Checker<'a> {
             marks: vec![false; meta.page_count as usize],
             full: true,
             min_txn: 0,
+            problems: Vec::new(),
+            unlisted: 0,
+            skipped: 0,
         }
     }
 
+    /// A problem found: the partial check fails with it; the full check
+    /// records it and goes on. Errors other than damage (I/O) end both.
+    fn problem(&mut self, e: Error) -> Result<()> {
+        if !self.full {
+            return Err(e);
+        }
+        match e {
+            Error::Corrupted { page, detail } => {
+                if self.problems.len() < MAX_PROBLEMS {
+                    self.problems.push((page, detail));
+                } else {
+                    self.unlisted += 1;
+                }
+                Ok(())
+            }
+            e => Err(e),
+        }
+    }
+
+    /// Records the problem `result` holds, if any, as one that kept part of
+    /// the file from being walked.
+    fn skip_on(&mut self, result: Result<()>) -> Result<()> {
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.skipped += 1;
+                self.problem(e)
+            }
+        }
+    }
+
+    /// Marks `len` pages from `start` as used by `what`. Marks every page
+    /// of the range it can, and then fails with the first conflict: a page
+    /// already marked, or pages beyond the page count.
     fn mark(&mut self, start: u64, len: u64, what: &str) -> Result<()> {
         if !self.full {
             return Ok(());
         }
-        for p in start..start + len {
-            let m = self
-                .marks
-                .get_mut(p as usize)
-                .ok_or_else(|| Error::corrupted_page(p, format!("{what} beyond the page count")))?;
+        let end = start.saturating_add(len);
+        let count = self.marks.len() as u64;
+        let (mut twice, mut first_twice) = (0u64, None);
+        for p in start..end.min(count) {
+            let m = &mut self.marks[p as usize];
             if *m {
-                return Err(Error::corrupted_page(
-                    p,
-                    format!("{what} page is used twice"),
-                ));
+                twice += 1;
+                first_twice.get_or_insert(p);
             }
             *m = true;
+        }
+        if let Some(p) = first_twice {
+            return Err(Error::corrupted_page(
+                p,
+                match twice {
+                    1 => format!("{what} page is used twice"),
+                    n => format!("{what} page is used twice ({n} pages of the run from {start})"),
+                },
+            ));
+        }
+        if end > count {
+            let p = start.max(count);
+            return Err(Error::corrupted_page(
+                p,
+                format!("{what} beyond the page count ({count})"),
+            ));
         }
         Ok(())
     }
 
-    pub(crate) fn check_all(mut self, catalog: &Catalog, free: &[Extent]) -> Result<CheckReport> {
-        let run = self.src.blob_run(self.meta.state_pgno)?;
-        self.mark(
-            self.meta.state_pgno,
-            (run.len() / self.src.page_size) as u64,
-            "state blob",
-        )?;
+    /// The full check, failing with the first problem (and how many more
+    /// were found): `Database::check`.
+    pub(crate) fn check_all(self, catalog: &Catalog, free: &[Extent]) -> Result<CheckReport> {
+        self.collect(catalog, free)?.into_result()
+    }
+
+    /// The full check, listing every problem: `Database::check_report`.
+    pub(crate) fn collect(mut self, catalog: &Catalog, free: &[Extent]) -> Result<CheckReport> {
+        match self.src.blob_run(self.meta.state_pgno) {
+            Ok(run) => {
+                let r = self.mark(
+                    self.meta.state_pgno,
+                    (run.len() / self.src.page_size) as u64,
+                    "state blob",
+                );
+                self.problem_of(r)?;
+            }
+            Err(e) => self.skip_on(Err(e))?,
+        }
         let mut entries = 0;
         for t in &catalog.trees {
             self.tree(&t.name, &t.state)?;
@@ -113,13 +270,41 @@ impl<'a> Checker<'a> {
         let in_use = self.marks.iter().filter(|m| **m).count() as u64;
         let mut free_pages = 0;
         for e in free {
-            self.mark(e.start, e.len, "free")?;
+            let r = self.mark(e.start, e.len, "free");
+            self.problem_of(r)?;
             free_pages += e.len;
         }
-        if let Some(p) = (META_SLOTS as usize..self.marks.len()).find(|&p| !self.marks[p]) {
-            return Err(Error::corrupted_page(
-                p as u64,
-                "page neither in use nor free (leaked)",
+        if self.skipped == 0 {
+            // Pages neither in use nor free, one problem per run of them.
+            // (Not when part of the file was skipped: its pages would all
+            // show up here.)
+            let mut p = META_SLOTS as usize;
+            while p < self.marks.len() {
+                if self.marks[p] {
+                    p += 1;
+                    continue;
+                }
+                let start = p;
+                while p < self.marks.len() && !self.marks[p] {
+                    p += 1;
+                }
+                let detail = match p - start {
+                    1 => "page neither in use nor free (leaked)".to_string(),
+                    n => format!(
+                        "{n} pages ({start} to {}) neither in use nor free (leaked)",
+                        p - 1
+                    ),
+                };
+                self.problem(Error::corrupted_page(start as u64, detail))?;
+            }
+        }
+        if self.unlisted > 0 {
+            self.problems.push((
+                None,
+                format!(
+                    "{} more problems not listed (a check lists at most {MAX_PROBLEMS})",
+                    self.unlisted
+                ),
             ));
         }
         Ok(CheckReport {
@@ -128,7 +313,16 @@ impl<'a> Checker<'a> {
             free_pages,
             trees: catalog.trees.len(),
             entries,
+            problems: self.problems,
         })
+    }
+
+    /// Records the problem `result` holds, if any.
+    fn problem_of(&mut self, result: Result<()>) -> Result<()> {
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) => self.problem(e),
+        }
     }
 
     fn tree(&mut self, name: &str, state: &TreeState) -> Result<()> {
@@ -136,10 +330,14 @@ impl<'a> Checker<'a> {
         if root.is_empty() || root.txn <= self.min_txn {
             return Ok(());
         }
-        check_root(root)?;
+        if let Err(e) = check_root(root) {
+            return self.skip_on(Err(e));
+        }
         let mut counts = Counts::default();
+        let skipped = self.skipped;
         self.walk(root, None, None, &mut counts, true)?;
-        if self.full {
+        // A skipped subtree leaves the counts short: not a problem of its own.
+        if self.full && self.skipped == skipped {
             let found = (
                 counts.entries,
                 counts.branch_pages,
@@ -153,7 +351,7 @@ impl<'a> Checker<'a> {
                 state.overflow_pages,
             );
             if found != recorded {
-                return Err(Error::Corrupted {
+                return self.problem(Error::Corrupted {
                     page: Some(root.pgno),
                     detail: format!(
                         "tree {name:?}: catalog records (entries, branch, leaf, overflow) = {recorded:?}, walk found {found:?}"
@@ -192,7 +390,21 @@ impl<'a> Checker<'a> {
         Ok(b)
     }
 
+    /// Walks the subtree at `at`. In the full check a problem with a page
+    /// is recorded and its subtree skipped; the caller goes on.
     fn walk(
+        &mut self,
+        at: Root,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+        counts: &mut Counts,
+        is_root: bool,
+    ) -> Result<()> {
+        let r = self.walk_page(at, lower, upper, counts, is_root);
+        self.skip_on(r)
+    }
+
+    fn walk_page(
         &mut self,
         at: Root,
         lower: Option<&[u8]>,
@@ -239,22 +451,8 @@ impl<'a> Checker<'a> {
                     },
                 ) = node.leaf_entry(i)?
                 {
-                    let run = self.src.blob_run(pgno)?;
-                    counts.overflow_pages += (run.len() / self.src.page_size) as u64;
-                    if txn <= self.min_txn {
-                        continue;
-                    }
-                    if !page::checksum_ok(run)
-                        || page::stored_sum(run) != sum
-                        || page::u64_at(run, 24) != pgno
-                    {
-                        return Err(Error::corrupted_page(
-                            pgno,
-                            "overflow blob checksum mismatch",
-                        ));
-                    }
-                    blob_data(run, pgno, Some(txn), Some(len))?;
-                    self.mark(pgno, (run.len() / self.src.page_size) as u64, "overflow")?;
+                    let r = self.overflow(pgno, txn, len, sum, counts);
+                    self.skip_on(r)?;
                 }
             }
             return Ok(());
@@ -286,5 +484,34 @@ impl<'a> Checker<'a> {
             self.walk(child_root, lo, hi, counts, false)?;
         }
         Ok(())
+    }
+
+    /// One overflow value: its run's checksum and header.
+    fn overflow(
+        &mut self,
+        pgno: u64,
+        txn: u64,
+        len: u64,
+        sum: u64,
+        counts: &mut Counts,
+    ) -> Result<()> {
+        let run = self.src.blob_run(pgno)?;
+        let pages = (run.len() / self.src.page_size) as u64;
+        counts.overflow_pages += pages;
+        if txn <= self.min_txn {
+            return Ok(());
+        }
+        if !page::checksum_ok(run) || page::stored_sum(run) != sum || page::u64_at(run, 24) != pgno
+        {
+            // Its pages are still the value's: mark them, so that they do
+            // not show up as leaked too.
+            let _ = self.mark(pgno, pages, "overflow");
+            return Err(Error::corrupted_page(
+                pgno,
+                "overflow blob checksum mismatch",
+            ));
+        }
+        blob_data(run, pgno, Some(txn), Some(len))?;
+        self.mark(pgno, pages, "overflow")
     }
 }
