@@ -1,6 +1,7 @@
 //! `ironbark-bench report RESULTS.jsonl --out DIR`: a markdown report with
 //! the seeds' charts as SVG and PNG: read rate against reader threads, write
-//! rates, latency percentiles and bytes written per commit.
+//! rates, latency percentiles and bytes written per commit, after a summary
+//! table per preset step (engines side by side, ironbark's ratios).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -524,13 +525,8 @@ pub fn main(args: &[String]) -> Result<()> {
         input.display(),
         results.len()
     );
-    let mut steps: Vec<(String, String)> = Vec::new();
-    for r in &results {
-        let k = (r.preset.clone(), r.step.clone());
-        if !steps.contains(&k) {
-            steps.push(k);
-        }
-    }
+    md.push_str(&tables::summary(&results));
+    let steps = tables::steps(&results);
     let fonts = register_font();
     for (preset, step) in &steps {
         let rs: Vec<RunResult> = results
@@ -562,4 +558,144 @@ pub fn main(args: &[String]) -> Result<()> {
     std::fs::write(&path, md)?;
     eprintln!("wrote {}", path.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(engine: &str, bench: &str, threads: usize, ops: f64) -> RunResult {
+        RunResult {
+            preset: "quick".into(),
+            step: "core workloads".into(),
+            engine: engine.into(),
+            benchmark: bench.into(),
+            threads,
+            allocator: "glibc".into(),
+            num: 1000,
+            ops_per_sec: ops,
+            ..Default::default()
+        }
+    }
+
+    /// The summary row whose first cell is `label`, split into cells.
+    fn row(md: &str, label: &str) -> Vec<String> {
+        let line = md
+            .lines()
+            .find(|l| l.starts_with(&format!("| {label} |")))
+            .unwrap_or_else(|| panic!("no row `{label}` in\n{md}"));
+        line.trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn summary_bolds_the_best_and_gives_ratios() {
+        let mut rs = vec![
+            run("ironbark", "readrandom", 1, 113_000.0),
+            run("lmdb", "readrandom", 1, 100_000.0),
+            run("redb", "readrandom", 1, 50_000.0),
+        ];
+        for (e, t, reads, writes) in [
+            ("ironbark", 1, 300_000.0, 1_000.0),
+            ("ironbark", 2, 500_000.0, 800.0),
+            ("lmdb", 1, 200_000.0, 4_000.0),
+            ("lmdb", 2, 600_000.0, 3_000.0),
+            ("redb", 1, 100_000.0, 500.0),
+        ] {
+            let mut r = run(e, "readwhilewriting", t, reads);
+            r.read_ops_per_sec = reads;
+            r.write_ops_per_sec = writes;
+            rs.push(r);
+        }
+        for (e, ops, bytes, calls) in [
+            ("ironbark", 50_000.0, 4096.0, 2.0),
+            ("lmdb", 150_000.0, 8192.0, 4.0),
+            ("redb", 60_000.0, 2048.0, 2.0),
+        ] {
+            let mut r = run(e, "smalltxn", 1, ops);
+            r.commits = 10;
+            r.bytes_per_commit = bytes;
+            r.write_calls_per_commit = calls;
+            rs.push(r);
+        }
+        // Through the JSONL reader, as `report` reads them.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        let text: Vec<String> = rs
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap())
+            .collect();
+        std::fs::write(&path, text.join("\n")).unwrap();
+        let md = tables::summary(&read_results(&path).unwrap());
+
+        assert!(md.contains("### quick: core workloads"), "{md}");
+        assert_eq!(
+            row(&md, "workload"),
+            [
+                "workload",
+                "ironbark",
+                "lmdb",
+                "redb",
+                "ironbark / lmdb",
+                "ironbark / best peer"
+            ]
+        );
+        assert_eq!(
+            row(&md, "readrandom"),
+            ["readrandom", "**113k**", "100k", "50k", "1.13x", "1.13x"]
+        );
+        // One thread count only: no `t1`; two: the thread count in the label.
+        assert_eq!(
+            row(&md, "readwhilewriting t2"),
+            [
+                "readwhilewriting t2",
+                "500k",
+                "**600k**",
+                "-",
+                "0.83x",
+                "0.83x"
+            ]
+        );
+        assert_eq!(
+            row(&md, "readwhilewriting t1: writes"),
+            [
+                "readwhilewriting t1: writes",
+                "1.0k",
+                "**4.0k**",
+                "500",
+                "0.25x",
+                "0.25x"
+            ]
+        );
+        assert_eq!(
+            row(&md, "smalltxn"),
+            ["smalltxn", "50k", "**150k**", "60k", "0.33x", "0.33x"]
+        );
+        // Per-commit costs: the lowest is best.
+        assert_eq!(
+            row(&md, "smalltxn: KiB written per commit"),
+            [
+                "smalltxn: KiB written per commit",
+                "4.0",
+                "8.0",
+                "**2.0**",
+                "0.50x",
+                "2.00x"
+            ]
+        );
+        // A tie for the best: both bold.
+        assert_eq!(
+            row(&md, "smalltxn: write calls per commit"),
+            [
+                "smalltxn: write calls per commit",
+                "**2.00**",
+                "4.00",
+                "**2.00**",
+                "0.50x",
+                "1.00x"
+            ]
+        );
+    }
 }

@@ -314,6 +314,9 @@ pub fn run(raw_args: &[String]) -> Result<Vec<RunResult>> {
         println!("{}", tables::markdown(&step_results));
         all.extend(step_results);
     }
+    if !all.is_empty() {
+        println!("{}", tables::summary(&all));
+    }
     if !use_existing {
         for engine in &first.config.engines {
             let _ = std::fs::remove_dir_all(workload::engine_dir(&first.config, engine));

@@ -202,3 +202,154 @@ pub fn markdown(results: &[RunResult]) -> String {
     }
     s
 }
+
+/// The (preset, step) pairs of `results`, in the order they ran.
+pub fn steps(results: &[RunResult]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for r in results {
+        let k = (r.preset.clone(), r.step.clone());
+        if !out.contains(&k) {
+            out.push(k);
+        }
+    }
+    out
+}
+
+/// A summary row's label: the benchmark, plus whatever tells its group apart
+/// from the other groups of the same benchmark (threads, allocator, size,
+/// durability), e.g. `readwhilewriting t2`.
+fn summary_label(g: &[&RunResult], all: &[Vec<&RunResult>]) -> String {
+    let first = g[0];
+    let same: Vec<&RunResult> = all
+        .iter()
+        .map(|x| x[0])
+        .filter(|x| x.benchmark == first.benchmark)
+        .collect();
+    let varies = |f: &dyn Fn(&RunResult) -> String| same.iter().any(|x| f(x) != f(first));
+    let mut label = first.benchmark.clone();
+    if varies(&|x| x.threads.to_string()) {
+        label.push_str(&format!(" t{}", first.threads));
+    }
+    if varies(&|x| x.allocator.clone()) {
+        label.push_str(&format!(" {}", first.allocator));
+    }
+    if varies(&|x| x.num.to_string()) {
+        label.push_str(&format!(" N={}", si(first.num as f64)));
+    }
+    if varies(&|x| x.value_size.to_string()) {
+        label.push_str(&format!(" {}B values", first.value_size));
+    }
+    if varies(&|x| x.sync.to_string()) {
+        label.push_str(if first.sync { " durable" } else { " no sync" });
+    }
+    label
+}
+
+/// One row of the summary: a value per engine (None when the engine did not
+/// run it), the best in bold and ironbark's ratio to lmdb and the best peer.
+fn summary_row(
+    label: &str,
+    engines: &[String],
+    value: &dyn Fn(&str) -> Option<f64>,
+    lower_is_better: bool,
+    fmt: &dyn Fn(f64) -> String,
+) -> String {
+    let values: Vec<Option<f64>> = engines.iter().map(|e| value(e)).collect();
+    let better = |a: f64, b: f64| if lower_is_better { a < b } else { a > b };
+    let best =
+        values
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|v| *v > 0.0)
+            .fold(None, |acc: Option<f64>, v| match acc {
+                Some(b) if !better(v, b) => Some(b),
+                _ => Some(v),
+            });
+    // Cells that read the same as the best are bold too.
+    let best = best.map(fmt);
+    let mut cells = vec![label.to_string()];
+    for v in &values {
+        cells.push(match v {
+            Some(v) if Some(fmt(*v)) == best => format!("**{}**", fmt(*v)),
+            Some(v) => fmt(*v),
+            None => "-".into(),
+        });
+    }
+    let ours = value("ironbark");
+    let lmdb = value("lmdb");
+    let best_peer = engines
+        .iter()
+        .filter(|e| *e != "ironbark")
+        .filter_map(|e| value(e))
+        .filter(|v| *v > 0.0)
+        .fold(None, |acc: Option<f64>, v| match acc {
+            Some(b) if !better(v, b) => Some(b),
+            _ => Some(v),
+        });
+    let vs = |other: Option<f64>| match (ours, other) {
+        (Some(a), Some(b)) => ratio(a, b),
+        _ => "-".into(),
+    };
+    cells.push(vs(lmdb));
+    cells.push(vs(best_peer));
+    format!("| {} |", cells.join(" | "))
+}
+
+/// The headline summary: for each preset step, one table with a row per
+/// workload and a column per engine (ops/s; reads/s and writes/s for
+/// readwhilewriting; KiB and write calls per commit for smalltxn), the best
+/// of each row in bold, then ironbark's ratio to lmdb and to the best peer.
+pub fn summary(results: &[RunResult]) -> String {
+    let mut s = String::from(
+        "\n## Summary\n\nOps/s per engine (reads/s for readwhilewriting), best in bold; \
+         per-commit costs: lowest in bold. Ratios are ironbark's value over the other's.\n",
+    );
+    for (preset, step) in steps(results) {
+        let rs: Vec<RunResult> = results
+            .iter()
+            .filter(|r| r.preset == preset && r.step == step)
+            .cloned()
+            .collect();
+        let mut engines: Vec<String> = Vec::new();
+        for r in &rs {
+            if !engines.contains(&r.engine) {
+                engines.push(r.engine.clone());
+            }
+        }
+        let _ = writeln!(s, "\n### {preset}: {step}\n");
+        let mut head = vec!["workload".to_string()];
+        head.extend(engines.iter().cloned());
+        head.extend(["ironbark / lmdb".into(), "ironbark / best peer".into()]);
+        let _ = writeln!(s, "| {} |", head.join(" | "));
+        let _ = writeln!(s, "|{}", "---|".repeat(head.len()));
+        let gs = groups(&rs);
+        for g in &gs {
+            let label = summary_label(g, &gs);
+            let pick = |e: &str| g.iter().copied().find(|r| r.engine == e);
+            let bench = g[0].benchmark.as_str();
+            if bench == "readwhilewriting" {
+                let reads = |e: &str| pick(e).map(|r| r.read_ops_per_sec);
+                let writes = |e: &str| pick(e).map(|r| r.write_ops_per_sec);
+                let _ = writeln!(s, "{}", summary_row(&label, &engines, &reads, false, &si));
+                let label = format!("{label}: writes");
+                let _ = writeln!(s, "{}", summary_row(&label, &engines, &writes, false, &si));
+            } else {
+                let ops = |e: &str| pick(e).map(rate);
+                let _ = writeln!(s, "{}", summary_row(&label, &engines, &ops, false, &si));
+            }
+            if bench == "smalltxn" {
+                let committed = |e: &str| pick(e).filter(|r| r.commits > 0);
+                let kib = |e: &str| committed(e).map(|r| r.bytes_per_commit / 1024.0);
+                let calls = |e: &str| committed(e).map(|r| r.write_calls_per_commit);
+                let one = |v: f64| format!("{v:.1}");
+                let two = |v: f64| format!("{v:.2}");
+                let l = format!("{label}: KiB written per commit");
+                let _ = writeln!(s, "{}", summary_row(&l, &engines, &kib, true, &one));
+                let l = format!("{label}: write calls per commit");
+                let _ = writeln!(s, "{}", summary_row(&l, &engines, &calls, true, &two));
+            }
+        }
+    }
+    s
+}
