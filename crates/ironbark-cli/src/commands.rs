@@ -33,7 +33,18 @@ fn open_existing_with(path: &Path, read_only: bool) -> Result<Database> {
             ironbark::Error::Io(io::Error::from_raw_os_error(EISDIR)),
         ));
     }
-    Database::open_with(path, &existing_options(read_only)).map_err(|e| db_error(path, e))
+    open_tidy(path, &existing_options(read_only)).map_err(|e| db_error(path, e))
+}
+
+/// `Database::open_with`, leaving no lock file behind a foreign file: the
+/// engine lays out the lock file before it reads the data file.
+fn open_tidy(path: &Path, options: &Options) -> ironbark::Result<Database> {
+    let lock_existed = fs::symlink_metadata(lock_file_of(path)).is_ok();
+    Database::open_with(path, options).inspect_err(|e| {
+        if matches!(e, ironbark::Error::NotAnIronbarkFile) && !lock_existed {
+            let _ = fs::remove_file(lock_file_of(path));
+        }
+    })
 }
 
 /// Linux's `EISDIR`, which `db_error` explains.
@@ -408,7 +419,7 @@ pub fn load(
     };
     let existed = fs::symlink_metadata(path).is_ok();
     let lock_existed = fs::symlink_metadata(lock_file_of(path)).is_ok();
-    let db = match Database::open(path) {
+    let db = match open_tidy(path, &Options::default()) {
         Ok(db) => db,
         Err(e) => {
             if !existed {
@@ -681,7 +692,7 @@ pub fn check(path: &Path, json: bool) -> Result<()> {
             // A file too damaged to open is a finding, not a failure to run.
             if fs::symlink_metadata(path).is_ok() {
                 if let Err(ironbark::Error::Corrupted { page, detail }) =
-                    Database::open_with(path, &existing_options(true))
+                    open_tidy(path, &existing_options(true))
                 {
                     return problems(
                         path,

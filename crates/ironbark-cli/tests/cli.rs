@@ -340,6 +340,10 @@ fn malformed_dump_names_the_line_and_loads_nothing() {
         assert_one_line_error(err, msg);
         assert_one_line_error(err, "nothing was loaded");
         assert!(!db.exists());
+        assert!(
+            !dir.path().join("new.ib-lock").exists(),
+            "a failed load left the lock file behind"
+        );
     }
     // Into an existing database: it is unchanged.
     let db = dir.path().join("old.ib");
@@ -708,6 +712,10 @@ fn missing_and_foreign_files() {
         }
     }
     assert!(!missing.exists(), "a read command created the file");
+    assert!(
+        !dir.path().join("missing.ib-lock").exists() && !dir.path().join("junk.txt-lock").exists(),
+        "a lock file was left beside a missing or foreign file"
+    );
     // load: of a missing input file, and into a foreign file.
     let a = ironbark()
         .arg("load")
