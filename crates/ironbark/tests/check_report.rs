@@ -185,3 +185,48 @@ fn random_damage_reports_agree_with_check() {
         }
     }
 }
+
+/// More damaged pages than a report lists: 1000 problems, then one line
+/// counting the rest.
+#[test]
+fn problems_are_capped() {
+    let t = temp_db("many.ib");
+    let db = Database::open(&t.path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    for i in 0..60_000u32 {
+        let v = format!("cap-marker-{i:08}-{}", "v".repeat(40));
+        tx.put(&tree, format!("key{i:08}").as_bytes(), v.as_bytes())
+            .unwrap();
+    }
+    tx.commit().unwrap();
+    drop(db);
+    let mut image = std::fs::read(&t.path).unwrap();
+    let leaves: Vec<usize> = (0..image.len() / PS)
+        .filter(|&p| {
+            image[p * PS..(p + 1) * PS]
+                .windows(11)
+                .any(|w| w == b"cap-marker-")
+        })
+        .collect();
+    assert!(leaves.len() > 1010, "only {} leaves", leaves.len());
+    for &p in &leaves {
+        flip(&mut image, p);
+    }
+    std::fs::write(&t.path, &image).unwrap();
+    let db = Database::open(&t.path).unwrap();
+    let report = db.check_report().unwrap();
+    assert_eq!(report.problems.len(), 1001);
+    let (page, last) = &report.problems[1000];
+    assert_eq!(*page, None);
+    assert_eq!(
+        *last,
+        format!(
+            "{} more problems not listed (a check lists at most 1000)",
+            leaves.len() - 1000
+        )
+    );
+    let pages = pages_of(&report);
+    assert_eq!(pages.len(), 1000);
+    assert!(pages.iter().all(|p| leaves.contains(&(*p as usize))));
+}
