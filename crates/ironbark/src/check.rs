@@ -89,7 +89,7 @@ impl Database {
     /// open. Like `check`, it runs on a read snapshot beside writers in any
     /// process.
     pub fn check_report(&self) -> Result<CheckReport> {
-        let run = |snap: &Snapshot| -> Result<CheckReport> {
+        self.with_newest(|snap, _| {
             let state = match load_state(&snap.source, &snap.meta, true) {
                 Ok(state) => state,
                 Err(Error::Corrupted { page, detail }) => {
@@ -103,17 +103,7 @@ impl Database {
                 Err(e) => return Err(e),
             };
             Checker::new(&snap.source, snap.meta).collect(&snap.catalog, &state.free.all_merged())
-        };
-        match self.begin_read() {
-            Ok(rx) => run(rx.snapshot()),
-            Err(Error::ReadersFull { .. }) if !self.shared.read_only => {
-                // Every slot is taken: hold the write lock instead, which
-                // keeps the newest commit's pages from reuse.
-                let _writer = self.shared.lock_writer(true)?;
-                run(&self.shared.published.load_full())
-            }
-            Err(e) => Err(e),
-        }
+        })
     }
 }
 

@@ -387,6 +387,11 @@ impl Database {
             }
             return Ok(Database { shared });
         }
+        // Not an ironbark file, or both metas damaged: fail before a lock
+        // file is created beside it.
+        if let [(_, Err(e)), (_, Err(_))] = read_metas(&file, file.len()?) {
+            return Err(e);
+        }
         let shared = Arc::new(open_instance(path, file, file_id, options)?);
         reg.retain(|_, weak| weak.strong_count() > 0);
         reg.insert(file_id, Arc::downgrade(&shared));
@@ -471,7 +476,10 @@ impl Database {
     /// write lock (then it waits for a writer, and must not be called by a
     /// thread that holds a write transaction). `f` also gets the slot it
     /// holds, so that reports can leave it out.
-    fn with_newest<T>(&self, f: impl FnOnce(&Snapshot, Option<usize>) -> Result<T>) -> Result<T> {
+    pub(crate) fn with_newest<T>(
+        &self,
+        f: impl FnOnce(&Snapshot, Option<usize>) -> Result<T>,
+    ) -> Result<T> {
         match self.begin_read() {
             Ok(rx) => f(rx.snapshot(), Some(rx.slot())),
             Err(Error::ReadersFull { .. }) if !self.shared.read_only => {

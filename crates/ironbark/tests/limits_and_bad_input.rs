@@ -63,6 +63,14 @@ fn open_image(image: &[u8], what: &str) -> (common::TempDb, ironbark::Result<Dat
         Database::open_with(&path, &opts(PS, Durability::None))
     }))
     .unwrap_or_else(|_| panic!("{what}: open panicked"));
+    if matches!(r, Err(Error::NotAnIronbarkFile)) {
+        let mut lock = path.into_os_string();
+        lock.push("-lock");
+        assert!(
+            !Path::new(&lock).exists(),
+            "{what}: a lock file was left beside a file that is not a database"
+        );
+    }
     (t, r)
 }
 

@@ -594,7 +594,8 @@ fn a_damaged_lock_file_is_an_error_while_shared_and_rebuilt_when_alone() {
     let lock_path = PathBuf::from(lock_path);
     let db = Database::open(&t.path).unwrap();
     let good = std::fs::read(&lock_path).unwrap();
-    let damages: [(&str, Box<dyn Fn(&mut Vec<u8>)>); 4] = [
+    type Damage = Box<dyn Fn(&mut Vec<u8>)>;
+    let damages: [(&str, Damage); 4] = [
         (
             "foreign magic",
             Box::new(|b| b[..8].copy_from_slice(b"NOTALOCK")),
