@@ -19,7 +19,7 @@ use crate::btree::page::{self, blob_data, LeafValue, Node};
 use crate::btree::search::{check_root, Root};
 use crate::btree::write::TreeState;
 use crate::catalog::Catalog;
-use crate::db::{load_state, Database, Snapshot};
+use crate::db::{load_state, Database};
 use crate::error::{Error, Result};
 use crate::pages::{MapSource, PageSource};
 use crate::storage::freespace::Extent;
