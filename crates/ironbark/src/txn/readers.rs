@@ -42,10 +42,13 @@ pub(crate) struct Slot {
 /// The words of the table that the protocol shares besides the slots.
 #[repr(C)]
 pub(crate) struct TableHeader {
-    /// The txn of the newest commit.
+    /// The txn of the newest commit. Readers only load it, so its cache
+    /// line stays shared among their cores; nothing a reader writes is
+    /// outside its own slot.
     pub(crate) published_txn: AtomicU64,
-    /// Slots claimed, for stats and a fast "no readers" check.
-    live: AtomicU64,
+    /// Reserved (zero): a counter of claimed slots written by every reader
+    /// was here, and made readers of different cores contend.
+    _reserved: AtomicU64,
 }
 
 /// A process, as stored in a slot's owner word: the pid in the low 22 bits
@@ -178,7 +181,7 @@ impl ReaderTable {
             memory: Memory::Private {
                 header: Box::new(TableHeader {
                     published_txn: AtomicU64::new(txn),
-                    live: AtomicU64::new(0),
+                    _reserved: AtomicU64::new(0),
                 }),
                 slots: (0..max_readers)
                     .map(|_| Slot {
@@ -247,7 +250,6 @@ impl ReaderTable {
                     .compare_exchange(0, self.me.0, Ordering::SeqCst, Ordering::Relaxed)
                     .is_ok()
             {
-                self.header().live.fetch_add(1, Ordering::SeqCst);
                 return Ok(i);
             }
         }
@@ -269,29 +271,19 @@ impl ReaderTable {
         slot.txn.store(0, Ordering::Release);
         let old = slot.owner.swap(0, Ordering::Release);
         assert!(old == self.me.0, "reader slot released by a non-owner");
-        self.header().live.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// The oldest snapshot txn held by a reader of any process, if any.
     /// Call only after the newest commit is published.
     pub(crate) fn oldest(&self) -> Option<u64> {
         fence(Ordering::SeqCst);
-        if self.header().live.load(Ordering::SeqCst) == 0 {
-            // A reader increments `live` before it stores its txn, and
-            // re-checks the published txn after; see the module doc.
-            return None;
-        }
+        // Every slot, claimed or not: a count of claimed slots would be one
+        // more word every reader writes (see `TableHeader`).
         self.slots()
             .iter()
             .map(|s| s.txn.load(Ordering::SeqCst))
             .filter(|&t| t != 0)
             .min()
-    }
-
-    /// Slots claimed by any process (stale ones included).
-    #[cfg(test)]
-    pub(crate) fn live(&self) -> usize {
-        self.header().live.load(Ordering::Relaxed) as usize
     }
 
     /// Every claimed slot.
@@ -347,7 +339,6 @@ impl ReaderTable {
                 .compare_exchange(owner, 0, Ordering::SeqCst, Ordering::Relaxed)
                 .is_ok()
             {
-                self.header().live.fetch_sub(1, Ordering::SeqCst);
                 cleared += 1;
             }
         }
@@ -419,7 +410,6 @@ mod tests {
         let i = (mine + 1) % 4;
         table.slots()[i].owner.store(dead.0, Ordering::SeqCst);
         table.slots()[i].txn.store(3, Ordering::SeqCst);
-        table.header().live.fetch_add(1, Ordering::SeqCst);
         assert_eq!(table.oldest(), Some(3));
         assert_eq!(
             table.clear_stale(false),
@@ -428,7 +418,7 @@ mod tests {
         );
         assert_eq!(table.clear_stale(true), 1);
         assert_eq!(table.oldest(), Some(5));
-        assert_eq!(table.live(), 1);
+        assert_eq!(table.view().len(), 1);
         table.release(mine);
         assert_eq!(table.oldest(), None);
     }
