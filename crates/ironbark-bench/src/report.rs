@@ -591,6 +591,34 @@ mod tests {
     }
 
     #[test]
+    fn readwhilewriting_gets_a_table_per_engine_by_reader_threads() {
+        let mut rs = Vec::new();
+        for (e, t, reads, writes) in [
+            ("ironbark", 1, 300_000.0, 1_000.0),
+            ("ironbark", 2, 500_000.0, 800.0),
+            ("lmdb", 1, 200_000.0, 4_000.0),
+            ("redb", 1, 100_000.0, 500.0),
+            ("redb", 2, 150_000.0, 400.0),
+        ] {
+            let mut r = run(e, "readwhilewriting", t, reads);
+            r.read_ops_per_sec = reads;
+            r.write_ops_per_sec = writes;
+            rs.push(r);
+        }
+        let md = tables::markdown(&rs);
+        assert!(md.contains("### ironbark: readwhilewriting by reader threads"));
+        assert!(md.contains("### redb: readwhilewriting by reader threads"));
+        // One thread count only: no table of its own.
+        assert!(!md.contains("### lmdb: readwhilewriting by reader threads"));
+        let ours = &md[md.find("### ironbark: readwhilewriting").unwrap()..];
+        // Readers 2: 800 writes/s, 500k reads/s, 250k per reader.
+        assert_eq!(&row(ours, "2")[..4], ["2", "800", "500k", "250k"]);
+        // Nothing of the kind without readwhilewriting.
+        let md = tables::markdown(&[run("lmdb", "readrandom", 1, 1.0)]);
+        assert!(!md.contains("by reader threads"));
+    }
+
+    #[test]
     fn summary_bolds_the_best_and_gives_ratios() {
         let mut rs = vec![
             run("ironbark", "readrandom", 1, 113_000.0),

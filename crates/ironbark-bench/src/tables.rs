@@ -200,6 +200,69 @@ pub fn markdown(results: &[RunResult]) -> String {
             }
         }
     }
+    s.push_str(&per_engine_readwhilewriting(results));
+    s
+}
+
+/// Seed 000's layout of readwhilewriting: one table per engine (and
+/// allocator), one row per reader-thread count, with the writer's and the
+/// readers' rates and the process's costs. Empty unless some engine ran
+/// readwhilewriting with more than one thread count.
+pub fn per_engine_readwhilewriting(results: &[RunResult]) -> String {
+    let rww: Vec<&RunResult> = results
+        .iter()
+        .filter(|r| r.benchmark == "readwhilewriting")
+        .collect();
+    let mut keys: Vec<(&str, &str)> = Vec::new();
+    for r in &rww {
+        let k = (r.engine.as_str(), r.allocator.as_str());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let mut s = String::new();
+    for (engine, allocator) in keys {
+        let rows: Vec<&&RunResult> = rww
+            .iter()
+            .filter(|r| r.engine == engine && r.allocator == allocator)
+            .collect();
+        if rows.len() < 2 {
+            continue;
+        }
+        let alloc = if allocator == "glibc" {
+            String::new()
+        } else {
+            format!(", {allocator}")
+        };
+        let _ = writeln!(
+            s,
+            "\n### {engine}{alloc}: readwhilewriting by reader threads\n"
+        );
+        let _ = writeln!(
+            s,
+            "| readers | writes/s | reads/s | reads/s per reader | read p99 us | wall s | user s | sys s | CPU % | DB MiB | peak RSS MiB | vol cs | invol cs |"
+        );
+        let _ = writeln!(s, "|{}", "---|".repeat(13));
+        for r in rows {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.0} | {} | {} | {} | {} |",
+                r.threads,
+                si(r.write_ops_per_sec),
+                si(r.read_ops_per_sec),
+                si(r.read_ops_per_sec / r.threads.max(1) as f64),
+                us(r.p99_us),
+                r.wall_s,
+                r.user_s,
+                r.sys_s,
+                r.cpu_pct,
+                mib(r.disk_bytes),
+                mib(r.peak_rss_bytes),
+                r.voluntary_cs,
+                r.involuntary_cs,
+            );
+        }
+    }
     s
 }
 
