@@ -578,6 +578,14 @@ mod tests {
         }
     }
 
+    /// A readwhilewriting run with `reads` and `writes` per second.
+    fn rww(engine: &str, threads: usize, reads: f64, writes: f64) -> RunResult {
+        let mut r = run(engine, "readwhilewriting", threads, reads);
+        r.read_ops_per_sec = reads;
+        r.write_ops_per_sec = writes;
+        r
+    }
+
     /// The summary row whose first cell is `label`, split into cells.
     fn row(md: &str, label: &str) -> Vec<String> {
         let line = md
@@ -600,10 +608,7 @@ mod tests {
             ("redb", 1, 100_000.0, 500.0),
             ("redb", 2, 150_000.0, 400.0),
         ] {
-            let mut r = run(e, "readwhilewriting", t, reads);
-            r.read_ops_per_sec = reads;
-            r.write_ops_per_sec = writes;
-            rs.push(r);
+            rs.push(rww(e, t, reads, writes));
         }
         let md = tables::markdown(&rs);
         assert!(md.contains("### ironbark: readwhilewriting by reader threads"));
@@ -632,10 +637,7 @@ mod tests {
             ("lmdb", 2, 600_000.0, 3_000.0),
             ("redb", 1, 100_000.0, 500.0),
         ] {
-            let mut r = run(e, "readwhilewriting", t, reads);
-            r.read_ops_per_sec = reads;
-            r.write_ops_per_sec = writes;
-            rs.push(r);
+            rs.push(rww(e, t, reads, writes));
         }
         for (e, ops, bytes, calls) in [
             ("ironbark", 50_000.0, 4096.0, 2.0),
