@@ -22,6 +22,7 @@ use crate::catalog::Catalog;
 use crate::db::{load_state, Database};
 use crate::error::{Error, Result};
 use crate::pages::{MapSource, PageSource};
+use crate::state::Chain;
 use crate::storage::freespace::Extent;
 use crate::storage::meta::{Meta, META_SLOTS};
 
@@ -102,7 +103,11 @@ impl Database {
                 }
                 Err(e) => return Err(e),
             };
-            Checker::new(&snap.source, snap.meta).collect(&snap.catalog, &state.free.all_merged())
+            Checker::new(&snap.source, snap.meta).collect(
+                &snap.catalog,
+                &state.chain,
+                &state.free.all_merged(),
+            )
         })
     }
 }
@@ -235,22 +240,26 @@ impl<'a> Checker<'a> {
 
     /// The full check, failing with the first problem (and how many more
     /// were found): `Database::check`.
-    pub(crate) fn check_all(self, catalog: &Catalog, free: &[Extent]) -> Result<CheckReport> {
-        self.collect(catalog, free)?.into_result()
+    pub(crate) fn check_all(
+        self,
+        catalog: &Catalog,
+        chain: &Chain,
+        free: &[Extent],
+    ) -> Result<CheckReport> {
+        self.collect(catalog, chain, free)?.into_result()
     }
 
     /// The full check, listing every problem: `Database::check_report`.
-    pub(crate) fn collect(mut self, catalog: &Catalog, free: &[Extent]) -> Result<CheckReport> {
-        match self.src.blob_run(self.meta.state_pgno) {
-            Ok(run) => {
-                let r = self.mark(
-                    self.meta.state_pgno,
-                    (run.len() / self.src.page_size) as u64,
-                    "state blob",
-                );
-                self.problem_of(r)?;
-            }
-            Err(e) => self.skip_on(Err(e))?,
+    pub(crate) fn collect(
+        mut self,
+        catalog: &Catalog,
+        chain: &Chain,
+        free: &[Extent],
+    ) -> Result<CheckReport> {
+        // The chain was read and verified whole by `load_state`.
+        for b in chain.blobs() {
+            let r = self.mark(b.extent.start, b.extent.len, "state blob");
+            self.problem_of(r)?;
         }
         let mut entries = 0;
         for t in &catalog.trees {

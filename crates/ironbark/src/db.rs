@@ -23,12 +23,13 @@ use std::time::Instant;
 
 use arc_swap::ArcSwap;
 
-use crate::btree::page::{self, new_blob, seal, Limits};
-use crate::catalog::{self, Catalog};
+use crate::btree::page::{new_blob, seal, Limits};
+use crate::catalog::Catalog;
 use crate::check::{verify_commit, CheckReport, Checker};
 use crate::error::{Error, Result};
 use crate::options::{BrokenProtocol, Durability, Options, MAX_READERS_LIMIT};
-use crate::pages::{MapSource, PageSource};
+use crate::pages::MapSource;
+use crate::state::{self, Chain};
 use crate::stats::{CommitCounters, ReaderInfo, Stats, TreeStats};
 use crate::storage::file::{DataFile, FileId};
 use crate::storage::freespace::FreeSpace;
@@ -54,12 +55,20 @@ impl Snapshot {
     }
 }
 
+/// How often, at most, the writer reads `/proc` for dead readers.
+pub(crate) const THOROUGH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// What only the writer touches.
 pub(crate) struct WriterState {
     pub(crate) free: FreeSpace,
-    /// The commit that `free` describes; when another process has committed
-    /// since, the writer reloads `free` from the newest state blob.
+    /// The state chain of the newest commit (see `state.rs`).
+    pub(crate) chain: Chain,
+    /// The commit that `free` and `chain` describe; when another process
+    /// has committed since, the writer reloads them from its state chain.
     pub(crate) state_txn: u64,
+    /// The snapshots free pages are protected for (live readers and the
+    /// durable commit): a buffer kept so a commit allocates nothing.
+    pub(crate) protectors: Vec<u64>,
     /// The newest commit known durable, and the meta slot that holds it
     /// (mirrored in the lock file for the other processes).
     pub(crate) durable_txn: u64,
@@ -185,6 +194,7 @@ impl Shared {
         let snapshot = self.install_snapshot(meta)?;
         let state = load_state(&snapshot.source, &meta, true)?;
         w.free = state.free;
+        w.chain = state.chain;
         w.file_len = self.file.len()?;
         w.state_txn = txn;
         Ok(())
@@ -277,7 +287,6 @@ impl Shared {
     /// every 100 ms; in between, one `kill(pid, 0)` per foreign process
     /// finds the processes that are gone. The caller holds the writer lock.
     pub(crate) fn clear_stale(&self, w: &mut WriterState, force: bool) -> usize {
-        const THOROUGH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
         let now = Instant::now();
         let thorough = force || w.stale_checked.is_none_or(|t| now - t >= THOROUGH_INTERVAL);
         if thorough {
@@ -467,7 +476,11 @@ impl Database {
     pub fn check(&self) -> Result<CheckReport> {
         self.with_newest(|snap, _| {
             let state = load_state(&snap.source, &snap.meta, true)?;
-            Checker::new(&snap.source, snap.meta).check_all(&snap.catalog, &state.free.all_merged())
+            Checker::new(&snap.source, snap.meta).check_all(
+                &snap.catalog,
+                &state.chain,
+                &state.free.all_merged(),
+            )
         })
     }
 
@@ -498,7 +511,7 @@ impl Database {
     }
 
     fn stats_of(&self, snap: &Snapshot, own_slot: Option<usize>) -> Result<Stats> {
-        let free = load_state(&snap.source, &snap.meta, true)?.free;
+        let mut free = load_state(&snap.source, &snap.meta, true)?.free;
         let others: Vec<_> = self
             .shared
             .readers
@@ -507,6 +520,12 @@ impl Database {
             .filter(|v| Some(v.slot) != own_slot)
             .collect();
         let oldest = others.iter().map(|v| v.txn).filter(|&t| t != 0).min();
+        let free_pages = free.reusable_pages() + free.pending_pages();
+        // What stays pending with the readers as the only protectors.
+        let mut snapshots: Vec<u64> = others.iter().map(|v| v.txn).filter(|&t| t != 0).collect();
+        snapshots.sort_unstable();
+        snapshots.dedup();
+        free.release(&snapshots);
         let durable_txn = match self.shared.readers.lock_file() {
             Some(lock) => lock.header().durable_txn.load(Ordering::Acquire),
             None => {
@@ -522,8 +541,8 @@ impl Database {
             page_size: self.shared.limits.page_size,
             file_size_bytes: self.shared.file.len()?,
             page_count: snap.meta.page_count,
-            free_pages: free.reusable_pages() + free.pending_pages(),
-            pages_pinned_by_readers: free.pending_pages_after(oldest.unwrap_or(u64::MAX)),
+            free_pages,
+            pages_pinned_by_readers: free.pending_pages(),
             last_txn_id: snap.txn(),
             durable_txn_id: durable_txn,
             // Not counting the snapshot this call holds.
@@ -569,7 +588,7 @@ impl Database {
                     pid: v.owner.pid(),
                     snapshot_txn: v.txn,
                     alive: v.owner.is_alive(),
-                    pinned_pages: free.pending_pages_after(v.txn),
+                    pinned_pages: free.visible_to(v.txn),
                 })
                 .collect())
         })
@@ -665,6 +684,8 @@ fn open_instance(
         readers,
         writer: Mutex::new(WriterState {
             free: FreeSpace::default(),
+            chain: Chain::default(),
+            protectors: Vec::new(),
             state_txn: 0,
             durable_txn: 0,
             durable_slot: 0,
@@ -691,11 +712,12 @@ fn assemble(
         source,
         catalog,
         mut free,
+        chain,
         file_len,
     } = loaded;
     // Everything free in this commit is reusable: it is durable (`load`
     // synced it), and no reader of any process exists yet.
-    free.release(u64::MAX);
+    free.release(&[]);
     Shared {
         path: path.to_path_buf(),
         limits: Limits::new(meta.page_size as usize),
@@ -711,6 +733,8 @@ fn assemble(
         readers,
         writer: Mutex::new(WriterState {
             free,
+            chain,
+            protectors: Vec::new(),
             state_txn: meta.txn,
             durable_txn: meta.txn,
             durable_slot: slot,
@@ -726,7 +750,7 @@ fn assemble(
 /// The bytes of a new file: two meta pages of txn 1 and an empty state blob.
 fn initial_image(page_size: usize) -> Vec<u8> {
     let limits = Limits::new(page_size);
-    let state = catalog::encode(
+    let state = state::encode_base(
         &Catalog {
             next_tree_id: 1,
             trees: Vec::new(),
@@ -794,18 +818,10 @@ fn read_metas(file: &DataFile, file_len: u64) -> [(u64, Result<Meta>); 2] {
     [(0, m0), (1, m1)]
 }
 
-/// Reads and decodes the state blob a meta points to (the free space only
+/// Reads and decodes the state chain a meta points to (the free space only
 /// `with_free`).
-pub(crate) fn load_state(src: &MapSource, meta: &Meta, with_free: bool) -> Result<catalog::State> {
-    let run = src.blob_run(meta.state_pgno)?;
-    if !page::checksum_ok(run) || page::stored_sum(run) != meta.state_sum {
-        return Err(Error::corrupted_page(
-            meta.state_pgno,
-            "state blob checksum mismatch",
-        ));
-    }
-    let data = page::blob_data(run, meta.state_pgno, Some(meta.state_txn), None)?;
-    catalog::decode(data, meta.state_pgno, meta.page_count, meta.txn, with_free)
+pub(crate) fn load_state(src: &MapSource, meta: &Meta, with_free: bool) -> Result<state::State> {
+    state::load(src, meta, with_free)
 }
 
 fn map_for(file: &DataFile, len: u64) -> Result<Arc<Map>> {
@@ -820,6 +836,7 @@ struct Loaded {
     source: MapSource,
     catalog: Catalog,
     free: FreeSpace,
+    chain: Chain,
     file_len: u64,
 }
 
@@ -884,6 +901,7 @@ fn load(file: &DataFile) -> Result<Loaded> {
             source,
             catalog: state.catalog,
             free: state.free,
+            chain: state.chain,
             file_len,
         });
     }
@@ -893,6 +911,7 @@ fn load(file: &DataFile) -> Result<Loaded> {
 /// Free-standing helper for tests of the page resolver.
 #[cfg(test)]
 pub(crate) fn page_of(db: &Database, pgno: u64) -> Result<Vec<u8>> {
+    use crate::pages::PageSource;
     let snap = db.shared.published.load_full();
     snap.source.page(pgno).map(<[u8]>::to_vec)
 }

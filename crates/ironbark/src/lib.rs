@@ -41,6 +41,7 @@ mod db;
 mod error;
 mod options;
 mod pages;
+mod state;
 mod stats;
 mod storage;
 mod sync;

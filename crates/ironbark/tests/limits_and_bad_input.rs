@@ -431,7 +431,7 @@ fn version_changed_is_incompatible() {
     populate(&db, 2, 2);
     drop(db);
     let image = std::fs::read(&t.path).unwrap();
-    for version in [0u32, 1, 3, 99, u32::MAX] {
+    for version in [0u32, 1, 2, 4, 99, u32::MAX] {
         let mut bad = image.clone();
         for slot in 0..2 {
             bad[slot * PS + 8..slot * PS + 12].copy_from_slice(&version.to_le_bytes());
@@ -441,7 +441,7 @@ fn version_changed_is_incompatible() {
         match r {
             Err(Error::IncompatibleVersion { found, supported }) => {
                 assert_eq!(found, version);
-                assert_eq!(supported, 2);
+                assert_eq!(supported, 3);
             }
             other => panic!("version {version}: {other:?}"),
         }

@@ -261,11 +261,15 @@ fn long_reader_pins_space_only_while_it_lives() {
             describe(s)
         );
     }
-    // While pinned, every round grew the file by about a tree's worth of
-    // pages; once released, five rounds (each rewriting the whole tree)
-    // were served from the freed pages alone.
-    let growth_while_pinned = held.page_count - grown[grown.len() - 2].page_count;
-    assert!(growth_while_pinned >= tree_pages / 2);
+    // The reader pins only the pages its snapshot can read: pages written
+    // and freed after it began are reused while it lives, so once its
+    // snapshot's pages (and one round held for durability) are set aside
+    // the file stops growing, however long the reader lives.
+    let growth_late = held.page_count - grown[grown.len() - 2].page_count;
+    assert!(
+        growth_late <= tree_pages / 10,
+        "the file grew by {growth_late} pages in a round while the reader lived"
+    );
     assert!(after.last().unwrap().page_count <= held.page_count);
     spot_check(&db, &tree, 10, &mut rng);
     db.check().unwrap();
@@ -325,7 +329,8 @@ fn dropping_a_tree_frees_its_pages() {
         (gained - victim_pages as i64).abs() <= 8,
         "dropping a tree of {victim_pages} pages freed {gained}"
     );
-    assert_eq!(dropped.page_count, before.page_count);
+    // At most the record of the freed extents grows the file.
+    assert!(dropped.page_count <= before.page_count + 2);
     assert!(dropped.trees.iter().all(|t| t.name != "victim"));
     // The freed pages are reused by a new tree of the same size.
     let mut tx = db.begin_write().unwrap();
@@ -337,9 +342,9 @@ fn dropping_a_tree_frees_its_pages() {
     db.sync().unwrap();
     let refilled = db.stats().unwrap();
     assert!(
-        refilled.page_count <= before.page_count,
+        refilled.page_count <= dropped.page_count,
         "a new tree did not reuse the dropped tree's pages: {} -> {}",
-        describe(&before),
+        describe(&dropped),
         describe(&refilled)
     );
     db.check().unwrap();

@@ -15,7 +15,7 @@ use crate::btree::search::{check_root, find_leaf, node_at, Root};
 use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
 use crate::pages::{expected_txn, DirtyPages, MapSource, PageSource, WriteSource, DIRTY_BIT};
-use crate::storage::freespace::Extent;
+use crate::storage::freespace::{Extent, Freed};
 
 /// A tree's root and counters, as the catalog stores them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -31,8 +31,9 @@ pub(crate) struct TreeState {
 pub(crate) struct TreeWriter<'a> {
     pub(crate) base: &'a MapSource,
     pub(crate) dirty: &'a mut DirtyPages,
-    /// Committed pages this transaction no longer references.
-    pub(crate) freed: &'a mut Vec<Extent>,
+    /// Committed pages this transaction no longer references, with the
+    /// txn that wrote them.
+    pub(crate) freed: &'a mut Vec<Freed>,
     pub(crate) limits: Limits,
 }
 
@@ -58,9 +59,12 @@ impl TreeWriter<'_> {
         }
         let node = self.committed_node(pgno, txn, sum, level)?;
         let copy: Box<[u8]> = node.bytes.into();
-        self.freed.push(Extent {
-            start: pgno,
-            len: 1,
+        self.freed.push(Freed {
+            extent: Extent {
+                start: pgno,
+                len: 1,
+            },
+            born: txn,
         });
         Ok(self.dirty.add(copy))
     }
@@ -90,13 +94,17 @@ impl TreeWriter<'_> {
         Ok(node)
     }
 
-    fn free_page(&mut self, pgno: u64) {
+    /// Frees page `pgno`, written by `txn` if it is committed.
+    fn free_page(&mut self, pgno: u64, txn: u64) {
         if pgno & DIRTY_BIT != 0 {
             self.dirty.free(pgno);
         } else {
-            self.freed.push(Extent {
-                start: pgno,
-                len: 1,
+            self.freed.push(Freed {
+                extent: Extent {
+                    start: pgno,
+                    len: 1,
+                },
+                born: txn,
             });
         }
     }
@@ -111,9 +119,12 @@ impl TreeWriter<'_> {
         let run = self.base.blob_run(pgno)?;
         page::blob_data(run, pgno, expected_txn(pgno, txn), None)?;
         let pages = (run.len() / self.limits.page_size) as u64;
-        self.freed.push(Extent {
-            start: pgno,
-            len: pages,
+        self.freed.push(Freed {
+            extent: Extent {
+                start: pgno,
+                len: pages,
+            },
+            born: txn,
         });
         Ok(pages)
     }
@@ -427,7 +438,7 @@ impl TreeWriter<'_> {
         }
         let merged = build_page(self.limits.page_size, is_leaf, &left);
         self.dirty.get_mut(child).copy_from_slice(&merged);
-        self.free_page(sib);
+        self.free_page(sib, sib_txn);
         let p = self.dirty.get_mut(parent.page);
         set_child(p, left_slot, child, 0, 0);
         remove_cell(p, right_slot);
@@ -498,7 +509,7 @@ impl TreeWriter<'_> {
                 self.free_subtree(p, t, level - 1)?;
             }
         }
-        self.free_page(pgno);
+        self.free_page(pgno, txn);
         Ok(())
     }
 }

@@ -3,18 +3,31 @@
 //! Invariants:
 //! - A page is in at most one place: a reusable extent, a pending extent, or
 //!   in use by the newest commit (`db::check` verifies this on disk).
-//! - A *pending* extent was freed by commit `freed_by`: snapshots older than
-//!   `freed_by` may still read it, and so may the durable fallback commit.
-//!   It becomes *reusable* only through [`FreeSpace::release`], which the
-//!   writer calls with the oldest txn that no live snapshot and no durable
-//!   meta still needs.
+//! - A *pending* extent was written by commit `born` and freed by commit
+//!   `freed`: exactly the snapshots `born <= s < freed` can read it. It
+//!   becomes *reusable* only when no *protector* lies in that interval. The
+//!   protectors are the snapshots of live readers and the newest durable
+//!   commit (the commit a crash falls back to), passed to
+//!   [`FreeSpace::release`] by the writer.
 //! - Reusable extents are kept merged (no two touch), so the allocator sees
 //!   the longest contiguous runs.
+//!
+//! Why the interval and not just "freed after the oldest reader" (LMDB's
+//! rule): a long-lived reader then pins only the pages its own snapshot can
+//! see. Pages written and freed after it began are reused as soon as no other
+//! protector sees them, so the file stays bounded by the reader's snapshot,
+//! not by the commits made while it lives.
+//!
+//! Cost: a pending extent is placed under the oldest protector that holds it
+//! (`held`); when a protector goes away only its own group is re-examined.
+//! Protectors only ever disappear or appear newer than every pending extent
+//! (a new reader starts at the newest commit; the durable commit only moves
+//! forward), so each extent moves at most once per protector that held it.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A run of `len` pages starting at page `start`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Extent {
     pub(crate) start: u64,
     pub(crate) len: u64,
@@ -26,12 +39,25 @@ impl Extent {
     }
 }
 
-/// The extents one commit freed, waiting for the snapshots that can see
-/// them (and the durable fallback commit) to be gone.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct PendingGroup {
-    freed_by: u64,
-    extents: Vec<Extent>,
+/// Pages a commit stopped using, with the commit that wrote them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Freed {
+    pub(crate) extent: Extent,
+    /// The txn that wrote these pages (the oldest, if merged).
+    pub(crate) born: u64,
+}
+
+/// A pending extent: readable by the snapshots `born <= s < freed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Pending {
+    pub(crate) extent: Extent,
+    pub(crate) born: u64,
+    pub(crate) freed: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct HeldGroup {
+    entries: Vec<Pending>,
     pages: u64,
 }
 
@@ -42,10 +68,12 @@ pub(crate) struct FreeSpace {
     /// The same extents by (length, start), for best-fit allocation.
     by_len: BTreeSet<(u64, u64)>,
     reusable_pages: u64,
-    /// Pending extents, one group per freeing commit, in txn order.
-    pending: VecDeque<PendingGroup>,
-    /// The same extents by start page, for encoding in page order.
-    pending_by_start: BTreeMap<u64, u64>,
+    /// Pending extents not yet placed under a protector: those freed by the
+    /// newest commits (the snapshot before them may still gain readers until
+    /// the commit is published) and those loaded from disk.
+    fresh: Vec<Pending>,
+    /// Pending extents by the oldest protector that can read them.
+    held: BTreeMap<u64, HeldGroup>,
     pending_pages: u64,
 }
 
@@ -58,49 +86,36 @@ impl FreeSpace {
         self.pending_pages
     }
 
-    /// Extents pending, over all groups.
-    pub(crate) fn pending_extents(&self) -> usize {
-        self.pending_by_start.len()
+    /// Pages held back by protector `txn` (and maybe by newer ones too).
+    pub(crate) fn held_by(&self, txn: u64) -> u64 {
+        self.held.get(&txn).map_or(0, |g| g.pages)
     }
 
-    /// Pages pending whose `freed_by` is above `txn` (held back by readers or
-    /// by durability).
-    pub(crate) fn pending_pages_after(&self, txn: u64) -> u64 {
-        self.pending
-            .iter()
-            .filter(|g| g.freed_by > txn)
-            .map(|g| g.pages)
+    /// Pending pages that snapshot `txn` can read.
+    pub(crate) fn visible_to(&self, txn: u64) -> u64 {
+        self.pending()
+            .filter(|p| p.born <= txn && txn < p.freed)
+            .map(|p| p.extent.len)
             .sum()
     }
 
-    /// Pages pending whose `freed_by` is in `(after, up_to]`.
-    pub(crate) fn pending_pages_between(&self, after: u64, up_to: u64) -> u64 {
-        self.pending
+    /// Every pending extent, in no particular order.
+    pub(crate) fn pending(&self) -> impl Iterator<Item = &Pending> + '_ {
+        self.fresh
             .iter()
-            .filter(|g| g.freed_by > after && g.freed_by <= up_to)
-            .map(|g| g.pages)
-            .sum()
+            .chain(self.held.values().flat_map(|g| g.entries.iter()))
     }
 
-    /// Every free extent (reusable and pending) in page order, merged, in
-    /// time linear in the number of extents.
+    /// Every free extent (reusable and pending) in page order, merged.
     pub(crate) fn all_merged(&self) -> Vec<Extent> {
-        let mut out: Vec<Extent> =
-            Vec::with_capacity(self.by_start.len() + self.pending_by_start.len());
-        let mut a = self.by_start.iter().peekable();
-        let mut b = self.pending_by_start.iter().peekable();
-        loop {
-            let next = match (a.peek(), b.peek()) {
-                (Some(x), Some(y)) if x.0 <= y.0 => a.next(),
-                (Some(_), Some(_)) => b.next(),
-                (Some(_), None) => a.next(),
-                (None, Some(_)) => b.next(),
-                (None, None) => break,
-            };
-            let (&start, &len) = next.expect("peeked");
+        let mut all: Vec<Extent> = self.reusable().collect();
+        all.extend(self.pending().map(|p| p.extent));
+        all.sort_unstable();
+        let mut out: Vec<Extent> = Vec::with_capacity(all.len());
+        for e in all {
             match out.last_mut() {
-                Some(last) if last.end() == start => last.len += len,
-                _ => out.push(Extent { start, len }),
+                Some(last) if last.end() == e.start => last.len += e.len,
+                _ => out.push(e),
             }
         }
         out
@@ -111,40 +126,6 @@ impl FreeSpace {
         self.by_start
             .iter()
             .map(|(&start, &len)| Extent { start, len })
-    }
-
-    /// The pending groups, oldest first: the freeing txn and its extents
-    /// (in page order).
-    pub(crate) fn pending_groups(&self) -> impl Iterator<Item = (u64, &[Extent])> + '_ {
-        self.pending.iter().map(|g| (g.freed_by, &g.extents[..]))
-    }
-
-    /// Rebuilds free space from decoded parts: reusable extents, and pending
-    /// groups in increasing txn order. `None` if two extents overlap or
-    /// the groups are out of order (a damaged state blob).
-    pub(crate) fn from_parts(
-        reusable: Vec<Extent>,
-        pending: Vec<(u64, Vec<Extent>)>,
-    ) -> Option<FreeSpace> {
-        let mut all: Vec<Extent> = reusable.clone();
-        all.extend(pending.iter().flat_map(|g| g.1.iter().copied()));
-        all.sort_unstable();
-        if all.iter().any(|e| e.len == 0) || all.windows(2).any(|w| w[0].end() > w[1].start) {
-            return None;
-        }
-        if pending.windows(2).any(|w| w[0].0 >= w[1].0) {
-            return None;
-        }
-        let mut free = FreeSpace::default();
-        for e in reusable {
-            free.add_reusable(e);
-        }
-        for (txn, extents) in pending {
-            for e in extents {
-                free.add_pending(txn, e);
-            }
-        }
-        Some(free)
     }
 
     /// Adds a reusable extent, merging it with its neighbours.
@@ -178,55 +159,65 @@ impl FreeSpace {
         self.reusable_pages -= len;
     }
 
-    /// Records pages freed by commit `freed_by` (commits free in txn order).
-    pub(crate) fn add_pending(&mut self, freed_by: u64, extent: Extent) {
-        assert!(extent.len > 0, "empty extent");
-        match self.pending.back_mut() {
-            Some(g) if g.freed_by == freed_by => {
-                g.extents.push(extent);
-                g.pages += extent.len;
-            }
-            last => {
-                assert!(
-                    last.is_none_or(|g| g.freed_by < freed_by),
-                    "pending extents out of txn order"
-                );
-                self.pending.push_back(PendingGroup {
-                    freed_by,
-                    extents: vec![extent],
-                    pages: extent.len,
-                });
-            }
-        }
-        let clash = self.pending_by_start.insert(extent.start, extent.len);
-        assert!(clash.is_none(), "page freed twice");
-        self.pending_pages += extent.len;
+    /// Records pages written by `born` and freed by commit `freed`.
+    pub(crate) fn add_pending(&mut self, p: Pending) {
+        assert!(p.extent.len > 0, "empty extent");
+        assert!(
+            p.born < p.freed,
+            "pages freed by the commit that wrote them"
+        );
+        self.pending_pages += p.extent.len;
+        self.fresh.push(p);
     }
 
-    fn pop_pending(&mut self, g: &PendingGroup) {
-        for e in &g.extents {
-            self.pending_by_start.remove(&e.start);
+    /// Makes reusable every pending extent that no protector can read.
+    /// `protectors` are sorted and hold the snapshot of every live reader
+    /// and the newest durable commit.
+    pub(crate) fn release(&mut self, protectors: &[u64]) {
+        debug_assert!(protectors.windows(2).all(|w| w[0] < w[1]));
+        // Groups are few (one per protector that holds pages).
+        while let Some(k) = self
+            .held
+            .keys()
+            .copied()
+            .find(|k| protectors.binary_search(k).is_err())
+        {
+            let g = self.held.remove(&k).expect("key found");
+            self.pending_pages -= g.pages;
+            for p in g.entries {
+                self.place(p, protectors);
+            }
         }
-        self.pending_pages -= g.pages;
+        let mut fresh = std::mem::take(&mut self.fresh);
+        for p in fresh.drain(..) {
+            self.pending_pages -= p.extent.len;
+            self.place(p, protectors);
+        }
+        // Keep the buffer: every commit frees a few extents.
+        self.fresh = fresh;
     }
 
-    /// Makes reusable every pending extent freed by a commit `<= txn`.
-    pub(crate) fn release(&mut self, txn: u64) {
-        while self.pending.front().is_some_and(|g| g.freed_by <= txn) {
-            let g = self.pending.pop_front().expect("front");
-            self.pop_pending(&g);
-            for e in g.extents {
-                self.add_reusable(e);
+    /// Puts `p` under the oldest protector that can read it, or makes it
+    /// reusable.
+    fn place(&mut self, p: Pending, protectors: &[u64]) {
+        let i = protectors.partition_point(|&s| s < p.born);
+        match protectors.get(i) {
+            Some(&s) if s < p.freed => {
+                let g = self.held.entry(s).or_default();
+                g.entries.push(p);
+                g.pages += p.extent.len;
+                self.pending_pages += p.extent.len;
             }
+            _ => self.add_reusable(p.extent),
         }
     }
 
     /// Undoes a commit `txn` that failed: its freed pages are in use again,
     /// and the pages it took from free space are free again.
     pub(crate) fn roll_back(&mut self, txn: u64, taken: &[Extent]) {
-        if self.pending.back().is_some_and(|g| g.freed_by == txn) {
-            let g = self.pending.pop_back().expect("back");
-            self.pop_pending(&g);
+        while self.fresh.last().is_some_and(|p| p.freed == txn) {
+            let p = self.fresh.pop().expect("last");
+            self.pending_pages -= p.extent.len;
         }
         for e in taken {
             self.add_reusable(*e);
@@ -259,5 +250,160 @@ impl FreeSpace {
             self.reusable_pages += len - take;
         }
         Some(Extent { start, len: take })
+    }
+}
+
+/// Free space as replayed from the state chain: every free extent by start
+/// page, with the commits that wrote and freed it (`freed == 0`: reusable).
+/// Replay needs one map because a commit may take pages that it found
+/// reusable but the chain still records as pending (release is not logged:
+/// it depends on the readers alive at the time).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FreeMap {
+    by_start: BTreeMap<u64, (u64, u64, u64)>,
+}
+
+impl FreeMap {
+    /// Adds an extent; `false` if it overlaps one already free.
+    pub(crate) fn insert(&mut self, e: Extent, born: u64, freed: u64) -> bool {
+        if e.len == 0 {
+            return false;
+        }
+        if let Some((&s, &(len, ..))) = self.by_start.range(..e.end()).next_back() {
+            if s + len > e.start {
+                return false;
+            }
+        }
+        self.by_start.insert(e.start, (e.len, born, freed));
+        true
+    }
+
+    /// Removes the pages of `e`, which must all be free (possibly spread
+    /// over several adjacent extents); `false` if some are not.
+    pub(crate) fn remove(&mut self, e: Extent) -> bool {
+        if e.len == 0 {
+            return false;
+        }
+        // Check first, so a failure changes nothing.
+        let mut at = e.start;
+        let mut pieces = Vec::new();
+        while at < e.end() {
+            let Some((&s, &(len, born, freed))) = self.by_start.range(..=at).next_back() else {
+                return false;
+            };
+            if s + len <= at {
+                return false;
+            }
+            pieces.push((s, len, born, freed));
+            at = s + len;
+        }
+        for (s, len, born, freed) in pieces {
+            self.by_start.remove(&s);
+            if s < e.start {
+                self.by_start.insert(s, (e.start - s, born, freed));
+            }
+            if s + len > e.end() {
+                self.by_start
+                    .insert(e.end(), (s + len - e.end(), born, freed));
+            }
+        }
+        true
+    }
+
+    /// The free space: reusable extents, and pending ones waiting for
+    /// the next [`FreeSpace::release`].
+    pub(crate) fn into_free_space(self) -> FreeSpace {
+        let mut free = FreeSpace::default();
+        for (start, (len, born, freed)) in self.by_start {
+            let extent = Extent { start, len };
+            if freed == 0 {
+                free.add_reusable(extent);
+            } else {
+                free.add_pending(Pending {
+                    extent,
+                    born,
+                    freed,
+                });
+            }
+        }
+        free
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ext(start: u64, len: u64) -> Extent {
+        Extent { start, len }
+    }
+
+    #[test]
+    fn a_reader_pins_only_what_its_snapshot_sees() {
+        let mut f = FreeSpace::default();
+        // Written by 3, freed by 10: snapshot 5 sees it.
+        f.add_pending(Pending {
+            extent: ext(10, 2),
+            born: 3,
+            freed: 10,
+        });
+        // Written by 7, freed by 9: snapshot 5 cannot see it.
+        f.add_pending(Pending {
+            extent: ext(20, 1),
+            born: 7,
+            freed: 9,
+        });
+        f.release(&[5, 10]);
+        assert_eq!(f.reusable().collect::<Vec<_>>(), vec![ext(20, 1)]);
+        assert_eq!(f.held_by(5), 2);
+        assert_eq!(f.visible_to(5), 2);
+        // The reader ends: the protector list no longer holds 5.
+        f.release(&[10]);
+        assert_eq!(f.pending_pages(), 0);
+        assert_eq!(f.reusable_pages(), 3);
+    }
+
+    #[test]
+    fn an_extent_moves_to_the_next_protector_that_sees_it() {
+        let mut f = FreeSpace::default();
+        f.add_pending(Pending {
+            extent: ext(4, 1),
+            born: 2,
+            freed: 9,
+        });
+        f.release(&[3, 6, 12]);
+        assert_eq!(f.held_by(3), 1);
+        f.release(&[6, 12]);
+        assert_eq!(f.held_by(6), 1);
+        f.release(&[12]);
+        assert_eq!(f.reusable_pages(), 1);
+    }
+
+    #[test]
+    fn roll_back_forgets_the_failed_commit() {
+        let mut f = FreeSpace::default();
+        f.add_reusable(ext(2, 10));
+        let s = f.take_contiguous(4).unwrap();
+        f.add_pending(Pending {
+            extent: ext(30, 1),
+            born: 1,
+            freed: 5,
+        });
+        f.roll_back(5, &[ext(s, 4)]);
+        assert_eq!(f.pending_pages(), 0);
+        assert_eq!(f.reusable().collect::<Vec<_>>(), vec![ext(2, 10)]);
+    }
+
+    #[test]
+    fn free_map_removes_across_adjacent_extents() {
+        let mut m = FreeMap::default();
+        assert!(m.insert(ext(10, 5), 0, 0));
+        assert!(m.insert(ext(15, 5), 2, 4));
+        assert!(!m.insert(ext(12, 1), 1, 2), "overlap");
+        assert!(!m.remove(ext(18, 4)), "20 and 21 are not free");
+        assert!(m.remove(ext(12, 6)));
+        let f = m.into_free_space();
+        assert_eq!(f.reusable().collect::<Vec<_>>(), vec![ext(10, 2)]);
+        assert_eq!(f.pending_pages(), 2);
     }
 }

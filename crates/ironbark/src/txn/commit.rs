@@ -20,19 +20,22 @@
 
 use crate::sync::Ordering;
 
-use crate::btree::page::{blob_data, new_blob, seal, set_child, set_overflow, LeafValue, Node};
-use crate::catalog::{self, Catalog};
-use crate::db::{Shared, Snapshot, WriterState};
+use crate::btree::page::{new_blob, seal, set_child, set_overflow, LeafValue, Node};
+use crate::catalog::Catalog;
+use crate::db::{Shared, Snapshot, WriterState, THOROUGH_INTERVAL};
 use crate::error::Result;
 use crate::options::{BrokenProtocol, Durability};
-use crate::pages::{DirtyPages, MapSource, PageSource, DIRTY_BIT};
-use crate::storage::freespace::{Extent, FreeSpace};
+use crate::pages::{DirtyPages, MapSource, DIRTY_BIT};
+use crate::state::{self, BlobRef, Chain, Plan};
+use crate::storage::freespace::{Extent, FreeSpace, Freed, Pending};
 use crate::storage::meta::Meta;
 use crate::txn::write::WriteTxn;
 
-/// Pages held back only for crash safety (under `Durability::None`) above
-/// which a commit first syncs, so they can be reused.
-const HELD_PAGES_MIN: u64 = 1024;
+/// Bytes of pages held back only for crash safety (under
+/// `Durability::None`: pages the last durable commit can read) above which
+/// a commit first syncs, so they can be reused. A fixed budget, not a share
+/// of the file, so the file cannot feed its own growth.
+const HELD_BYTES: u64 = 4 << 20;
 
 /// The smallest step by which the file grows.
 const GROWTH_MIN_BYTES: u64 = 1 << 20;
@@ -73,7 +76,8 @@ pub(crate) fn commit(tx: WriteTxn<'_>) -> Result<()> {
         durability,
     );
     let outcome = match result {
-        Ok(meta) => {
+        Ok((meta, chain)) => {
+            w.chain = chain;
             let map = shared.map.lock().unwrap_or_else(|e| e.into_inner()).clone();
             shared.publish(Snapshot {
                 meta,
@@ -102,7 +106,7 @@ pub(crate) fn commit(tx: WriteTxn<'_>) -> Result<()> {
 /// What a commit does to free space: the pages it stops using, and the
 /// free extents it takes (given back if it fails).
 struct SpaceLog {
-    freed: Vec<Extent>,
+    freed: Vec<Freed>,
     taken: Vec<Extent>,
 }
 
@@ -257,52 +261,13 @@ fn write_commit(
     dirty: &mut DirtyPages,
     space: &mut SpaceLog,
     durability: Durability,
-) -> Result<Meta> {
-    let freed = &mut space.freed;
+) -> Result<(Meta, Chain)> {
     let limits = shared.limits;
     let ps = limits.page_size;
     let txn = base.txn() + 1;
 
-    // 1. Free space.
-    let old_state = base.source.blob_run(base.meta.state_pgno)?;
-    let previous_state_len = blob_data(old_state, base.meta.state_pgno, None, None)?.len();
-    freed.push(Extent {
-        start: base.meta.state_pgno,
-        len: (old_state.len() / ps) as u64,
-    });
-    freed.sort_unstable();
-    let mut merged: Vec<Extent> = Vec::with_capacity(freed.len());
-    for &e in freed.iter() {
-        match merged.last_mut() {
-            Some(last) if last.end() == e.start => last.len += e.len,
-            _ => merged.push(e),
-        }
-    }
-    for e in merged {
-        w.free.add_pending(txn, e);
-    }
-    let mut reader_horizon = shared.readers.oldest().unwrap_or(u64::MAX);
-    if durability == Durability::None && w.durable_txn < base.txn() {
-        // Without syncs, pages freed since the last durable commit can never
-        // be reused. When they grow to a notable share of the file, one
-        // sync of the commits before this one releases them: space stays
-        // bounded with no knob to tune.
-        let held = w.free.pending_pages_between(w.durable_txn, reader_horizon);
-        if held > HELD_PAGES_MIN.max(base.meta.page_count / 4) {
-            sync_published(shared, w)?;
-        }
-    }
-    release(shared, w, reader_horizon, base.txn());
-    let needed = dirty.pages.len() as u64 + limits.blob_pages(previous_state_len);
-    if reader_horizon < base.txn()
-        && w.free.reusable_pages() < needed
-        && shared.clear_stale(w, false) > 0
-    {
-        // The file would grow while readers hold space back: some of them
-        // belonged to processes that died.
-        reader_horizon = shared.readers.oldest().unwrap_or(u64::MAX);
-        release(shared, w, reader_horizon, base.txn());
-    }
+    // 1. Free space: what no protector can read becomes reusable.
+    release_space(shared, w, durability, base.txn(), dirty.pages.len() as u64)?;
 
     // 2. Page numbers.
     let (order, blobs) = order_dirty(catalog, dirty)?;
@@ -321,6 +286,7 @@ fn write_commit(
     for &id in &order {
         real[(id & !DIRTY_BIT) as usize] = next.next().expect("enough pages allocated");
     }
+
     // 3. Patch, stamp, checksum: blobs first, then tree pages children
     // before parents (reversed pre-order), since each parent records its
     // children's checksums.
@@ -341,16 +307,60 @@ fn write_commit(
             root.sum = sums[i];
         }
     }
-    // The state blob describes free space after its own allocation: guess
-    // its size (the previous commit's: it changes little from commit to
-    // commit, and encoding costs time linear in the free extents), allocate,
-    // encode, and retry one page larger if it grew.
-    let mut state_pages = limits.blob_pages(previous_state_len);
-    let (state_pgno, state) = loop {
+
+    // 4. The state chain: this commit's record of what it changed (or a new
+    // base), after its own allocation, so it describes exactly the free
+    // space that remains.
+    let freed = merge_freed(&mut space.freed);
+    let mut record = Vec::new();
+    state::encode_record(
+        &mut record,
+        txn,
+        catalog,
+        &base.catalog,
+        &freed,
+        &alloc.taken[..],
+    );
+    // Room for the extent the state blob itself takes.
+    let plan = w.chain.plan(record.len() + 24, ps);
+    let mut freed = freed;
+    for b in w.chain.freed_by(plan) {
+        freed.push(Freed {
+            extent: b.extent,
+            born: b.txn,
+        });
+    }
+    freed.sort_unstable();
+    for f in &freed {
+        alloc.free.add_pending(Pending {
+            extent: f.extent,
+            born: f.born,
+            freed: txn,
+        });
+    }
+    let mut state_pages = match plan {
+        Plan::Compact => limits.blob_pages(w.chain.base_bytes),
+        _ => limits.blob_pages(state::DELTA_HEADER_LEN + record.len()),
+    };
+    let (state_pgno, state_data) = loop {
         let start = alloc.run(state_pages);
-        let state = catalog::encode(catalog, alloc.free);
-        if limits.blob_pages(state.len()) <= state_pages {
-            break (start, state);
+        let data = match plan {
+            Plan::Compact => state::encode_base(catalog, alloc.free),
+            _ => {
+                record.clear();
+                state::encode_record(
+                    &mut record,
+                    txn,
+                    catalog,
+                    &base.catalog,
+                    &freed,
+                    &alloc.taken[..],
+                );
+                w.chain.delta_data(plan, &record)
+            }
+        };
+        if limits.blob_pages(data.len()) <= state_pages {
+            break (start, data);
         }
         alloc.give_back(Extent {
             start,
@@ -359,10 +369,22 @@ fn write_commit(
         state_pages += 1;
     };
     let page_count = alloc.page_count;
-    let mut state_blob = new_blob(ps, &state, state_pages as usize);
+    let mut state_blob = new_blob(ps, &state_data, state_pages as usize);
     let state_sum = seal(&mut state_blob, state_pgno, txn);
+    let chain = w.chain.after(
+        plan,
+        BlobRef {
+            extent: Extent {
+                start: state_pgno,
+                len: state_pages,
+            },
+            txn,
+            sum: state_sum,
+        },
+        &state_data,
+    );
 
-    // 4. Write.
+    // 5. Write.
     ensure_file_len(shared, w, page_count)?;
     let mut writes: Vec<(u64, &[u8])> = order
         .iter()
@@ -411,23 +433,78 @@ fn write_commit(
     c.pages_written
         .fetch_add(bytes / ps as u64 + 1, Ordering::Relaxed);
 
-    // 5. Sync.
+    // 6. Sync.
     if durability == Durability::Immediate {
         sync_file(shared, w)?;
         w.durable_txn = txn;
         w.durable_slot = slot;
     }
-    Ok(meta)
+    Ok((meta, chain))
 }
 
-/// Makes reusable the pending pages no snapshot older than `reader_horizon`
-/// and no durable meta can see.
-fn release(shared: &Shared, w: &mut WriterState, reader_horizon: u64, base_txn: u64) {
-    if shared.broken_protocol == Some(BrokenProtocol::ReuseBeforeDurable) {
-        w.free.release(reader_horizon.min(base_txn));
-    } else {
-        w.free.release(reader_horizon.min(w.durable_txn));
+/// Sorts the pages a commit stopped using and merges neighbours (keeping
+/// the oldest writer's txn, which only makes reuse wait longer).
+fn merge_freed(freed: &mut [Freed]) -> Vec<Freed> {
+    freed.sort_unstable();
+    let mut merged: Vec<Freed> = Vec::with_capacity(freed.len());
+    for &f in freed.iter() {
+        match merged.last_mut() {
+            Some(last) if last.extent.end() == f.extent.start => {
+                last.extent.len += f.extent.len;
+                last.born = last.born.min(f.born);
+            }
+            _ => merged.push(f),
+        }
     }
+    merged
+}
+
+/// Step 1 of a commit: makes reusable the pending pages that no protector
+/// (live reader or durable commit) can read. Under `Durability::None`, when
+/// the pages held back only by the durable commit pass a fixed budget, one
+/// sync of the commits so far releases them; when the file would grow
+/// while readers hold pages back, slots of dead processes are cleared.
+fn release_space(
+    shared: &Shared,
+    w: &mut WriterState,
+    durability: Durability,
+    base_txn: u64,
+    needed: u64,
+) -> Result<()> {
+    release(shared, w);
+    let held_budget = HELD_BYTES / shared.limits.page_size as u64;
+    if durability == Durability::None
+        && w.durable_txn < base_txn
+        && w.free.held_by(w.durable_txn) > held_budget
+    {
+        sync_published(shared, w)?;
+        release(shared, w);
+    }
+    // Readers of dead processes pin their snapshot's pages until cleared:
+    // look for them when the file would grow, and every so often anyway.
+    let readers_hold = w.protectors.first().is_some_and(|&t| t < base_txn);
+    let due = w
+        .stale_checked
+        .is_none_or(|t| t.elapsed() >= THOROUGH_INTERVAL);
+    if readers_hold && (due || w.free.reusable_pages() < needed) && shared.clear_stale(w, false) > 0
+    {
+        release(shared, w);
+    }
+    Ok(())
+}
+
+/// Releases with the current protectors: every live reader's snapshot and,
+/// unless the protocol is broken on purpose for tests, the durable commit.
+fn release(shared: &Shared, w: &mut WriterState) {
+    shared.readers.snapshots(&mut w.protectors);
+    if shared.broken_protocol != Some(BrokenProtocol::ReuseBeforeDurable) {
+        if let Err(i) = w.protectors.binary_search(&w.durable_txn) {
+            w.protectors.insert(i, w.durable_txn);
+        }
+    }
+    let protectors = std::mem::take(&mut w.protectors);
+    w.free.release(&protectors);
+    w.protectors = protectors;
 }
 
 /// Grows the file (in chunks) and the map to hold `page_count` pages.

@@ -273,17 +273,21 @@ impl ReaderTable {
         assert!(old == self.me.0, "reader slot released by a non-owner");
     }
 
-    /// The oldest snapshot txn held by a reader of any process, if any.
-    /// Call only after the newest commit is published.
-    pub(crate) fn oldest(&self) -> Option<u64> {
+    /// The snapshot of every live reader, sorted, without duplicates, into
+    /// `out` (a buffer the writer keeps, so a commit allocates nothing).
+    pub(crate) fn snapshots(&self, out: &mut Vec<u64>) {
+        // The writer's half of the Dekker protocol (module doc): after it
+        // published, every reader either shows here or sees the new txn.
         fence(Ordering::SeqCst);
-        // Every slot, claimed or not: a count of claimed slots would be one
-        // more word every reader writes (see `TableHeader`).
-        self.slots()
-            .iter()
-            .map(|s| s.txn.load(Ordering::SeqCst))
-            .filter(|&t| t != 0)
-            .min()
+        out.clear();
+        out.extend(
+            self.slots()
+                .iter()
+                .map(|s| s.txn.load(Ordering::SeqCst))
+                .filter(|&t| t != 0),
+        );
+        out.sort_unstable();
+        out.dedup();
     }
 
     /// Every claimed slot.
@@ -356,6 +360,12 @@ mod loom_tests {
     use super::*;
     use loom::sync::Arc;
 
+    fn oldest(table: &ReaderTable) -> Option<u64> {
+        let mut snapshots = Vec::new();
+        table.snapshots(&mut snapshots);
+        snapshots.first().copied()
+    }
+
     #[test]
     fn loom_reader_registration_vs_reclamation() {
         loom::model(|| {
@@ -375,7 +385,7 @@ mod loom_tests {
             // The writer publishes commit 2, then decides whether pages
             // freed by commit 2 may be reused: only if no snapshot < 2.
             table.publish(2);
-            let may_reuse = table.oldest().is_none_or(|o| o >= 2);
+            let may_reuse = oldest(&table).is_none_or(|o| o >= 2);
             let reader_snapshot = reader.join().unwrap();
             assert!(
                 !(may_reuse && reader_snapshot < 2),
@@ -388,6 +398,13 @@ mod loom_tests {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// The oldest live snapshot, as the writer sees it.
+    fn oldest(table: &ReaderTable) -> Option<u64> {
+        let mut snapshots = Vec::new();
+        table.snapshots(&mut snapshots);
+        snapshots.first().copied()
+    }
 
     #[test]
     fn this_process_is_alive_and_a_recycled_pid_is_not() {
@@ -410,16 +427,16 @@ mod tests {
         let i = (mine + 1) % 4;
         table.slots()[i].owner.store(dead.0, Ordering::SeqCst);
         table.slots()[i].txn.store(3, Ordering::SeqCst);
-        assert_eq!(table.oldest(), Some(3));
+        assert_eq!(oldest(&table), Some(3));
         assert_eq!(
             table.clear_stale(false),
             0,
             "its pid lives: only /proc tells"
         );
         assert_eq!(table.clear_stale(true), 1);
-        assert_eq!(table.oldest(), Some(5));
+        assert_eq!(oldest(&table), Some(5));
         assert_eq!(table.view().len(), 1);
         table.release(mine);
-        assert_eq!(table.oldest(), None);
+        assert_eq!(oldest(&table), None);
     }
 }

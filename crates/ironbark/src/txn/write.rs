@@ -17,7 +17,7 @@ use crate::db::{Shared, Snapshot, WriterGuard};
 use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::pages::{DirtyPages, PageSource, WriteSource};
-use crate::storage::freespace::Extent;
+use crate::storage::freespace::Freed;
 use crate::txn::read::copied;
 use crate::txn::Tree;
 
@@ -30,7 +30,7 @@ pub struct WriteTxn<'db> {
     pub(crate) catalog: Catalog,
     pub(crate) dirty: DirtyPages,
     /// Committed pages this transaction stopped using.
-    pub(crate) freed: Vec<Extent>,
+    pub(crate) freed: Vec<Freed>,
     pub(crate) changed: bool,
     /// Set when a mutation failed part-way: the dirty pages may be
     /// inconsistent, so the transaction can only be aborted.
