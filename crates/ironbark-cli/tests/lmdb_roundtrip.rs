@@ -310,13 +310,16 @@ fn mdb_load(dir: &Path, name: &str, text: &[u8]) -> (bool, std::path::PathBuf) {
     (out.status.success(), env)
 }
 
+/// Named trees of entries, for `make_db`.
+type Trees = Vec<(&'static str, common::Entries)>;
+
 #[test]
 fn dump_lmdb_refuses_what_mdb_load_cannot_take() {
     let dir = tempfile::tempdir().unwrap();
     let key = |n: usize| vec![b'k'; n];
     let v = b"v".to_vec();
     // (trees, dump arguments, what --lmdb says)
-    let cases: Vec<(Vec<(&str, common::Entries)>, &[&str], &str)> = vec![
+    let cases: Vec<(Trees, &[&str], &str)> = vec![
         (
             vec![("main", vec![(vec![], v.clone()), (b"a".to_vec(), v.clone())])],
             &[],
