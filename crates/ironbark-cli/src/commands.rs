@@ -774,7 +774,7 @@ pub fn copy(src: &Path, dst: &Path, compact: bool) -> Result<()> {
         e => db_error(dst, e),
     };
     let summary = if compact {
-        let pb = progress::bar(None, Unit::Entries, "compacting", true);
+        let pb = progress::bar(None, Unit::Nothing, "compacting", true);
         let r = rx.compact_to(dst).map_err(blame);
         pb.finish_and_clear();
         let done = r?;
@@ -784,7 +784,7 @@ pub fn copy(src: &Path, dst: &Path, compact: bool) -> Result<()> {
             plural(done.entries, "entry", "entries")
         )
     } else {
-        let pb = progress::bar(None, Unit::Bytes, "copying", true);
+        let pb = progress::bar(None, Unit::Nothing, "copying", true);
         let r = rx.copy_to_verified(dst).map_err(blame);
         pb.finish_and_clear();
         r?;
