@@ -131,9 +131,7 @@ impl<'a> Cursor<'a> {
                 return Ok(());
             }
             (pgno, txn) = node.child(idx)?;
-            if self.verify {
-                sum = node.child_sum(idx)?;
-            }
+            sum = self.child_sum(&node, idx)?;
             level -= 1;
         }
     }
