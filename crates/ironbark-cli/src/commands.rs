@@ -5,7 +5,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ironbark::{Database, Durability, Options, ReadTxn, ReaderInfo, Stats, TreeStats, WriteTxn};
+use ironbark::{Database, Options, ReadTxn, ReaderInfo, Stats, TreeStats, WriteTxn};
 use serde_json::{json, Value};
 
 use crate::dumpfile::{self, Format, Header, ReadError, Reader};
@@ -261,12 +261,23 @@ fn lmdb_mapsize(s: &Stats) -> u64 {
     used.saturating_mul(4).div_ceil(MIB).max(1) * MIB
 }
 
+/// LMDB's largest key (`MDB_MAXKEYSIZE` of a default build, as Debian's
+/// `lmdb-utils` has): `mdb_load` fails on a longer one.
+const LMDB_MAX_KEY: usize = 511;
+
 /// `ironbark dump`.
+///
+/// Everything that can make the dump fail is checked before its first byte
+/// is written: the tree names, and (one verified pass over the snapshot)
+/// every page's checksum and, with `lmdb`, every key. So a dump that fails
+/// writes nothing, and `ironbark dump --all A | ironbark load B` fails in
+/// `load` too (empty input) instead of loading part of A.
 pub fn dump(
     path: &Path,
     tree: Option<&str>,
     all: bool,
     print: bool,
+    lmdb: bool,
     file: Option<&Path>,
 ) -> Result<()> {
     if let (Some(f), Ok(db_file)) = (file, fs::canonicalize(path)) {
@@ -309,28 +320,28 @@ pub fn dump(
         .sum();
     // A bar on a terminal that also shows the dump would garble it.
     let visible = file.is_some() || !io::stdout().is_terminal();
+    let pb = progress::bar(Some(total), Unit::Entries, "verifying", visible);
+    let checked = preflight(&rx, &names, format, lmdb, &pb);
+    pb.finish_and_clear();
+    checked.map_err(|m| {
+        CliError::new(format!(
+            "{}: {m}; nothing was written{}",
+            path.display(),
+            if lmdb {
+                " (checked for LMDB: --lmdb)"
+            } else {
+                ""
+            }
+        ))
+    })?;
     let pb = progress::bar(Some(total), Unit::Entries, "dumping", visible);
     let result = match file {
         Some(f) => {
-            let out = File::create(f).map_err(|e| {
-                CliError::new(format!("cannot create {}: {}", f.display(), io_message(&e)))
-            })?;
-            let mut out = BufWriter::with_capacity(1 << 18, out);
-            write_dump(&mut out, &rx, &names, format, &s, &pb)
-                .and_then(|()| out.flush().map_err(output_error))
-                .and_then(|()| {
-                    out.get_ref().sync_all().map_err(|e| {
-                        CliError::new(format!("cannot write {}: {}", f.display(), io_message(&e)))
-                    })
-                })
-                .inspect_err(|_| {
-                    // No partial dump is left behind.
-                    let _ = fs::remove_file(f);
-                })
+            write_file_atomically(f, |out| write_dump(out, path, &rx, &names, format, &s, &pb))
         }
         None => {
             let mut out = BufWriter::with_capacity(1 << 18, io::stdout().lock());
-            write_dump(&mut out, &rx, &names, format, &s, &pb)
+            write_dump(&mut out, path, &rx, &names, format, &s, &pb)
                 .and_then(|()| out.flush().map_err(output_error))
         }
     };
@@ -338,8 +349,146 @@ pub fn dump(
     result
 }
 
+/// Checks, before anything is written, what would make the dump fail
+/// midway or `mdb_load` refuse it: names the dump format cannot carry,
+/// damage (a verified pass over every tree to dump), and with `lmdb` what
+/// LMDB cannot take. Returns the first problem, naming the tree and key.
+fn preflight(
+    rx: &ReadTxn,
+    names: &[String],
+    format: Format,
+    lmdb: bool,
+    pb: &indicatif::ProgressBar,
+) -> std::result::Result<(), String> {
+    for name in names {
+        if name.contains('\n') {
+            return Err(format!(
+                "tree {name:?}: a name with a newline cannot be written in the dump format"
+            ));
+        }
+        if lmdb && name.contains('\0') {
+            return Err(format!(
+                "tree {name:?}: LMDB cannot take a NUL byte in a database name \
+                 (mdb_load cuts the name there)"
+            ));
+        }
+    }
+    // LMDB keeps the names of named databases as keys of its main
+    // database: a key of `main` equal to one of them cannot be loaded.
+    let named: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| *n != MAIN_TREE)
+        .collect();
+    let mut done = 0u64;
+    for name in names {
+        let tree = rx.tree(name).map_err(|e| format!("tree {name:?}: {e}"))?;
+        let entries = rx
+            .iter_verified(&tree)
+            .map_err(|e| format!("tree {name:?}: {e}"))?;
+        for entry in entries {
+            let (k, v) = entry.map_err(|e| format!("tree {name:?}: {e}"))?;
+            if lmdb {
+                lmdb_entry_problem(name, &named, format, k, v)?;
+            }
+            done += 1;
+            if done % 4096 == 0 {
+                pb.set_position(done);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What LMDB's `mdb_load` cannot take in one entry of the tree `name`.
+fn lmdb_entry_problem(
+    name: &str,
+    named: &[&str],
+    format: Format,
+    k: &[u8],
+    v: &[u8],
+) -> std::result::Result<(), String> {
+    if k.is_empty() {
+        return Err(format!("tree {name:?}: LMDB cannot take an empty key"));
+    }
+    if k.len() > LMDB_MAX_KEY {
+        return Err(format!(
+            "tree {name:?}: key {} of {} bytes is longer than LMDB's limit of \
+             {LMDB_MAX_KEY} bytes",
+            show_key(k),
+            k.len()
+        ));
+    }
+    if name == MAIN_TREE {
+        if let Some(n) = named.iter().find(|n| n.as_bytes() == k) {
+            return Err(format!(
+                "tree {name:?}: key {} is also the name of the tree {n:?}, and LMDB \
+                 keeps the names of named databases as keys of its main database",
+                show_key(k)
+            ));
+        }
+    }
+    if format == Format::Print && (k.contains(&b'\\') || v.contains(&b'\\')) {
+        return Err(format!(
+            "tree {name:?}: the entry with key {} holds a backslash, which the \
+             mdb_load of LMDB 0.9 can misread in format=print: dump without -p",
+            show_key(k)
+        ));
+    }
+    Ok(())
+}
+
+/// A key in a message: quoted when it is short printable text, else its
+/// first bytes in hex.
+fn show_key(k: &[u8]) -> String {
+    const SHOWN: usize = 24;
+    if k.len() <= 64 && k.iter().all(|b| (0x20..0x7f).contains(b)) {
+        return format!("{:?}", String::from_utf8_lossy(k));
+    }
+    let hex: String = k.iter().take(SHOWN).map(|b| format!("{b:02x}")).collect();
+    if k.len() > SHOWN {
+        format!("0x{hex}...")
+    } else {
+        format!("0x{hex}")
+    }
+}
+
+/// Writes `f` through `write`: into a temporary file beside it, synced and
+/// then renamed over `f`, so that a failed dump leaves neither a partial
+/// file nor a damaged earlier one.
+fn write_file_atomically(
+    f: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> Result<()>,
+) -> Result<()> {
+    let cannot =
+        |e: io::Error| CliError::new(format!("cannot write {}: {}", f.display(), io_message(&e)));
+    let name = f
+        .file_name()
+        .ok_or_else(|| CliError::new(format!("{}: not a file name", f.display())))?;
+    let tmp = f.with_file_name(format!(
+        ".{}.ironbark-dump-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let out = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(|e| CliError::new(format!("cannot create {}: {}", f.display(), io_message(&e))))?;
+    let mut out = BufWriter::with_capacity(1 << 18, out);
+    let result = write(&mut out)
+        .and_then(|()| out.flush().map_err(cannot))
+        .and_then(|()| out.get_ref().sync_all().map_err(cannot))
+        .and_then(|()| fs::rename(&tmp, f).map_err(cannot));
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
 fn write_dump(
     out: &mut impl Write,
+    path: &Path,
     rx: &ReadTxn,
     names: &[String],
     format: Format,
@@ -349,12 +498,9 @@ fn write_dump(
     let mut line = Vec::with_capacity(1 << 12);
     let mut done = 0u64;
     for name in names {
-        if name.contains('\n') {
-            return Err(CliError::new(format!(
-                "tree {name:?}: a name with a newline cannot be written in the dump format"
-            )));
-        }
-        let tree = rx.tree(name).map_err(|e| CliError::new(e.to_string()))?;
+        let in_tree =
+            |e: ironbark::Error| CliError::new(format!("{}: tree {name:?}: {e}", path.display()));
+        let tree = rx.tree(name).map_err(in_tree)?;
         let header = Header {
             format,
             database: (name != MAIN_TREE).then(|| name.clone()),
@@ -364,8 +510,10 @@ fn write_dump(
             line: 0,
         };
         dumpfile::write_header(out, &header).map_err(output_error)?;
-        for entry in rx.iter(&tree).map_err(|e| CliError::new(e.to_string()))? {
-            let (k, v) = entry.map_err(|e| CliError::new(format!("tree {name:?}: {e}")))?;
+        // Verified again as it is written (the check pass was not this
+        // pass): a section cut short has no DATA=END, which load refuses.
+        for entry in rx.iter_verified(&tree).map_err(in_tree)? {
+            let (k, v) = entry.map_err(in_tree)?;
             line.clear();
             dumpfile::encode_line(format, k, &mut line);
             dumpfile::encode_line(format, v, &mut line);
@@ -419,6 +567,25 @@ pub fn load(
     };
     let existed = fs::symlink_metadata(path).is_ok();
     let lock_existed = fs::symlink_metadata(lock_file_of(path)).is_ok();
+    // The first section header is read before the database is opened (and
+    // perhaps created): an empty input, or one that is not a dump at all,
+    // creates nothing. Empty input is refused: it is what a failed
+    // `ironbark dump` or an `mdb_dump -a` of a main-database-only LMDB
+    // environment sends down a pipe, never a request to load nothing.
+    let mut reader = Reader::new(input);
+    let nothing = "nothing was loaded";
+    let first = match reader.next_section() {
+        Ok(Some(header)) => header,
+        Ok(None) => {
+            return Err(CliError::new(format!(
+                "{source}: the input holds no dump sections; {nothing} (an upstream \
+                 dump that failed writes nothing; `mdb_dump -a` writes nothing for an \
+                 LMDB environment with only a main database: dump that with `mdb_dump \
+                 ENV`, without -a)"
+            )))
+        }
+        Err(e) => return Err(read_error(&source, e, nothing)),
+    };
     let db = match open_tidy(path, &Options::default()) {
         Ok(db) => db,
         Err(e) => {
@@ -432,7 +599,7 @@ pub fn load(
         }
     };
     let pb = progress::bar(len, Unit::Bytes, "loading", true);
-    let result = load_into(&db, Reader::new(input), &source, tree, append, wait, &pb);
+    let result = load_into(&db, reader, first, &source, tree, append, wait, &pb);
     pb.finish_and_clear();
     drop(db);
     match result {
@@ -455,9 +622,24 @@ pub fn load(
     }
 }
 
+/// A problem reading the dump text, as one line.
+fn read_error(source: &str, e: ReadError, nothing: &str) -> CliError {
+    match e {
+        ReadError::Io(e) => CliError::new(format!(
+            "cannot read {source}: {}; {nothing}",
+            io_message(&e)
+        )),
+        ReadError::Parse(p) => CliError::new(format!("{source}: {p}; {nothing}")),
+    }
+}
+
+/// Loads every section, from `first` (already read) to the end of the
+/// input, in one write transaction.
+#[allow(clippy::too_many_arguments)]
 fn load_into(
     db: &Database,
     mut reader: Reader<Box<dyn BufRead>>,
+    first: Header,
     source: &str,
     tree_override: Option<&str>,
     append: bool,
@@ -466,13 +648,7 @@ fn load_into(
 ) -> Result<String> {
     let path = db.path().to_path_buf();
     let nothing = "nothing was loaded";
-    let read_error = |e: ReadError| match e {
-        ReadError::Io(e) => CliError::new(format!(
-            "cannot read {source}: {}; {nothing}",
-            io_message(&e)
-        )),
-        ReadError::Parse(p) => CliError::new(format!("{source}: {p}; {nothing}")),
-    };
+    let read_error = |e: ReadError| read_error(source, e, nothing);
     let mut tx = begin_write(db, wait).map_err(|e| {
         let locked = matches!(e, ironbark::Error::Locked);
         let mut e = db_error(&path, e);
@@ -486,7 +662,8 @@ fn load_into(
     let (mut key, mut value, mut last) = (Vec::new(), Vec::new(), Vec::new());
     let mut entries = 0u64;
     let mut trees: Vec<String> = Vec::new();
-    while let Some(header) = reader.next_section().map_err(read_error)? {
+    let mut next = Some(first);
+    while let Some(header) = next {
         for w in reader.take_warnings() {
             eprintln!("ironbark: warning: {source}: {w}");
         }
@@ -547,6 +724,7 @@ fn load_into(
                 pb.set_position(reader.bytes_read());
             }
         }
+        next = reader.next_section().map_err(read_error)?;
     }
     tx.commit().map_err(|e| db_error(&path, e))?;
     let shown: Vec<&str> = trees.iter().take(8).map(String::as_str).collect();
@@ -555,18 +733,21 @@ fn load_into(
     } else {
         String::new()
     };
-    Ok(match trees.len() {
-        0 => "loaded nothing (the input holds no sections)".to_string(),
-        n => format!(
-            "loaded {} into {} ({}{more})",
-            plural(entries, "entry", "entries"),
-            plural(n as u64, "tree", "trees"),
-            shown.join(", ")
-        ),
-    })
+    // At least one section: `load` refuses an input without any.
+    Ok(format!(
+        "loaded {} into {} ({}{more})",
+        plural(entries, "entry", "entries"),
+        plural(trees.len() as u64, "tree", "trees"),
+        shown.join(", ")
+    ))
 }
 
 /// `ironbark copy`.
+///
+/// Both kinds of copy verify every page of the snapshot against its
+/// checksum before (page for page) or as (compacting) they copy it: damage
+/// fails the copy, naming the page, and no file is created. A compacting
+/// copy would otherwise give damaged data fresh, valid checksums.
 pub fn copy(src: &Path, dst: &Path, compact: bool) -> Result<()> {
     if fs::symlink_metadata(dst).is_ok() {
         return Err(CliError::new(format!(
@@ -577,11 +758,34 @@ pub fn copy(src: &Path, dst: &Path, compact: bool) -> Result<()> {
     let db = open_existing(src)?;
     let rx = db.begin_read().map_err(|e| db_error(src, e))?;
     let txn = rx.txn_id();
+    // Damage is the source's; anything else (space, permissions) the
+    // destination's.
+    let blame = |e: ironbark::Error| match e {
+        e @ ironbark::Error::Corrupted { .. } => {
+            let mut e = db_error(src, e);
+            e.message = e.message.map(|m| {
+                format!(
+                    "{m}; nothing was copied (`ironbark check {}` lists the damage)",
+                    src.display()
+                )
+            });
+            e
+        }
+        e => db_error(dst, e),
+    };
     let summary = if compact {
-        format!(", compacted: {}", compact_copy(&db, &rx, dst)?)
+        let pb = progress::bar(None, Unit::Nothing, "compacting", true);
+        let r = rx.compact_to(dst).map_err(blame);
+        pb.finish_and_clear();
+        let done = r?;
+        format!(
+            ", compacted: {}, {}",
+            plural(done.trees as u64, "tree", "trees"),
+            plural(done.entries, "entry", "entries")
+        )
     } else {
-        let pb = progress::bar(None, Unit::Bytes, "copying", true);
-        let r = rx.copy_to(dst).map_err(|e| db_error(dst, e));
+        let pb = progress::bar(None, Unit::Nothing, "copying", true);
+        let r = rx.copy_to_verified(dst).map_err(blame);
         pb.finish_and_clear();
         r?;
         String::new()
@@ -597,90 +801,6 @@ pub fn copy(src: &Path, dst: &Path, compact: bool) -> Result<()> {
     )
     .map_err(output_error)?;
     out.flush().map_err(output_error)
-}
-
-/// Bytes of keys and values per write transaction of a compacting copy.
-const COMPACT_BATCH_BYTES: usize = 32 << 20;
-
-fn compact_copy(src: &Database, rx: &ReadTxn, dst: &Path) -> Result<String> {
-    let file_name = dst
-        .file_name()
-        .ok_or_else(|| CliError::new(format!("{}: not a file name", dst.display())))?;
-    let tmp: PathBuf = dst.with_file_name(format!(
-        ".{}.ironbark-copy-{}",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| -> Result<(usize, u64)> {
-        let options = Options {
-            page_size: src.page_size(),
-            durability: Durability::None,
-            ..Options::default()
-        };
-        let out = Database::open_with(&tmp, &options).map_err(|e| db_error(dst, e))?;
-        let names = rx.list_trees();
-        let mut total = 0;
-        for name in &names {
-            let t = rx.tree(name).map_err(|e| db_error(src.path(), e))?;
-            total += rx.len(&t).map_err(|e| db_error(src.path(), e))?;
-        }
-        let pb = progress::bar(Some(total), Unit::Entries, "compacting", true);
-        let werr = |e| db_error(dst, e);
-        let mut done = 0u64;
-        for name in &names {
-            let from = rx.tree(name).map_err(|e| db_error(src.path(), e))?;
-            let mut tx = out.begin_write().map_err(werr)?;
-            let mut to = tx.open_tree(name).map_err(werr)?;
-            let mut batch = 0;
-            for entry in rx.iter(&from).map_err(|e| db_error(src.path(), e))? {
-                let (k, v) = entry.map_err(|e| db_error(src.path(), e))?;
-                tx.put(&to, k, v).map_err(werr)?;
-                batch += k.len() + v.len() + 16;
-                done += 1;
-                if done % 4096 == 0 {
-                    pb.set_position(done);
-                }
-                if batch >= COMPACT_BATCH_BYTES {
-                    tx.commit().map_err(werr)?;
-                    tx = out.begin_write().map_err(werr)?;
-                    to = tx.tree(name).map_err(werr)?;
-                    batch = 0;
-                }
-            }
-            tx.commit().map_err(werr)?;
-            pb.set_position(done);
-        }
-        out.sync().map_err(werr)?;
-        pb.finish_and_clear();
-        drop(out);
-        // Link, not rename: never replaces a DST created meanwhile.
-        fs::hard_link(&tmp, dst).map_err(|e| {
-            CliError::new(format!(
-                "cannot create {}: {}",
-                dst.display(),
-                io_message(&e)
-            ))
-        })?;
-        Ok((names.len(), done))
-    })();
-    let _ = fs::remove_file(&tmp);
-    let _ = fs::remove_file(lock_file_of(&tmp));
-    let (trees, entries) = result?;
-    if let Some(dir) = dst.parent() {
-        let dir = if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
-        };
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(format!(
-        "{}, {}",
-        plural(trees as u64, "tree", "trees"),
-        plural(entries, "entry", "entries")
-    ))
 }
 
 /// `ironbark check`.

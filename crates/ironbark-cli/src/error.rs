@@ -73,7 +73,9 @@ pub fn db_error(path: &Path, e: ironbark::Error) -> CliError {
         ironbark::Error::Io(io) if io.raw_os_error() == Some(21) => {
             format!(
                 "{p}: is a directory, not an ironbark database file \
-                 (an LMDB environment? migrate it with: mdb_dump -a {p} | ironbark load NEW.ib)"
+                 (an LMDB environment? migrate its named databases with: mdb_dump -a {p} | \
+                 ironbark load NEW.ib; one with only a main database with: mdb_dump {p} | \
+                 ironbark load NEW.ib)"
             )
         }
         ironbark::Error::Io(io) => format!("{p}: {}", io_message(&io)),

@@ -3,8 +3,9 @@
 //! What LMDB users have in `mdb_stat`, `mdb_dump`, `mdb_load` and
 //! `mdb_copy`, plus `check` and `readers`. Dumps use the text format of
 //! `mdb_dump`/`mdb_load`, so `mdb_dump -a ENV | ironbark load NEW.ib`
-//! migrates an LMDB environment, and `ironbark dump -a DB | mdb_load ENV`
-//! goes back. See `docs/cli.md`.
+//! migrates an LMDB environment with named databases (`mdb_dump ENV`, one
+//! with only a main database), and `ironbark dump -a --lmdb DB | mdb_load
+//! ENV` goes back. See `docs/cli.md`.
 
 mod commands;
 mod dumpfile;
@@ -25,13 +26,16 @@ pub const MAIN_TREE: &str = "main";
     about = "Inspect, dump, load, copy and check ironbark databases",
     long_about = "Inspect, dump, load, copy and check ironbark databases.\n\n\
         Dumps use the text format of LMDB's mdb_dump/mdb_load, so an LMDB \
-        environment migrates with `mdb_dump -a ENV | ironbark load NEW.ib` and \
-        back with `ironbark dump -a DB | mdb_load ENV`. LMDB's main (unnamed) \
-        database is the tree named `main`.",
+        environment with named databases migrates with `mdb_dump -a ENV | \
+        ironbark load NEW.ib` (one with only a main database: `mdb_dump ENV | \
+        ironbark load NEW.ib`, without -a, for which mdb_dump -a writes nothing) \
+        and back with `ironbark dump -a --lmdb DB | mdb_load ENV`. LMDB's main \
+        (unnamed) database is the tree named `main`.",
     after_help = "Examples:\n  \
         ironbark stat data.ib\n  \
-        mdb_dump -a ./lmdb-env | ironbark load data.ib\n  \
-        ironbark dump --all data.ib | mdb_load ./new-env\n  \
+        mdb_dump -a ./lmdb-env | ironbark load data.ib     # named databases\n  \
+        mdb_dump ./lmdb-env | ironbark load data.ib        # only a main database\n  \
+        ironbark dump --all --lmdb data.ib | mdb_load ./new-env\n  \
         ironbark copy --compact data.ib backup.ib\n  \
         ironbark check data.ib"
 )]
@@ -66,11 +70,17 @@ enum Command {
     /// line. Every other tree is written with `database=NAME`. With --all,
     /// `main` (when not empty) comes first, then every other tree in name
     /// order, as consecutive sections.
+    ///
+    /// Every page is verified against its checksum as it is read, and
+    /// everything is checked before the first byte is written: a damaged
+    /// page, or a tree name that cannot be written (a newline), fails the
+    /// dump with nothing written. With --lmdb it also checks for what
+    /// LMDB's mdb_load cannot take.
     #[command(after_help = "Examples:\n  \
         ironbark dump data.ib                      # the tree `main`, to stdout\n  \
         ironbark dump data.ib --tree users -p      # printable text\n  \
         ironbark dump data.ib --all -f data.txt    # every tree, to a file\n  \
-        ironbark dump data.ib --all | mdb_load ./lmdb-env")]
+        ironbark dump data.ib --all --lmdb | mdb_load ./lmdb-env")]
     Dump {
         /// The database file
         db: PathBuf,
@@ -84,6 +94,11 @@ enum Command {
         /// (default: hex pairs, format=bytevalue)
         #[arg(short = 'p', long = "print")]
         print: bool,
+        /// Check, before writing anything, that LMDB's mdb_load can take the
+        /// dump: no empty key, no key over 511 bytes, no NUL in a tree name,
+        /// no key of `main` equal to a tree's name, no backslash with -p
+        #[arg(long)]
+        lmdb: bool,
         /// Write to FILE instead of stdout
         #[arg(short = 'f', long = "file", value_name = "FILE")]
         file: Option<PathBuf>,
@@ -95,14 +110,19 @@ enum Command {
     /// Each section goes to the tree named by its `database=` line, or to
     /// the tree `main` when it has none (LMDB's main database). Existing
     /// entries with the same key are overwritten; other entries stay. A
-    /// malformed input is reported with its line number and nothing is
-    /// loaded.
+    /// malformed or truncated input (a section without DATA=END) is reported
+    /// with its line number and nothing is loaded. An empty input is an
+    /// error too, and a database that did not exist is not created: it is
+    /// what a failed dump upstream sends, and what `mdb_dump -a` writes for
+    /// an LMDB environment with only a main database (dump that one with
+    /// `mdb_dump ENV`, without -a).
     ///
     /// One process writes at a time: when another process has a write
     /// transaction open, load tries for a second and then fails (nothing
     /// loaded), unless --wait is given.
     #[command(after_help = "Examples:\n  \
-        mdb_dump -a ./lmdb-env | ironbark load data.ib\n  \
+        mdb_dump -a ./lmdb-env | ironbark load data.ib     # named databases\n  \
+        mdb_dump ./lmdb-env | ironbark load data.ib        # only a main database\n  \
         ironbark load data.ib -f users.txt --tree users\n  \
         ironbark dump old.ib --all | ironbark load new.ib")]
     Load {
@@ -128,10 +148,13 @@ enum Command {
     /// (like mdb_copy)
     ///
     /// A hot backup: writers in other processes go on committing meanwhile,
-    /// and the copy holds exactly one commit. Without --compact the copy is page for page, free pages included.
-    /// With --compact only live data is written, tree by tree in key order
-    /// with full pages, so the copy is about the size of the live data.
-    /// DST must not exist.
+    /// and the copy holds exactly one commit. Without --compact the copy is
+    /// page for page, free pages included. With --compact only live data is
+    /// written, tree by tree in key order with full pages, so the copy is
+    /// about the size of the live data. DST must not exist.
+    ///
+    /// Every page of the snapshot is verified against its checksum: a
+    /// damaged page fails the copy, naming the page, and no file is created.
     #[command(after_help = "Examples:\n  \
         ironbark copy data.ib backup.ib\n  \
         ironbark copy --compact data.ib compacted.ib")]
@@ -251,8 +274,9 @@ fn main() {
             tree,
             all,
             print,
+            lmdb,
             file,
-        } => commands::dump(&db, tree.as_deref(), all, print, file.as_deref()),
+        } => commands::dump(&db, tree.as_deref(), all, print, lmdb, file.as_deref()),
         Command::Load {
             db,
             file,

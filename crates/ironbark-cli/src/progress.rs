@@ -10,6 +10,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub enum Unit {
     Entries,
     Bytes,
+    /// Nothing to count (the work reports no progress): a spinner and the
+    /// time elapsed.
+    Nothing,
 }
 
 /// A bar of `len` steps (a spinner when `len` is unknown), hidden unless
@@ -21,6 +24,7 @@ pub fn bar(len: Option<u64>, unit: Unit, message: &str, visible: bool) -> Progre
     let (count, rate) = match unit {
         Unit::Entries => ("{human_pos}/{human_len} entries", ""),
         Unit::Bytes => ("{bytes}/{total_bytes}", " {binary_bytes_per_sec}"),
+        Unit::Nothing => ("", ""),
     };
     let pb = match len {
         Some(len) => {
@@ -35,6 +39,7 @@ pub fn bar(len: Option<u64>, unit: Unit, message: &str, visible: bool) -> Progre
             let count = match unit {
                 Unit::Entries => "{human_pos} entries",
                 Unit::Bytes => "{binary_bytes}",
+                Unit::Nothing => "",
             };
             let template = format!("{{spinner}} {{msg}} {count}{rate} {{elapsed}}");
             let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());

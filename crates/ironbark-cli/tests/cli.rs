@@ -279,14 +279,17 @@ fn load_options_tree_append_and_merge() {
         ))
         .stderr(predicate::str::contains("mapaddr").not());
 
-    // Empty input: nothing to do, not an error.
-    ironbark()
+    // Empty input is an error (what a failed dump upstream sends), and the
+    // database is unchanged (see trust.rs for new files).
+    let before = contents(&db);
+    let a = ironbark()
         .arg("load")
         .arg(&db)
         .write_stdin("")
         .assert()
-        .success()
-        .stdout(predicate::str::contains("loaded nothing"));
+        .code(1);
+    assert_one_line_error(&a.get_output().stderr, "no dump sections");
+    assert_eq!(contents(&db), before);
 }
 
 #[test]
@@ -729,7 +732,7 @@ fn missing_and_foreign_files() {
     let a = ironbark()
         .arg("load")
         .arg(&junk)
-        .write_stdin("")
+        .write_stdin(bytevalue_section(None, &entries(1)))
         .assert()
         .code(1);
     assert_one_line_error(&a.get_output().stderr, "not an ironbark database file");

@@ -1,17 +1,34 @@
 //! Migration to and from LMDB through the real `mdb_dump` and `mdb_load`
 //! of Debian's `lmdb-utils`. These tests fail (they do not skip) when the
 //! tools are missing: install them with `apt-get install lmdb-utils`.
+//!
+//! Also what the migration must not do quietly: `mdb_dump -a` of an
+//! environment with only a main database prints nothing, which `ironbark
+//! load` refuses (the documented command is `mdb_dump ENV`); and what
+//! `mdb_load` cannot take, which `ironbark dump --lmdb` refuses up front.
 
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
-use common::{contents, entries, ironbark};
+use common::{assert_one_line_error, contents, entries, ironbark, make_db};
 
 /// Runs an LMDB tool; fails the test with a clear message if it is not
 /// installed or if it fails.
 fn mdb(tool: &str, args: &[&std::ffi::OsStr], stdin: Option<&[u8]>) -> Vec<u8> {
+    let out = mdb_run(tool, args, stdin);
+    assert!(
+        out.status.success(),
+        "{tool} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Runs an LMDB tool and returns what it did, success or not; fails the
+/// test with a clear message if it is not installed.
+fn mdb_run(tool: &str, args: &[&std::ffi::OsStr], stdin: Option<&[u8]>) -> Output {
     let _g = common::spawn_guard();
     let mut cmd = Command::new(tool);
     cmd.args(args)
@@ -33,15 +50,10 @@ fn mdb(tool: &str, args: &[&std::ffi::OsStr], stdin: Option<&[u8]>) -> Vec<u8> {
     if let Some(input) = stdin {
         use std::io::Write;
         let mut pipe = child.stdin.take().unwrap();
-        pipe.write_all(input).unwrap();
+        // mdb_load may stop reading early when it fails.
+        let _ = pipe.write_all(input);
     }
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{tool} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    child.wait_with_output().unwrap()
 }
 
 fn os(p: &Path) -> &std::ffi::OsStr {
@@ -223,4 +235,228 @@ fn main_database_maps_to_the_tree_main() {
         let again = mdb("mdb_dump", &["-n".as_ref(), os(&back)], None);
         assert_eq!(without_mapsize(&again), without_mapsize(&original));
     }
+}
+
+#[test]
+fn each_kind_of_lmdb_environment_migrates_with_its_documented_command() {
+    let dir = tempfile::tempdir().unwrap();
+    // Only a main database: `mdb_dump -a` prints nothing (LMDB 0.9.24)...
+    let main_only = dir.path().join("main-only.mdb");
+    let data = entries(50);
+    mdb(
+        "mdb_load",
+        &["-n".as_ref(), os(&main_only)],
+        Some(&lmdb_text(&data)),
+    );
+    let with_a = mdb(
+        "mdb_dump",
+        &["-n".as_ref(), "-a".as_ref(), os(&main_only)],
+        None,
+    );
+    assert_eq!(with_a, b"", "mdb_dump -a of a main-only environment");
+    // ... which load refuses, creating nothing, and says what to run.
+    let ib = dir.path().join("main.ib");
+    let a = ironbark()
+        .arg("load")
+        .arg(&ib)
+        .write_stdin(with_a)
+        .assert()
+        .code(1);
+    assert_one_line_error(&a.get_output().stderr, "no dump sections");
+    assert_one_line_error(&a.get_output().stderr, "`mdb_dump ENV`, without -a");
+    assert!(!ib.exists() && !dir.path().join("main.ib-lock").exists());
+    // `mdb_dump ENV`, without -a, is the command for it.
+    let text = mdb("mdb_dump", &["-n".as_ref(), os(&main_only)], None);
+    ironbark()
+        .arg("load")
+        .arg(&ib)
+        .write_stdin(text)
+        .assert()
+        .success();
+    assert_eq!(contents(&ib), vec![("main".to_string(), data.clone())]);
+
+    // Named databases: `mdb_dump -a ENV`.
+    let named = dir.path().join("named.mdb");
+    for name in ["x", "y"] {
+        mdb(
+            "mdb_load",
+            &["-n".as_ref(), "-s".as_ref(), name.as_ref(), os(&named)],
+            Some(&lmdb_text(&data)),
+        );
+    }
+    let text = mdb(
+        "mdb_dump",
+        &["-n".as_ref(), "-a".as_ref(), os(&named)],
+        None,
+    );
+    let ib = dir.path().join("named.ib");
+    ironbark()
+        .arg("load")
+        .arg(&ib)
+        .write_stdin(text)
+        .assert()
+        .success();
+    assert_eq!(
+        contents(&ib),
+        vec![("x".to_string(), data.clone()), ("y".to_string(), data)]
+    );
+}
+
+/// Loads `text` into a new LMDB file environment: whether `mdb_load`
+/// succeeded, and the environment.
+fn mdb_load(dir: &Path, name: &str, text: &[u8]) -> (bool, std::path::PathBuf) {
+    let env = dir.join(name);
+    let out = mdb_run("mdb_load", &["-n".as_ref(), os(&env)], Some(text));
+    (out.status.success(), env)
+}
+
+/// Named trees of entries, for `make_db`.
+type Trees = Vec<(&'static str, common::Entries)>;
+
+#[test]
+fn dump_lmdb_refuses_what_mdb_load_cannot_take() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = |n: usize| vec![b'k'; n];
+    let v = b"v".to_vec();
+    // (trees, dump arguments, what --lmdb says)
+    let cases: Vec<(Trees, &[&str], &str)> = vec![
+        (
+            vec![("main", vec![(vec![], v.clone()), (b"a".to_vec(), v.clone())])],
+            &[],
+            "tree \"main\": LMDB cannot take an empty key",
+        ),
+        (
+            vec![("long", vec![(key(512), v.clone())])],
+            &["--tree", "long"],
+            "tree \"long\": key 0x6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b... of 512 bytes \
+             is longer than LMDB's limit of 511 bytes",
+        ),
+        (
+            vec![("main", vec![(b"users".to_vec(), v.clone())]), ("users", entries(3))],
+            &["--all"],
+            "tree \"main\": key \"users\" is also the name of the tree \"users\"",
+        ),
+    ];
+    for (i, (trees, args, msg)) in cases.iter().enumerate() {
+        let db = dir.path().join(format!("case{i}.ib"));
+        make_db(&db, trees);
+        // Without --lmdb the dump is written, and the real mdb_load fails on it.
+        let text = ironbark()
+            .arg("dump")
+            .args(*args)
+            .arg(&db)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let (ok, _) = mdb_load(dir.path(), &format!("case{i}.mdb"), &text);
+        assert!(!ok, "case {i}: mdb_load took what --lmdb refuses");
+        // With --lmdb nothing is written, and the message names the problem.
+        let a = ironbark()
+            .args(["dump", "--lmdb"])
+            .args(*args)
+            .arg(&db)
+            .assert()
+            .code(1);
+        assert_eq!(a.get_output().stdout, b"", "case {i}");
+        assert_one_line_error(&a.get_output().stderr, msg);
+    }
+
+    // A NUL in a tree name: mdb_load cuts the name there, so two trees
+    // become one LMDB database and an entry is lost without an error.
+    let db = dir.path().join("nul.ib");
+    make_db(
+        &db,
+        &[
+            ("a\0one", vec![(b"k".to_vec(), b"1".to_vec())]),
+            ("a\0two", vec![(b"k".to_vec(), b"2".to_vec())]),
+        ],
+    );
+    let text = ironbark()
+        .args(["dump", "--all"])
+        .arg(&db)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let (ok, env) = mdb_load(dir.path(), "nul.mdb", &text);
+    assert!(ok, "LMDB 0.9.24's mdb_load takes the NUL without a word");
+    let back = mdb("mdb_dump", &["-n".as_ref(), "-a".as_ref(), os(&env)], None);
+    let back = String::from_utf8_lossy(&back);
+    assert_eq!(back.matches("database=").count(), 1, "{back}");
+    assert!(back.contains("database=a\n"), "{back}");
+    let a = ironbark()
+        .args(["dump", "--all", "--lmdb"])
+        .arg(&db)
+        .assert()
+        .code(1);
+    assert_eq!(a.get_output().stdout, b"");
+    assert_one_line_error(
+        &a.get_output().stderr,
+        "tree \"a\\0one\": LMDB cannot take a NUL byte in a database name",
+    );
+
+    // A backslash with -p: refused by --lmdb (LMDB 0.9's mdb_load misreads
+    // `\\` after an earlier escape on the same line).
+    let db = dir.path().join("bs.ib");
+    make_db(
+        &db,
+        &[("main", vec![(b"a\\b".to_vec(), b"\x01\\".to_vec())])],
+    );
+    let a = ironbark()
+        .args(["dump", "-p", "--lmdb"])
+        .arg(&db)
+        .assert()
+        .code(1);
+    assert_one_line_error(&a.get_output().stderr, "dump without -p");
+
+    // What LMDB can take passes --lmdb unchanged, up to the longest key, and
+    // loads.
+    let db = dir.path().join("ok.ib");
+    make_db(
+        &db,
+        &[
+            ("main", vec![(key(511), v.clone()), (b"k".to_vec(), vec![])]),
+            ("users", entries(100)),
+        ],
+    );
+    let plain = ironbark()
+        .args(["dump", "--all"])
+        .arg(&db)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let checked = ironbark()
+        .args(["dump", "--all", "--lmdb"])
+        .arg(&db)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(plain, checked);
+    let (ok, env) = mdb_load(dir.path(), "ok.mdb", &checked);
+    assert!(ok, "mdb_load refused a dump that passed --lmdb");
+    let back = mdb(
+        "mdb_dump",
+        &["-n".as_ref(), "-s".as_ref(), "users".as_ref(), os(&env)],
+        None,
+    );
+    assert_eq!(
+        without_mapsize(&back),
+        without_mapsize(
+            &ironbark()
+                .args(["dump", "--tree", "users"])
+                .arg(&db)
+                .assert()
+                .success()
+                .get_output()
+                .stdout
+                .clone()
+        )
+    );
 }

@@ -1,6 +1,7 @@
-//! Integrity verification: the full `Database::check`, and the partial check
+//! Integrity verification: the full `Database::check`, the partial check
 //! of the pages written since the last durable commit that `open` runs
-//! after an unclean shutdown.
+//! after an unclean shutdown, the whole-snapshot check of the page for page
+//! copy, and the page and blob verification that verified cursors share.
 //!
 //! Full check invariants verified: every page's checksum and self-number;
 //! header txn equal to the parent's record; page kind matching its level;
@@ -140,18 +141,81 @@ struct Counts {
 /// Verifies the pages of `meta`'s commit written after its last durable
 /// commit. Errors mean the commit did not reach the disk whole.
 pub(crate) fn verify_commit(src: &MapSource, meta: &Meta, catalog: &Catalog) -> Result<()> {
+    verify_written_after(src, meta, catalog, meta.last_synced_txn)
+}
+
+/// Verifies every page of every tree of a snapshot (checksums against the
+/// parents' records, page headers, key order, overflow runs), stopping at
+/// the first problem: what a bulk reader runs before it trusts a whole
+/// snapshot that it does not read through a verified cursor (the page for
+/// page copy).
+pub(crate) fn verify_trees(src: &MapSource, meta: &Meta, catalog: &Catalog) -> Result<()> {
+    verify_written_after(src, meta, catalog, 0)
+}
+
+/// The partial check: the tree pages and overflow runs written by txns
+/// above `min_txn`, failing with the first problem.
+fn verify_written_after(
+    src: &MapSource,
+    meta: &Meta,
+    catalog: &Catalog,
+    min_txn: u64,
+) -> Result<()> {
     let mut c = Checker {
         src,
         meta: *meta,
         marks: Vec::new(),
         full: false,
-        min_txn: meta.last_synced_txn,
+        min_txn,
         problems: Vec::new(),
         unlisted: 0,
         skipped: 0,
     };
     for t in &catalog.trees {
         c.tree(&t.name, &t.state)?;
+    }
+    Ok(())
+}
+
+/// Verifies a committed tree page against its own checksum and the record
+/// its parent (a branch cell, or the catalog for a root) keeps of it: the
+/// checksum, the txn id, and the page's own number. The one check shared by
+/// `check` and the verified cursors of bulk readers (dump, copy, compact),
+/// so that damage is reported the same way wherever it is found.
+pub(crate) fn verify_page(b: &[u8], pgno: u64, txn: u64, sum: u64) -> Result<()> {
+    if !page::checksum_ok(b) {
+        return Err(Error::corrupted_page(pgno, "page checksum mismatch"));
+    }
+    if page::stored_sum(b) != sum {
+        return Err(Error::corrupted_page(
+            pgno,
+            "page checksum differs from its parent's record (a stale page)",
+        ));
+    }
+    if page::u64_at(b, 24) != pgno {
+        return Err(Error::corrupted_page(
+            pgno,
+            "page records another page number",
+        ));
+    }
+    if page::page_txn(b) != txn {
+        return Err(Error::corrupted_page(
+            pgno,
+            "page txn does not match its parent's record",
+        ));
+    }
+    Ok(())
+}
+
+/// Verifies a committed overflow blob run against its own checksum, the
+/// checksum its leaf cell records, and its own page number. (Its txn id
+/// and length are checked by `blob_data` whenever the value is read.)
+pub(crate) fn verify_blob(run: &[u8], pgno: u64, sum: u64) -> Result<()> {
+    if !page::checksum_ok(run) || page::stored_sum(run) != sum || page::u64_at(run, 24) != pgno {
+        return Err(Error::corrupted_page(
+            pgno,
+            "overflow blob checksum mismatch",
+        ));
     }
     Ok(())
 }
@@ -365,27 +429,7 @@ impl<'a> Checker<'a> {
     /// its parent (or the catalog) recorded.
     fn page(&self, pgno: u64, txn: u64, sum: u64) -> Result<&'a [u8]> {
         let b = self.src.page(pgno)?;
-        if !page::checksum_ok(b) {
-            return Err(Error::corrupted_page(pgno, "page checksum mismatch"));
-        }
-        if page::stored_sum(b) != sum {
-            return Err(Error::corrupted_page(
-                pgno,
-                "page checksum differs from its parent's record (a stale page)",
-            ));
-        }
-        if page::u64_at(b, 24) != pgno {
-            return Err(Error::corrupted_page(
-                pgno,
-                "page records another page number",
-            ));
-        }
-        if page::page_txn(b) != txn {
-            return Err(Error::corrupted_page(
-                pgno,
-                "page txn does not match its parent's record",
-            ));
-        }
+        verify_page(b, pgno, txn, sum)?;
         Ok(b)
     }
 
@@ -500,15 +544,11 @@ impl<'a> Checker<'a> {
         if txn <= self.min_txn {
             return Ok(());
         }
-        if !page::checksum_ok(run) || page::stored_sum(run) != sum || page::u64_at(run, 24) != pgno
-        {
+        if let Err(e) = verify_blob(run, pgno, sum) {
             // Its pages are still the value's: mark them, so that they do
             // not show up as leaked too.
             let _ = self.mark(pgno, pages, "overflow");
-            return Err(Error::corrupted_page(
-                pgno,
-                "overflow blob checksum mismatch",
-            ));
+            return Err(e);
         }
         blob_data(run, pgno, Some(txn), Some(len))?;
         self.mark(pgno, pages, "overflow")

@@ -37,6 +37,7 @@ mod btree;
 mod catalog;
 mod check;
 mod checksum;
+mod compact;
 mod db;
 mod error;
 mod options;
@@ -49,6 +50,7 @@ mod txn;
 
 pub use btree::cursor::Range;
 pub use check::CheckReport;
+pub use compact::Compacted;
 pub use db::Database;
 pub use error::{Error, Result};
 #[doc(hidden)]

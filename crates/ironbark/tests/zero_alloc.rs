@@ -2,7 +2,8 @@
 //! per thread, so other test threads do not interfere) shows that
 //! `ReadTxn::get` (hits, misses, overflow values) and every cursor step
 //! (`next` and `next_back` of `range` and `iter`, including the first step,
-//! which seeks) allocate nothing.
+//! which seeks) allocate nothing; nor do the steps of the verified
+//! iterators of bulk readers (`iter_verified`).
 
 mod common;
 
@@ -252,6 +253,19 @@ fn reads_allocate_nothing() {
         gets(&rx, &f);
         let mut rng = Rng::new(9);
         cursors(&rx, &f, &mut rng);
+        for pattern in 0..3 {
+            let (seen, n) = steps(rx.iter_verified(&f.tree).unwrap(), &mut rng, pattern);
+            assert!(
+                seen == f.keys,
+                "pattern {pattern}: verified iteration is wrong"
+            );
+            assert_eq!(
+                n,
+                0,
+                "pattern {pattern}: {} verified steps allocated {n} times",
+                seen.len() + 1
+            );
+        }
         // The counter works: an allocation is seen.
         let (_, n) = counted(|| black_box(vec![1u8; 10]));
         assert_eq!(n, 1);
