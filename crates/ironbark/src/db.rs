@@ -69,6 +69,9 @@ pub(crate) struct WriterState {
     /// The snapshots free pages are protected for (live readers and the
     /// durable commit): a buffer kept so a commit allocates nothing.
     pub(crate) protectors: Vec<u64>,
+    /// The durable txn when writeback was last started early (under
+    /// `Durability::None`, once per durable txn).
+    pub(crate) writeback_for: u64,
     /// The newest commit known durable, and the meta slot that holds it
     /// (mirrored in the lock file for the other processes).
     pub(crate) durable_txn: u64,
@@ -91,6 +94,8 @@ pub(crate) struct Counters {
     pub(crate) write_calls: AtomicU64,
     pub(crate) bytes_written: AtomicU64,
     pub(crate) syncs: AtomicU64,
+    pub(crate) state_bases: AtomicU64,
+    pub(crate) state_seals: AtomicU64,
 }
 
 pub(crate) struct Shared {
@@ -568,6 +573,8 @@ impl Database {
                 write_calls: c.write_calls.load(Ordering::Relaxed),
                 bytes_written: c.bytes_written.load(Ordering::Relaxed),
                 syncs: c.syncs.load(Ordering::Relaxed),
+                state_bases: c.state_bases.load(Ordering::Relaxed),
+                state_seals: c.state_seals.load(Ordering::Relaxed),
             },
         })
     }
@@ -686,6 +693,7 @@ fn open_instance(
             free: FreeSpace::default(),
             chain: Chain::default(),
             protectors: Vec::new(),
+            writeback_for: 0,
             state_txn: 0,
             durable_txn: 0,
             durable_slot: 0,
@@ -735,6 +743,7 @@ fn assemble(
             free,
             chain,
             protectors: Vec::new(),
+            writeback_for: 0,
             state_txn: meta.txn,
             durable_txn: meta.txn,
             durable_slot: slot,

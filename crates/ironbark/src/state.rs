@@ -57,10 +57,10 @@ const BASE_HEADER_LEN: usize = 1 + 8 + 4 + 4 + 4;
 /// Bytes of a delta before its records: kind, the previous blob's page,
 /// txn and checksum.
 pub(crate) const DELTA_HEADER_LEN: usize = 1 + 8 + 8 + 8;
-/// The deltas may exceed half the base by this many bytes before the next
-/// commit writes a new base (so a small base is not rewritten every few
-/// commits).
-const COMPACT_SLACK: usize = 16 << 10;
+/// The deltas may exceed half the base by this many pages' worth of bytes
+/// before the next commit writes a new base (so a small base is not
+/// rewritten every few commits).
+const COMPACT_SLACK_PAGES: usize = 2;
 /// At most this many blobs in a chain (a damaged chain must not make open
 /// read the whole file); far above what the compaction rule produces.
 const MAX_CHAIN: usize = 1 << 16;
@@ -132,7 +132,7 @@ impl Chain {
                 return Plan::Append;
             }
         }
-        if self.delta_bytes() + record_len > self.base_bytes / 2 + COMPACT_SLACK {
+        if self.delta_bytes() + record_len > self.base_bytes / 2 + COMPACT_SLACK_PAGES * page_size {
             Plan::Compact
         } else {
             Plan::Seal

@@ -63,6 +63,11 @@ pub struct CommitCounters {
     pub bytes_written: u64,
     /// `fdatasync` calls.
     pub syncs: u64,
+    /// Commits that wrote a new base image of the catalog and free space
+    /// (the rest appended a delta record to the state chain).
+    pub state_bases: u64,
+    /// Delta blobs left in the state chain when full (sealed).
+    pub state_seals: u64,
 }
 
 /// One live read transaction, in any process (`Database::readers`).

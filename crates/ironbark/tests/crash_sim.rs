@@ -190,6 +190,13 @@ fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>) -
         }
     }
     drop(pinned);
+    // The state chain went through each of its steps (appended, sealed,
+    // compacted), so crashes hit each of them.
+    let c = db.stats().unwrap().counters;
+    assert!(
+        c.state_bases > 0 && c.state_seals > 0 && c.state_bases + c.state_seals < c.commits,
+        "{workload:?}: {c:?}"
+    );
     drop(db);
     let ops = std::mem::take(&mut *recorder.ops.lock().unwrap());
     Run {

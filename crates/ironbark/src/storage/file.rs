@@ -225,6 +225,17 @@ impl DataFile {
         Ok(())
     }
 
+    /// Starts writing the file's dirty pages back, without waiting and
+    /// without making anything durable: the next `sync_data` then finds
+    /// most of its work done. A hint; failure is harmless and ignored.
+    pub(crate) fn start_writeback(&self) {
+        // SAFETY: `sync_file_range` reads no memory of ours; the descriptor
+        // is open for as long as `self` lives.
+        unsafe {
+            libc::sync_file_range(self.file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
+        }
+    }
+
     pub(crate) fn as_file(&self) -> &File {
         &self.file
     }

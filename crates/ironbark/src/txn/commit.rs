@@ -432,6 +432,11 @@ fn write_commit(
         .fetch_add(bytes + meta_bytes.len() as u64, Ordering::Relaxed);
     c.pages_written
         .fetch_add(bytes / ps as u64 + 1, Ordering::Relaxed);
+    match plan {
+        Plan::Compact => c.state_bases.fetch_add(1, Ordering::Relaxed),
+        Plan::Seal => c.state_seals.fetch_add(1, Ordering::Relaxed),
+        Plan::Append => 0,
+    };
 
     // 6. Sync.
     if durability == Durability::Immediate {
@@ -473,12 +478,17 @@ fn release_space(
 ) -> Result<()> {
     release(shared, w);
     let held_budget = HELD_BYTES / shared.limits.page_size as u64;
-    if durability == Durability::None
-        && w.durable_txn < base_txn
-        && w.free.held_by(w.durable_txn) > held_budget
-    {
-        sync_published(shared, w)?;
-        release(shared, w);
+    if durability == Durability::None && w.durable_txn < base_txn {
+        let held = w.free.held_by(w.durable_txn);
+        if held > held_budget {
+            sync_published(shared, w)?;
+            release(shared, w);
+        } else if held > held_budget / 2 && w.writeback_for != w.durable_txn {
+            // Half way: let the disk work while we go on, so the sync at
+            // the budget mostly waits for writes already done.
+            shared.file.start_writeback();
+            w.writeback_for = w.durable_txn;
+        }
     }
     // Readers of dead processes pin their snapshot's pages until cleared:
     // look for them when the file would grow, and every so often anyway.
