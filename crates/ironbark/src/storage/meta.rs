@@ -14,10 +14,10 @@
 //! | 12 | 4 | page size |
 //! | 16 | 8 | txn id of the commit |
 //! | 24 | 8 | page count (pages in use, meta pages included) |
-//! | 32 | 8 | page number of the state blob (catalog + free space) |
-//! | 40 | 8 | txn id that wrote the state blob |
+//! | 32 | 8 | first page of the state chain's newest blob (catalog + free space, `state.rs`) |
+//! | 40 | 8 | txn id that wrote it |
 //! | 48 | 8 | newest txn id known durable before this meta was written |
-//! | 56 | 8 | XXH3-64 checksum of the state blob (as in its header) |
+//! | 56 | 8 | XXH3-64 checksum of that blob (as in its header) |
 //! | 64 | 8 | XXH3-64 of bytes 0..64 |
 
 use crate::checksum::checksum;

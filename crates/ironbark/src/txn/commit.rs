@@ -1,16 +1,18 @@
 //! The commit protocol, in one place.
 //!
-//! 1. Pages this commit stopped using (and the previous state blob) become
-//!    *pending*, tagged with this txn; pending pages freed by commits that
-//!    no live snapshot and no durable meta can see become reusable.
+//! 1. Pending pages that no protector (live reader, durable commit) can
+//!    read become reusable.
 //! 2. Every dirty page gets its real page number, chosen so the commit's
 //!    pages are as contiguous as possible (one best-fit run if one exists).
 //! 3. Parents are patched with their children's numbers and txn ids; every
 //!    page is stamped with its number and txn and checksummed.
-//! 4. The pages go to the file sorted by page number, coalesced into as few
+//! 4. Pages this commit stopped using become *pending*, tagged with the txn
+//!    that wrote them and this txn; the commit's record of what it changed
+//!    goes to the state chain (`state.rs`), after its own allocation.
+//! 5. The pages go to the file sorted by page number, coalesced into as few
 //!    `pwritev` calls as possible; then the meta page, into the slot that
 //!    does *not* hold the newest durable commit.
-//! 5. With `Durability::Immediate`, one `fdatasync`. If power fails before
+//! 6. With `Durability::Immediate`, one `fdatasync`. If power fails before
 //!    it completes, the new meta may be on disk while some pages are not;
 //!    open verifies every page written since the last durable commit
 //!    (checksums plus the txn ids recorded by parents) and falls back to the
