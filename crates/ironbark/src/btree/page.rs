@@ -38,7 +38,7 @@ pub(crate) const KIND_BLOB: u8 = 3;
 pub(crate) const LEAF_CELL_HEADER: usize = 7;
 pub(crate) const BRANCH_CELL_HEADER: usize = 26;
 pub(crate) const OVERFLOW_REF_LEN: usize = 24;
-const FLAG_OVERFLOW: u8 = 1;
+pub(crate) const FLAG_OVERFLOW: u8 = 1;
 const SLOT_LEN: usize = 2;
 
 #[inline]
@@ -340,15 +340,36 @@ pub(crate) fn compare_keys(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     a[i..].cmp(&b[i..])
 }
 
-/// Encodes a leaf cell with an inline value.
+/// The fixed header of a leaf cell: key length, flags, value length.
+pub(crate) fn leaf_cell_header(
+    key_len: usize,
+    value_len: u64,
+    overflow: bool,
+) -> [u8; LEAF_CELL_HEADER] {
+    let mut h = [0u8; LEAF_CELL_HEADER];
+    h[0..2].copy_from_slice(&(key_len as u16).to_le_bytes());
+    h[2] = if overflow { FLAG_OVERFLOW } else { 0 };
+    h[3..7].copy_from_slice(&(value_len as u32).to_le_bytes());
+    h
+}
+
+/// Encodes a leaf cell with its value inline.
 pub(crate) fn leaf_cell_inline(key: &[u8], value: &[u8]) -> Vec<u8> {
-    let mut c = Vec::with_capacity(LEAF_CELL_HEADER + key.len() + value.len());
-    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    c.push(0);
-    c.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    c.extend_from_slice(key);
-    c.extend_from_slice(value);
-    c
+    [
+        &leaf_cell_header(key.len(), value.len() as u64, false)[..],
+        key,
+        value,
+    ]
+    .concat()
+}
+
+/// The reference a leaf cell holds to an overflow blob.
+pub(crate) fn overflow_ref(pgno: u64, txn: u64, sum: u64) -> [u8; OVERFLOW_REF_LEN] {
+    let mut r = [0u8; OVERFLOW_REF_LEN];
+    r[0..8].copy_from_slice(&pgno.to_le_bytes());
+    r[8..16].copy_from_slice(&txn.to_le_bytes());
+    r[16..24].copy_from_slice(&sum.to_le_bytes());
+    r
 }
 
 /// Encodes a leaf cell whose value lives in the blob at `pgno`.
@@ -359,15 +380,12 @@ pub(crate) fn leaf_cell_overflow(
     txn: u64,
     sum: u64,
 ) -> Vec<u8> {
-    let mut c = Vec::with_capacity(LEAF_CELL_HEADER + key.len() + OVERFLOW_REF_LEN);
-    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    c.push(FLAG_OVERFLOW);
-    c.extend_from_slice(&(value_len as u32).to_le_bytes());
-    c.extend_from_slice(key);
-    c.extend_from_slice(&pgno.to_le_bytes());
-    c.extend_from_slice(&txn.to_le_bytes());
-    c.extend_from_slice(&sum.to_le_bytes());
-    c
+    [
+        &leaf_cell_header(key.len(), value_len, true)[..],
+        key,
+        &overflow_ref(pgno, txn, sum),
+    ]
+    .concat()
 }
 
 /// Encodes a branch cell.
@@ -429,20 +447,61 @@ pub(crate) fn cells_of(b: &[u8]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Rewrites a dirty page so its free space is one gap.
+/// Rewrites a dirty page so its free space is one gap: the cells are
+/// copied out to a scratch page kept per thread (no allocation per
+/// compaction) and packed back from the end in slot order.
 fn compact(b: &mut [u8]) {
-    let is_leaf = page_kind(b) == KIND_LEAF;
-    let cells = cells_of(b);
-    let fresh = build_page(b.len(), is_leaf, &cells);
-    b[16..].copy_from_slice(&fresh[16..]);
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    SCRATCH.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        scratch.clear();
+        scratch.extend_from_slice(b);
+        let old = Node::parse(&scratch, u64::MAX, None).expect("dirty page is well formed");
+        let mut upper = b.len();
+        for i in 0..old.count {
+            let cell = old.cell(i).expect("dirty cell is well formed");
+            upper -= cell.len();
+            b[upper..upper + cell.len()].copy_from_slice(cell);
+            put_u16(b, HEADER_LEN + i * SLOT_LEN, upper as u16);
+        }
+        put_u32(b, 20, upper as u32);
+        // The gap holds no stale cell bytes (removed values stay out of the
+        // file once their page is compacted).
+        b[HEADER_LEN + old.count * SLOT_LEN..upper].fill(0);
+    });
+}
+
+/// Whether a cell of `len` bytes fits in a dirty page once the cell of
+/// `removed` bytes (0: none) is taken out: at once if the gap holds it,
+/// else by counting the bytes in use.
+pub(crate) fn cell_fits(b: &[u8], len: usize, removed: usize) -> bool {
+    let need = len + SLOT_LEN;
+    if gap(b) >= need {
+        return true;
+    }
+    let used = Node::parse(b, u64::MAX, None)
+        .and_then(|n| n.used_bytes())
+        .expect("dirty page is well formed");
+    let freed = if removed > 0 { removed + SLOT_LEN } else { 0 };
+    b.len() - HEADER_LEN - (used - freed) >= need
 }
 
 /// Inserts `cell` at slot `index` of a dirty page; `false` if it does not
 /// fit even after compaction (the caller splits).
 pub(crate) fn insert_cell(b: &mut [u8], index: usize, cell: &[u8]) -> bool {
+    insert_cell_parts(b, index, &[cell])
+}
+
+/// Inserts the cell made of `parts`, back to back, at slot `index` of a
+/// dirty page (so a caller need not assemble the cell in a buffer first);
+/// `false` if it does not fit even after compaction.
+pub(crate) fn insert_cell_parts(b: &mut [u8], index: usize, parts: &[&[u8]]) -> bool {
     let count = count_of(b);
     assert!(index <= count);
-    let need = cell.len() + SLOT_LEN;
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let need = len + SLOT_LEN;
     if gap(b) < need {
         let used = Node::parse(b, u64::MAX, None)
             .and_then(|n| n.used_bytes())
@@ -452,8 +511,12 @@ pub(crate) fn insert_cell(b: &mut [u8], index: usize, cell: &[u8]) -> bool {
         }
         compact(b);
     }
-    let upper = upper_of(b) - cell.len();
-    b[upper..upper + cell.len()].copy_from_slice(cell);
+    let upper = upper_of(b) - len;
+    let mut at = upper;
+    for p in parts {
+        b[at..at + p.len()].copy_from_slice(p);
+        at += p.len();
+    }
     let slots = HEADER_LEN + index * SLOT_LEN;
     b.copy_within(slots..HEADER_LEN + count * SLOT_LEN, slots + SLOT_LEN);
     put_u16(b, slots, upper as u16);

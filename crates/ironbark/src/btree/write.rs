@@ -8,8 +8,10 @@
 //! entry counters in [`TreeState`] match the tree.
 
 use crate::btree::page::{
-    self, branch_cell, build_page, cells_of, insert_cell, leaf_cell_inline, leaf_cell_overflow,
-    new_blob, remove_cell, set_child, LeafValue, Limits, Node, BRANCH_CELL_HEADER,
+    self, branch_cell, build_page, cell_fits, cells_of, compare_keys, insert_cell,
+    insert_cell_parts, leaf_cell_header, leaf_cell_inline, leaf_cell_overflow, new_blob,
+    overflow_ref, remove_cell, set_child, LeafValue, Limits, Node, BRANCH_CELL_HEADER,
+    LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
 };
 use crate::btree::search::{check_root, find_leaf, node_at, Root};
 use crate::btree::MAX_DEPTH;
@@ -27,6 +29,42 @@ pub(crate) struct TreeState {
     pub(crate) overflow_pages: u64,
 }
 
+/// The leaf the last put went to (a dirty page) and whether it is the
+/// first or last leaf of its tree, so that the next put can skip the
+/// descent when its key falls within that leaf's keys. Any key between a
+/// leaf's first and last key belongs to that leaf (and any key at all past
+/// the last leaf's first key, or before the first leaf's last key), so
+/// checking against the leaf's own keys needs no copy of the separators.
+///
+/// Invariant: set only by a put that did not split, cleared by every other
+/// change of the tree's shape (split, delete with its merges, drop).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Finger {
+    /// The tree's root when the finger was set (0: no finger). Dirty
+    /// numbers are never reused within a transaction, so it names the tree.
+    root: u64,
+    leaf: u64,
+    leftmost: bool,
+    rightmost: bool,
+}
+
+impl Finger {
+    /// The leaf that holds `key` in the tree rooted at `root`, if the
+    /// finger points into that tree and the key is within the leaf's range.
+    fn leaf_for(&self, dirty: &DirtyPages, root: u64, key: &[u8]) -> Result<Option<u64>> {
+        if self.root == 0 || self.root != root {
+            return Ok(None);
+        }
+        let leaf = Node::parse(dirty.get(self.leaf), self.leaf, None)?;
+        if leaf.count == 0 {
+            return Ok(None);
+        }
+        let above_first = self.leftmost || compare_keys(key, leaf.key(0)?).is_ge();
+        let below_last = self.rightmost || compare_keys(key, leaf.key(leaf.count - 1)?).is_le();
+        Ok((above_first && below_last).then_some(self.leaf))
+    }
+}
+
 /// The write transaction's pages, borrowed for one mutation.
 pub(crate) struct TreeWriter<'a> {
     pub(crate) base: &'a MapSource,
@@ -34,6 +72,7 @@ pub(crate) struct TreeWriter<'a> {
     /// Committed pages this transaction no longer references, with the
     /// txn that wrote them.
     pub(crate) freed: &'a mut Vec<Freed>,
+    pub(crate) finger: &'a mut Finger,
     pub(crate) limits: Limits,
 }
 
@@ -150,16 +189,8 @@ impl TreeWriter<'_> {
     /// The caller has checked the sizes (`check_sizes`).
     pub(crate) fn put(&mut self, tree: &mut TreeState, key: &[u8], value: &[u8]) -> Result<()> {
         debug_assert!(self.check_sizes(key, value.len()).is_ok());
-        let cell = if self.limits.value_is_inline(key.len(), value.len()) {
-            leaf_cell_inline(key, value)
-        } else {
-            let blob = new_blob(self.limits.page_size, value, 1);
-            let pages = (blob.len() / self.limits.page_size) as u64;
-            let id = self.dirty.add(blob);
-            tree.overflow_pages += pages;
-            leaf_cell_overflow(key, value.len() as u64, id, 0, 0)
-        };
         if tree.root.is_empty() {
+            let cell = self.new_cell(tree, key, value);
             let leaf = build_page(self.limits.page_size, true, &[&cell]);
             tree.root = Root {
                 pgno: self.dirty.add(leaf),
@@ -171,9 +202,16 @@ impl TreeWriter<'_> {
             tree.entries += 1;
             return Ok(());
         }
+        // A run of puts into one leaf (a sequential load) skips the descent.
+        if let Some(leaf) = self.finger.leaf_for(self.dirty, tree.root.pgno, key)? {
+            if self.put_in_leaf(tree, leaf, key, value)? {
+                return Ok(());
+            }
+        }
         check_root(tree.root)?;
         let mut path = [Step::default(); MAX_DEPTH];
         let mut rightmost = true;
+        let mut leftmost = true;
         let root = tree.root;
         let mut id = self.touch(root.pgno, root.txn, root.sum, root.depth)?;
         tree.root.pgno = id;
@@ -181,6 +219,7 @@ impl TreeWriter<'_> {
             let node = Node::parse(self.dirty.get(id), id, None)?;
             let slot = node.search_branch(key)?;
             rightmost &= slot + 1 == node.count;
+            leftmost &= slot == 0;
             let (child, child_txn) = node.child(slot)?;
             let child_sum = node.child_sum(slot)?;
             let child_id = self.touch(child, child_txn, child_sum, level - 1)?;
@@ -190,6 +229,17 @@ impl TreeWriter<'_> {
             path[(tree.root.depth - level) as usize] = Step { page: id, slot };
             id = child_id;
         }
+        if self.put_in_leaf(tree, id, key, value)? {
+            *self.finger = Finger {
+                root: tree.root.pgno,
+                leaf: id,
+                leftmost,
+                rightmost,
+            };
+            return Ok(());
+        }
+        // The leaf splits: the path changes, so no finger until the next put.
+        *self.finger = Finger::default();
         let leaf = Node::parse(self.dirty.get(id), id, None)?;
         let slot = match leaf.search_leaf(key)? {
             Ok(i) => {
@@ -204,9 +254,7 @@ impl TreeWriter<'_> {
                 i
             }
         };
-        if insert_cell(self.dirty.get_mut(id), slot, &cell) {
-            return Ok(());
-        }
+        let cell = self.new_cell(tree, key, value);
         let appending = rightmost && slot == Node::parse(self.dirty.get(id), id, None)?.count;
         let (mut sep, mut right) = self.split(id, slot, cell, appending, true);
         tree.leaf_pages += 1;
@@ -237,6 +285,85 @@ impl TreeWriter<'_> {
             });
         }
         Ok(())
+    }
+
+    /// The leaf cell for `key` and `value`, with the value in a new blob
+    /// when it does not fit inline.
+    fn new_cell(&mut self, tree: &mut TreeState, key: &[u8], value: &[u8]) -> Vec<u8> {
+        if self.limits.value_is_inline(key.len(), value.len()) {
+            leaf_cell_inline(key, value)
+        } else {
+            let id = self.new_overflow(tree, value);
+            leaf_cell_overflow(key, value.len() as u64, id, 0, 0)
+        }
+    }
+
+    fn new_overflow(&mut self, tree: &mut TreeState, value: &[u8]) -> u64 {
+        let blob = new_blob(self.limits.page_size, value, 1);
+        tree.overflow_pages += (blob.len() / self.limits.page_size) as u64;
+        self.dirty.add(blob)
+    }
+
+    /// Puts `key` into dirty leaf `id` if it fits there without a split:
+    /// a value of the same length replaces the old one in place; otherwise
+    /// the cell is written straight into the page. `false` (nothing
+    /// changed) if the leaf would have to split.
+    fn put_in_leaf(
+        &mut self,
+        tree: &mut TreeState,
+        id: u64,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<bool> {
+        let inline = self.limits.value_is_inline(key.len(), value.len());
+        let leaf = Node::parse(self.dirty.get(id), id, None)?;
+        let found = leaf.search_leaf(key)?;
+        let mut old_len = 0;
+        let mut old_blob = None;
+        if let Ok(i) = found {
+            old_len = leaf.cell(i)?.len();
+            match leaf.leaf_entry(i)?.1 {
+                LeafValue::Inline(old) if inline && old.len() == value.len() => {
+                    let at = old.as_ptr() as usize - leaf.bytes.as_ptr() as usize;
+                    self.dirty.get_mut(id)[at..at + value.len()].copy_from_slice(value);
+                    return Ok(true);
+                }
+                LeafValue::Inline(_) => {}
+                LeafValue::Overflow { pgno, txn, .. } => old_blob = Some((pgno, txn)),
+            }
+        }
+        let body = if inline {
+            value.len()
+        } else {
+            OVERFLOW_REF_LEN
+        };
+        let len = LEAF_CELL_HEADER + key.len() + body;
+        if !cell_fits(self.dirty.get(id), len, old_len) {
+            return Ok(false);
+        }
+        let slot = match found {
+            Ok(i) => {
+                if let Some((pgno, txn)) = old_blob {
+                    tree.overflow_pages -= self.free_blob(pgno, txn)?;
+                }
+                remove_cell(self.dirty.get_mut(id), i);
+                i
+            }
+            Err(i) => {
+                tree.entries += 1;
+                i
+            }
+        };
+        let header = leaf_cell_header(key.len(), value.len() as u64, !inline);
+        let fitted = if inline {
+            insert_cell_parts(self.dirty.get_mut(id), slot, &[&header, key, value])
+        } else {
+            let blob = self.new_overflow(tree, value);
+            let reference = overflow_ref(blob, 0, 0);
+            insert_cell_parts(self.dirty.get_mut(id), slot, &[&header, key, &reference])
+        };
+        assert!(fitted, "a cell that fits was refused");
+        Ok(true)
     }
 
     /// Splits dirty page `id` while inserting `cell` at `slot`. The left half
@@ -322,6 +449,8 @@ impl TreeWriter<'_> {
 
     /// Removes `key`; returns whether it was there.
     pub(crate) fn delete(&mut self, tree: &mut TreeState, key: &[u8]) -> Result<bool> {
+        // Merges may free or widen the finger's leaf.
+        *self.finger = Finger::default();
         if tree.root.is_empty() {
             return Ok(false);
         }
@@ -481,6 +610,7 @@ impl TreeWriter<'_> {
 
     /// Frees every page of a tree (for dropping it).
     pub(crate) fn free_tree(&mut self, tree: &TreeState) -> Result<()> {
+        *self.finger = Finger::default();
         if tree.root.is_empty() {
             return Ok(());
         }

@@ -55,6 +55,7 @@ pub(crate) fn commit(tx: WriteTxn<'_>) -> Result<()> {
         mut catalog,
         mut dirty,
         mut freed,
+        finger: _,
         changed,
         failed,
         durability,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::btree::cursor::Range;
 use crate::btree::search;
-use crate::btree::write::{TreeState, TreeWriter};
+use crate::btree::write::{Finger, TreeState, TreeWriter};
 use crate::catalog::{Catalog, TreeEntry};
 use crate::db::{Shared, Snapshot, WriterGuard};
 use crate::error::{Error, Result};
@@ -31,6 +31,8 @@ pub struct WriteTxn<'db> {
     pub(crate) dirty: DirtyPages,
     /// Committed pages this transaction stopped using.
     pub(crate) freed: Vec<Freed>,
+    /// Where the last put went (see `Finger`).
+    pub(crate) finger: Finger,
     pub(crate) changed: bool,
     /// Set when a mutation failed part-way: the dirty pages may be
     /// inconsistent, so the transaction can only be aborted.
@@ -59,6 +61,7 @@ impl<'db> WriteTxn<'db> {
             writer,
             dirty: DirtyPages::default(),
             freed: Vec::new(),
+            finger: Finger::default(),
             changed: false,
             failed: None,
             durability: shared.default_durability,
@@ -144,6 +147,7 @@ impl<'db> WriteTxn<'db> {
             base: &self.base.source,
             dirty: &mut self.dirty,
             freed: &mut self.freed,
+            finger: &mut self.finger,
             limits: self.shared.limits,
         }
     }
