@@ -589,6 +589,13 @@ impl Database {
     /// Starts a read transaction on the newest commit of any process. Never
     /// waits; fails only with `ReadersFull` (after clearing slots of dead
     /// processes if it can).
+    ///
+    /// Space: while a read transaction lives, the pages that commits after
+    /// its snapshot free cannot be reused, so a long-lived reader beside a
+    /// busy writer makes the file grow by about the pages those commits
+    /// rewrite (`Stats::pages_pinned_by_readers` shows how many). They
+    /// become reusable when it ends; the file does not shrink. Keep read
+    /// transactions short where writes are heavy.
     pub fn begin_read(&self) -> Result<ReadTxn> {
         ReadTxn::begin(self.shared.clone())
     }

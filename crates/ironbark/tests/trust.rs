@@ -529,3 +529,28 @@ fn creation_leaves_no_temporary_file() {
     names.sort();
     assert_eq!(names, ["c.ib", "clean.ib", "clean.ib-lock"]);
 }
+
+// Item: the documents state the platform, the re-entry rule and the space
+// cost of long-lived readers.
+
+#[test]
+fn the_documents_state_the_platform_and_the_caveats() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    let readme = read("../../README.md");
+    assert!(
+        readme.contains("Linux only"),
+        "README: no platform statement"
+    );
+    let lib = read("src/lib.rs");
+    assert!(lib.contains("# Platform") && lib.contains("Linux only"));
+    let db = read("src/db.rs");
+    let begin_write = db.find("pub fn begin_write(").unwrap();
+    let doc = &db[db[..begin_write].rfind("/// Starts").unwrap()..begin_write];
+    assert!(doc.contains("Not re-entrant"), "begin_write: {doc}");
+    let begin_read = db.find("pub fn begin_read(").unwrap();
+    let doc = &db[db[..begin_read].rfind("/// Starts").unwrap()..begin_read];
+    assert!(doc.contains("long-lived reader"), "begin_read: {doc}");
+    let design = read("../../docs/design.md");
+    assert!(design.contains("The cost of a long-lived reader is space"));
+}

@@ -387,3 +387,34 @@ fn remove_if_abandoned(path: &Path) {
         let _ = fs::remove_file(path);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fallback for filesystems without `O_TMPFILE`, called directly.
+    #[test]
+    fn the_named_fallback_creates_whole_files_and_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.ib");
+        create_named(&path, &[b"ab", b"cd"]).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"abcd");
+        let again = create_named(&path, &[b"x"]).map_err(|e| e.kind());
+        assert_eq!(again, Err(io::ErrorKind::AlreadyExists));
+        assert_eq!(fs::read(&path).unwrap(), b"abcd");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn the_unnamed_way_is_taken_where_the_filesystem_has_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.ib");
+        // tmpfs, ext4, xfs and btrfs have O_TMPFILE; the test directory
+        // is on one of them in CI.
+        create_unnamed(dir.path(), &path, &[b"xyz"]).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"xyz");
+        let again = create_unnamed(dir.path(), &path, &[b"x"]).map_err(|e| e.kind());
+        assert_eq!(again, Err(io::ErrorKind::AlreadyExists));
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}
