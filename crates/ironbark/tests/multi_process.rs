@@ -732,8 +732,16 @@ fn a_read_only_open_by_another_user_does_not_lock_the_owner_out() {
         use std::os::unix::fs::MetadataExt;
         assert_eq!(m.uid(), OWNER, "the lock file belongs to the reader");
     }
-    // The owner writes.
+    // The owner writes, and its lock file takes the data file's mode and
+    // group whatever the umask.
+    chmod(&t.path, 0o664);
     assert_eq!(run_user_role(test, "rw", &t.path, OWNER), "ok value 0");
+    {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(lock_file_of(&t.path)).unwrap();
+        assert_eq!((m.uid(), m.gid(), m.mode() & 0o777), (OWNER, OWNER, 0o664));
+    }
+    chmod(&t.path, 0o644);
     // The owner's lock file has the data file's mode: the other user may
     // still read (without it), not write.
     assert_eq!(run_user_role(test, "ro", &t.path, OTHER), "ok value 1");

@@ -147,11 +147,12 @@ pub(crate) fn open_gated(data: &Path, data_meta: &Metadata, create: bool) -> io:
 }
 
 /// Creates the lock file with the data file's permission bits (read and
-/// write ones: whoever may write the data may write the lock) and group,
-/// and as root its owner. Changing the group or owner is best effort: it
-/// fails harmlessly for a user outside the data file's group.
+/// write ones: whoever may write the data may write the lock, as with
+/// LMDB; the owner always may) and group, and as root its owner. Changing
+/// the group or owner is best effort: it fails harmlessly for a user
+/// outside the data file's group.
 fn create_like(path: &Path, data_meta: &Metadata) -> io::Result<File> {
-    let mode = data_meta.mode() & 0o666;
+    let mode = (data_meta.mode() & 0o666) | 0o600;
     let file = OpenOptions::new()
         .read(true)
         .write(true)
