@@ -156,9 +156,17 @@ impl Drop for WriterGuard<'_> {
 fn thread_token() -> u64 {
     static NEXT: StdAtomicU64 = StdAtomicU64::new(1);
     thread_local! {
-        static TOKEN: u64 = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Const-initialized and without a destructor, so it can be read
+        // even while thread-locals are being destroyed (a transaction
+        // dropped by another thread-local's destructor).
+        static TOKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     }
-    TOKEN.with(|t| *t)
+    TOKEN.with(|t| {
+        if t.get() == 0 {
+            t.set(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        }
+        t.get()
+    })
 }
 
 impl Shared {
