@@ -31,10 +31,18 @@ fn spawn(test: &str, role: &str, path: &Path) -> Child {
 /// Runs this test binary's `test` as a child in `role`, as user (and
 /// group) `uid` if given, with no supplementary groups.
 fn spawn_as(test: &str, role: &str, path: &Path, uid: Option<u32>) -> Child {
-    let exe = std::env::current_exe().unwrap();
+    let mut exe = std::env::current_exe().unwrap();
     let mut command = match uid {
         None => Command::new(exe),
         Some(uid) => {
+            // The build directory may be out of the other user's reach: run
+            // a copy that sits beside the database.
+            let copy = path.with_file_name("test-binary");
+            if !copy.exists() {
+                std::fs::copy(&exe, &copy).unwrap();
+                chmod(&copy, 0o755);
+            }
+            exe = copy;
             let mut c = Command::new("setpriv");
             c.arg(format!("--reuid={uid}"))
                 .arg(format!("--regid={uid}"))
