@@ -132,7 +132,8 @@ pub(crate) fn open_gated(data: &Path, data_meta: &Metadata, create: bool) -> io:
         lock_byte(&file, GATE_BYTE, LockKind::Exclusive, true)?;
         // A first process whose open failed may have deleted the file while
         // we waited for the gate: then start over with the current one.
-        let current = match fs::symlink_metadata(&path) {
+        // (`metadata` follows a symlink, as `open` did.)
+        let current = match fs::metadata(&path) {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),
