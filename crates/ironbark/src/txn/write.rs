@@ -134,7 +134,9 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Deletes the tree `name` and frees all its pages; returns whether it
-    /// existed. Handles to it fail with `TreeDropped` afterwards.
+    /// existed. Handles to it fail with `TreeDropped` in this transaction
+    /// and with `StaleTree` in later ones (also once a tree of the same
+    /// name was created again).
     pub fn drop_tree(&mut self, name: &str) -> Result<bool> {
         let Ok(i) = self.catalog.trees.binary_search_by(|t| (*t.name).cmp(name)) else {
             return Ok(false);
