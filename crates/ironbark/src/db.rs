@@ -554,8 +554,9 @@ impl Database {
         )
     }
 
-    /// Starts the write transaction, or fails at once with `Busy` if another
-    /// thread of this process has one open, `Locked` if another process has,
+    /// Starts the write transaction, or fails at once with `Busy` if a
+    /// thread of this process (the calling one included) has one open,
+    /// `Locked` if another process has,
     /// or `LocklessReader` if a read-only process without the lock file
     /// keeps writers out.
     pub fn try_begin_write(&self) -> Result<WriteTxn<'_>> {
