@@ -33,12 +33,13 @@ impl Catalog {
             .map(|i| &self.trees[i])
     }
 
-    /// A handle to the tree `name`, or `NoSuchTree`.
-    pub(crate) fn handle(&self, name: &str) -> Result<Tree> {
+    /// A handle to the tree `name` of the database `db`, or `NoSuchTree`.
+    pub(crate) fn handle(&self, name: &str, db: u64) -> Result<Tree> {
         self.find(name)
             .map(|e| Tree {
                 id: e.id,
                 name: e.name.clone(),
+                db,
             })
             .ok_or_else(|| Error::NoSuchTree(name.to_string()))
     }

@@ -12,14 +12,22 @@
 //!   lock (byte 0 of the data file), and is refreshed from the lock file
 //!   when another process committed since;
 //! - one `Shared` per file per process: opening a path that is already open
-//!   in this process returns the same instance.
+//!   in this process returns a handle to the same instance. A handle carries
+//!   its own durability default and read-only flag; options that shape the
+//!   instance (`max_readers`) must match the first open's, else the open is
+//!   refused, so no option is silently ignored;
+//! - `writer_thread` names the thread that holds the write lock (0: none),
+//!   so that a call that would wait for the write lock on that very thread
+//!   fails instead of waiting forever.
 
 use crate::sync::{AtomicU64, Ordering};
 use std::collections::HashMap;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64 as StdAtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 
@@ -102,9 +110,19 @@ pub(crate) struct Shared {
     pub(crate) path: PathBuf,
     pub(crate) file: DataFile,
     pub(crate) limits: Limits,
-    pub(crate) default_durability: Durability,
     pub(crate) broken_protocol: Option<BrokenProtocol>,
+    /// The instance has no write access (the first open was read-only).
     pub(crate) read_only: bool,
+    /// This database's identity in this process, carried by its tree
+    /// handles (the same for every open of the same file).
+    pub(crate) db_id: u64,
+    /// The `max_readers` the instance was opened with (a later open of the
+    /// same file in this process must ask for the same).
+    max_readers_option: usize,
+    /// The token (`thread_token`) of the thread holding the write lock, or
+    /// 0. Written only by that thread (std atomics: not part of the
+    /// model-checked reader protocol).
+    writer_thread: StdAtomicU64,
     /// The newest snapshot this process knows (see the module doc).
     pub(crate) published: ArcSwap<Snapshot>,
     /// The map new snapshots are read through; replaced by a larger one when
@@ -139,18 +157,52 @@ impl std::ops::DerefMut for WriterGuard<'_> {
 
 impl Drop for WriterGuard<'_> {
     fn drop(&mut self) {
+        // Before the mutex is released (a field, dropped after this).
+        self.shared
+            .writer_thread
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         // Failing to unlock leaves the lock to be dropped at close.
         let _ = self.shared.file.unlock_writer();
     }
 }
 
+/// A number for the calling thread, unique in this process and never 0.
+fn thread_token() -> u64 {
+    static NEXT: StdAtomicU64 = StdAtomicU64::new(1);
+    thread_local! {
+        // Const-initialized and without a destructor, so it can be read
+        // even while thread-locals are being destroyed (a transaction
+        // dropped by another thread-local's destructor).
+        static TOKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    TOKEN.with(|t| {
+        if t.get() == 0 {
+            t.set(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        }
+        t.get()
+    })
+}
+
 impl Shared {
+    /// Whether the calling thread holds the write lock. Only that thread
+    /// stores its own token, so a relaxed load cannot see it otherwise.
+    pub(crate) fn writer_is_this_thread(&self) -> bool {
+        self.writer_thread
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == thread_token()
+    }
+
     /// Takes the write lock: waits for another thread or process holding it
-    /// if `wait`, else fails with `Busy` (this process) or `Locked`
-    /// (another process). Then brings the writer state up to date.
+    /// if `wait` (but fails with `WriteTxnOnThisThread` if the calling
+    /// thread holds it), else fails with `Busy` (this process), `Locked`
+    /// (another process's writer) or `LocklessReader` (a read-only process
+    /// without the lock file). Then brings the writer state up to date.
     pub(crate) fn lock_writer(&self, wait: bool) -> Result<WriterGuard<'_>> {
         if self.read_only {
             return Err(Error::ReadOnly);
+        }
+        if wait && self.writer_is_this_thread() {
+            return Err(Error::WriteTxnOnThisThread);
         }
         let guard = if wait {
             self.writer.lock().unwrap_or_else(|e| e.into_inner())
@@ -162,8 +214,14 @@ impl Shared {
             }
         };
         if !self.file.lock_writer(wait)? {
-            return Err(Error::Locked);
+            return Err(if self.file.writer_held_shared() {
+                Error::LocklessReader
+            } else {
+                Error::Locked
+            });
         }
+        self.writer_thread
+            .store(thread_token(), std::sync::atomic::Ordering::Relaxed);
         let mut w = WriterGuard {
             shared: self,
             guard,
@@ -317,17 +375,38 @@ impl Drop for Shared {
     }
 }
 
-type Registry = Mutex<HashMap<FileId, Weak<Shared>>>;
-
 /// Open databases of this process, by file identity.
-fn registry() -> &'static Registry {
-    static REGISTRY: OnceLock<Registry> = OnceLock::new();
-    REGISTRY.get_or_init(|| Mutex::new(HashMap::new()))
+#[derive(Default)]
+struct Registry {
+    open: HashMap<FileId, Weak<Shared>>,
+    /// Every file opened so far and its `db_id`: kept after close, so that
+    /// tree handles stay valid across a reopen of the same file (16 bytes
+    /// per distinct file).
+    ids: HashMap<FileId, u64>,
 }
 
-/// An open database. Cheap to clone (all clones share one instance);
-/// `Send + Sync`. Any number of processes may open the same file: readers
-/// in all of them, one writer at a time.
+impl Registry {
+    fn db_id(&mut self, file: FileId) -> u64 {
+        let next = self.ids.len() as u64 + 1;
+        *self.ids.entry(file).or_insert(next)
+    }
+}
+
+fn registry() -> &'static Mutex<Registry> {
+    static REGISTRY: OnceLock<Mutex<Registry>> = OnceLock::new();
+    REGISTRY.get_or_init(|| Mutex::new(Registry::default()))
+}
+
+/// An open database. Cheap to clone; `Send + Sync`. Any number of
+/// processes may open the same file: readers in all of them, one writer at
+/// a time.
+///
+/// Opening a file that this process already has open gives a handle to
+/// the same instance (one reader table view, one writer lock). A handle
+/// keeps the `durability` and `read_only` it was opened with (a read-only
+/// handle of an instance another handle writes through cannot write);
+/// `max_readers` must be the same as the first open's (else
+/// `InvalidOption`), and `page_size` matters only when the file is created.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -344,6 +423,10 @@ fn registry() -> &'static Registry {
 #[derive(Clone)]
 pub struct Database {
     pub(crate) shared: Arc<Shared>,
+    /// This handle's default durability for write transactions.
+    durability: Durability,
+    /// This handle may not write (set by `Options::read_only`).
+    read_only: bool,
 }
 
 impl std::fmt::Debug for Database {
@@ -362,11 +445,18 @@ impl Database {
     }
 
     /// Opens the database at `path` with `options`. Other processes may
-    /// have it open too; they share the lock file `<path>-lock`.
+    /// have it open too; they share the lock file `<path>-lock`. A missing
+    /// file is created, and so is an empty one (zero bytes, as `tempfile`
+    /// makes), unless `create` is off or the open is read-only. An open that
+    /// fails leaves no lock file behind (unless another process has the
+    /// database open).
     ///
     /// Errors: `NotAnIronbarkFile`, `IncompatibleVersion`, `Corrupted` for
     /// files that are not a valid ironbark database (or a damaged lock
-    /// file); `InvalidOption`/`InvalidPageSize` for bad options.
+    /// file); `InvalidOption`/`InvalidPageSize` for bad options, or for a
+    /// `max_readers` other than that of this process's open instance of
+    /// the file; `Io` naming the file (the data file or the lock file) that
+    /// could not be opened.
     pub fn open_with(path: impl AsRef<Path>, options: &Options) -> Result<Database> {
         let path = path.as_ref();
         if !page_size_is_valid(options.page_size as u64) {
@@ -377,9 +467,10 @@ impl Database {
                 "max_readers must be 1 to {MAX_READERS_LIMIT}"
             )));
         }
+        let may_create = options.create && !options.read_only;
         let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
         if !path.exists() {
-            if !options.create || options.read_only {
+            if !may_create {
                 return Err(Error::Io(io::Error::new(
                     io::ErrorKind::NotFound,
                     format!("{} does not exist", path.display()),
@@ -388,29 +479,28 @@ impl Database {
             match DataFile::create_atomically(path, &[&initial_image(options.page_size)]) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(Error::Io(e)),
+                Err(e) => return Err(Error::file(path, "data file", e)),
             }
         }
-        let file = DataFile::open(path, !options.read_only, options.io_hook.clone())?;
+        let file = DataFile::open(path, !options.read_only, options.io_hook.clone())
+            .map_err(|e| Error::file(path, "data file", e))?;
         let file_id = file.id()?;
-        if let Some(shared) = reg.get(&file_id).and_then(Weak::upgrade) {
-            if shared.read_only && !options.read_only {
-                return Err(Error::InvalidOption(
-                    "the database is already open read-only in this process".into(),
-                ));
-            }
-            return Ok(Database { shared });
+        if let Some(shared) = reg.open.get(&file_id).and_then(Weak::upgrade) {
+            return Database::another_handle(shared, options);
         }
         // Not an ironbark file, or both metas damaged: fail before a lock
-        // file is created beside it.
+        // file is created beside it (unless it is blank, to be initialized).
         if let [(_, Err(e)), (_, Err(_))] = read_metas(&file, file.len()?) {
-            return Err(e);
+            if !may_create || blank_page_size(&file, options.page_size)?.is_none() {
+                return Err(e);
+            }
         }
-        let shared = Arc::new(open_instance(path, file, file_id, options)?);
-        reg.retain(|_, weak| weak.strong_count() > 0);
-        reg.insert(file_id, Arc::downgrade(&shared));
+        let db_id = reg.db_id(file_id);
+        let shared = Arc::new(open_instance(path, file, file_id, options, db_id)?);
+        reg.open.retain(|_, weak| weak.strong_count() > 0);
+        reg.open.insert(file_id, Arc::downgrade(&shared));
         drop(reg);
-        let db = Database { shared };
+        let db = Database::handle(shared, options);
         if let Some(lock) = db.shared.readers.lock_file() {
             // Another process's commit: load it as a reader would, which
             // also validates its state blob now rather than later.
@@ -423,29 +513,121 @@ impl Database {
         Ok(db)
     }
 
-    /// Starts the write transaction, waiting while another thread or
-    /// process has one open. `ReadOnly` for a read-only open.
-    pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
-        WriteTxn::begin(&self.shared, self.shared.lock_writer(true)?)
+    fn handle(shared: Arc<Shared>, options: &Options) -> Database {
+        Database {
+            shared,
+            durability: options.durability,
+            read_only: options.read_only,
+        }
     }
 
-    /// Starts the write transaction, or fails at once with `Busy` if another
-    /// thread of this process has one open, `Locked` if another process has.
+    /// A handle to the instance this process has open already, if the
+    /// options can be honoured by it.
+    fn another_handle(shared: Arc<Shared>, options: &Options) -> Result<Database> {
+        if shared.read_only && !options.read_only {
+            return Err(Error::InvalidOption(format!(
+                "read_only: {} is already open read-only in this process, \
+                 so it cannot be opened for writing too",
+                shared.path.display()
+            )));
+        }
+        if shared.max_readers_option != options.max_readers {
+            return Err(Error::InvalidOption(format!(
+                "max_readers: {} is already open in this process with max_readers {}, \
+                 asked for {}",
+                shared.path.display(),
+                shared.max_readers_option,
+                options.max_readers
+            )));
+        }
+        Ok(Database::handle(shared, options))
+    }
+
+    fn writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        Ok(())
+    }
+
+    /// Starts the write transaction, waiting while another thread or
+    /// process has one open (or a read-only process without the lock file
+    /// has the database open: see `Options::read_only`).
+    /// `ReadOnly` for a read-only handle.
+    ///
+    /// Not re-entrant: on a thread that already holds the write transaction
+    /// (of this or any handle to the same file) it fails with
+    /// `WriteTxnOnThisThread` instead of waiting for itself forever. Use
+    /// [`Database::begin_write_timeout`] to bound the wait.
+    pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
+        self.writable()?;
+        WriteTxn::begin(
+            &self.shared,
+            self.shared.lock_writer(true)?,
+            self.durability,
+        )
+    }
+
+    /// Starts the write transaction, or fails at once with `Busy` if a
+    /// thread of this process (the calling one included) has one open,
+    /// `Locked` if another process has,
+    /// or `LocklessReader` if a read-only process without the lock file
+    /// keeps writers out.
     pub fn try_begin_write(&self) -> Result<WriteTxn<'_>> {
-        WriteTxn::begin(&self.shared, self.shared.lock_writer(false)?)
+        self.writable()?;
+        WriteTxn::begin(
+            &self.shared,
+            self.shared.lock_writer(false)?,
+            self.durability,
+        )
+    }
+
+    /// Starts the write transaction, waiting at most `timeout` for another
+    /// writer; then fails with the reason `try_begin_write` gives (`Busy`,
+    /// `Locked` or `LocklessReader`). `WriteTxnOnThisThread` at once if the
+    /// calling thread holds the write transaction.
+    pub fn begin_write_timeout(&self, timeout: Duration) -> Result<WriteTxn<'_>> {
+        self.writable()?;
+        if self.shared.writer_is_this_thread() {
+            return Err(Error::WriteTxnOnThisThread);
+        }
+        let deadline = Instant::now() + timeout;
+        // Polls: neither the mutex nor the file lock can wait with a
+        // timeout. Short pauses first, so a brief commit costs little.
+        let mut pause = Duration::from_micros(50);
+        loop {
+            match self.try_begin_write() {
+                Err(Error::Busy | Error::Locked | Error::LocklessReader)
+                    if Instant::now() < deadline =>
+                {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    std::thread::sleep(pause.min(left));
+                    pause = (pause * 2).min(Duration::from_millis(10));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Starts a read transaction on the newest commit of any process. Never
     /// waits; fails only with `ReadersFull` (after clearing slots of dead
     /// processes if it can).
+    ///
+    /// Space: while a read transaction lives, the pages that commits after
+    /// its snapshot free cannot be reused, so a long-lived reader beside a
+    /// busy writer makes the file grow by about the pages those commits
+    /// rewrite (`Stats::pages_pinned_by_readers` shows how many). They
+    /// become reusable when it ends; the file does not shrink. Keep read
+    /// transactions short where writes are heavy.
     pub fn begin_read(&self) -> Result<ReadTxn> {
         ReadTxn::begin(self.shared.clone())
     }
 
     /// Makes every commit so far durable (one `fdatasync` if any commit is
-    /// not yet durable). Nothing to do on a read-only open.
+    /// not yet durable). Nothing to do on a read-only handle. Waits for the
+    /// write lock (`WriteTxnOnThisThread` on the thread that holds it).
     pub fn sync(&self) -> Result<()> {
-        if self.shared.read_only {
+        if self.read_only {
             return Ok(());
         }
         let mut w = self.shared.lock_writer(true)?;
@@ -469,9 +651,9 @@ impl Database {
         &self.shared.path
     }
 
-    /// Whether this is a read-only open.
+    /// Whether this handle is read-only (`Options::read_only`).
     pub fn is_read_only(&self) -> bool {
-        self.shared.read_only
+        self.read_only
     }
 
     /// Verifies the whole newest commit: every page's checksum and
@@ -491,8 +673,10 @@ impl Database {
 
     /// Runs `f` on the newest commit with its pages protected from reuse:
     /// by a reader slot of its own, or, when every slot is taken, by the
-    /// write lock (then it waits for a writer, and must not be called by a
-    /// thread that holds a write transaction). `f` also gets the slot it
+    /// write lock (then it waits for a writer; on the thread that holds the
+    /// write lock it fails with `WriteTxnOnThisThread` instead: that
+    /// thread's transaction may be reusing the newest commit's free pages,
+    /// so its lock protects nothing to read). `f` also gets the slot it
     /// holds, so that reports can leave it out.
     pub(crate) fn with_newest<T>(
         &self,
@@ -510,7 +694,10 @@ impl Database {
         }
     }
 
-    /// Sizes, counts and counters.
+    /// Sizes, counts and counters. Takes a reader slot; when every slot is
+    /// taken, waits for the write lock instead (`WriteTxnOnThisThread` on
+    /// the thread that holds it). The same holds for `check`,
+    /// `check_report` and `readers`.
     pub fn stats(&self) -> Result<Stats> {
         self.with_newest(|snap, own_slot| self.stats_of(snap, own_slot))
     }
@@ -604,8 +791,10 @@ impl Database {
     /// Frees the reader slots of processes that died while reading, so the
     /// pages their snapshots held can be reused; returns how many. The
     /// writer does this by itself when it needs space, and `open` does it
-    /// too. Waits for the write lock; `ReadOnly` on a read-only open.
+    /// too. Waits for the write lock (`WriteTxnOnThisThread` on the thread
+    /// that holds it); `ReadOnly` on a read-only handle.
     pub fn clear_stale_readers(&self) -> Result<usize> {
+        self.writable()?;
         let mut w = self.shared.lock_writer(true)?;
         Ok(self.shared.clear_stale(&mut w, true))
     }
@@ -620,8 +809,17 @@ fn open_instance(
     file: DataFile,
     file_id: FileId,
     options: &Options,
+    db_id: u64,
 ) -> Result<Shared> {
-    let gated = match lockfile::open_gated(path, true) {
+    // A read-only process creates the lock file only if the lock file it
+    // makes is usable by the data file's owner (it is the owner, or root,
+    // which gives the lock file to the owner); otherwise it reads without
+    // one, rather than leave a file that locks the owner out.
+    let data = file.as_file().metadata()?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let create = !options.read_only || euid == 0 || euid == data.uid();
+    let gated = match lockfile::open_gated(path, &data, create) {
         Ok(g) => Some(g),
         Err(e)
             if options.read_only
@@ -632,7 +830,7 @@ fn open_instance(
         {
             None
         }
-        Err(e) => return Err(Error::Io(e)),
+        Err(e) => return Err(Error::file(&lockfile::lock_path(path), "lock file", e)),
     };
     let Some(gated) = gated else {
         // No lock file: a read-only reader that keeps writers out for as
@@ -641,10 +839,38 @@ fn open_instance(
         file.lock_writer_shared()?;
         let loaded = load(&file)?;
         let readers = ReaderTable::private(options.max_readers, loaded.meta.txn);
-        return Ok(assemble(path, file, options, loaded, readers));
+        return Ok(assemble(path, file, options, db_id, loaded, readers));
     };
     if gated.alone {
-        let loaded = load(&file)?;
+        let first = || -> Result<Loaded> {
+            if !options.read_only {
+                DataFile::clean_leftovers(path);
+            }
+            match load(&file) {
+                Ok(loaded) => Ok(loaded),
+                Err(e) => {
+                    if !options.create || options.read_only {
+                        return Err(e);
+                    }
+                    // Under the gate, alone: no other process can be
+                    // initializing or using the file meanwhile.
+                    let Some(page_size) = blank_page_size(&file, options.page_size)? else {
+                        return Err(e);
+                    };
+                    initialize_in_place(&file, page_size)?;
+                    load(&file)
+                }
+            }
+        };
+        let loaded = match first() {
+            Ok(l) => l,
+            Err(e) => {
+                // Nobody else has the database open: leave no lock file
+                // beside a file that does not open.
+                gated.discard();
+                return Err(e);
+            }
+        };
         let lock = gated.initialize(
             options.max_readers,
             file_id,
@@ -653,7 +879,7 @@ fn open_instance(
             loaded.slot,
         )?;
         let readers = ReaderTable::shared(Arc::new(lock));
-        return Ok(assemble(path, file, options, loaded, readers));
+        return Ok(assemble(path, file, options, db_id, loaded, readers));
     }
     let lock = gated.attach(file_id)?;
     let readers = ReaderTable::shared(Arc::new(lock));
@@ -683,9 +909,11 @@ fn open_instance(
     Ok(Shared {
         path: path.to_path_buf(),
         limits: Limits::new(page_size),
-        default_durability: options.durability,
         broken_protocol: options.broken_protocol,
         read_only: options.read_only,
+        db_id,
+        max_readers_option: options.max_readers,
+        writer_thread: StdAtomicU64::new(0),
         published: ArcSwap::from_pointee(placeholder),
         map: Mutex::new(map),
         readers,
@@ -711,6 +939,7 @@ fn assemble(
     path: &Path,
     file: DataFile,
     options: &Options,
+    db_id: u64,
     loaded: Loaded,
     readers: ReaderTable,
 ) -> Shared {
@@ -729,9 +958,11 @@ fn assemble(
     Shared {
         path: path.to_path_buf(),
         limits: Limits::new(meta.page_size as usize),
-        default_durability: options.durability,
         broken_protocol: options.broken_protocol,
         read_only: options.read_only,
+        db_id,
+        max_readers_option: options.max_readers,
+        writer_thread: StdAtomicU64::new(0),
         map: Mutex::new(source.map.clone()),
         published: ArcSwap::from_pointee(Snapshot {
             meta,
@@ -784,6 +1015,51 @@ fn initial_image(page_size: usize) -> Vec<u8> {
     image[page_size..page_size + META_LEN].copy_from_slice(&meta);
     image.extend_from_slice(&blob);
     image
+}
+
+/// The page size to initialize `file` with, if it is blank: empty, or what
+/// a crash while initializing an empty file (`initialize_in_place`) can
+/// leave: exactly as long as the initial image, every byte zero or the
+/// image's byte at that offset. Such a file holds no data, so initializing
+/// it loses nothing; any other file (a truncated database too) is left
+/// alone. `preferred` (the page size asked for) is tried first.
+fn blank_page_size(file: &DataFile, preferred: usize) -> Result<Option<usize>> {
+    let len = file.len()?;
+    if len == 0 {
+        return Ok(Some(preferred));
+    }
+    let sizes = std::iter::once(preferred).chain(std::iter::successors(Some(MIN_PAGE_SIZE), |s| {
+        (*s < MAX_PAGE_SIZE).then_some(s * 2)
+    }));
+    let mut bytes = Vec::new();
+    for page_size in sizes {
+        let image = initial_image(page_size);
+        if image.len() as u64 != len {
+            continue;
+        }
+        if bytes.is_empty() {
+            bytes = vec![0u8; image.len()];
+            file.read_exact_at(&mut bytes, 0)?;
+        }
+        if bytes.iter().zip(&image).all(|(&b, &i)| b == 0 || b == i) {
+            return Ok(Some(page_size));
+        }
+    }
+    Ok(None)
+}
+
+/// Writes the initial image into a blank `file` (see `blank_page_size`):
+/// the state blob first and synced, then the metas, so that a meta that
+/// survives a crash points at a durable blob; a crash before leaves a
+/// blank file again.
+fn initialize_in_place(file: &DataFile, page_size: usize) -> Result<()> {
+    let image = initial_image(page_size);
+    let metas = page_size * META_SLOTS as usize;
+    file.set_len(image.len() as u64)?;
+    file.write_vectored_at(&[&image[metas..]], metas as u64)?;
+    file.sync_data()?;
+    file.write_vectored_at(&[&image[..metas]], 0)?;
+    file.sync_data()
 }
 
 /// Reads the meta in `slot`; for slot 1 the page size must be known.

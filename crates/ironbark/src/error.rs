@@ -53,17 +53,37 @@ pub enum Error {
     NoSuchTree(String),
     /// A tree handle was used after its tree was dropped in this transaction.
     TreeDropped(String),
+    /// A tree handle was used after its tree was dropped in an earlier
+    /// transaction (a tree of the same name may have been created since:
+    /// it is another tree, so get a new handle).
+    StaleTree(String),
+    /// A tree handle was used with another database than the one it came
+    /// from.
+    ForeignTree(String),
     /// All reader slots are taken (see `Options::max_readers`).
     ReadersFull {
         /// The configured limit.
         max: usize,
     },
-    /// `try_begin_write` found another write transaction in progress.
+    /// `try_begin_write` (or `begin_write_timeout`, when its time ran out)
+    /// found another write transaction of this process in progress.
     Busy,
-    /// `try_begin_write` found another process's write transaction in
-    /// progress.
+    /// `try_begin_write` (or `begin_write_timeout`) found another process's
+    /// write transaction in progress.
     Locked,
-    /// The database was opened read-only (`Options::read_only`).
+    /// `try_begin_write` (or `begin_write_timeout`) found no writer, but a
+    /// read-only process that reads without the lock file (it could not
+    /// open it for writing): such a reader keeps every writer out until it
+    /// closes the database (see `Options::read_only`).
+    LocklessReader,
+    /// The calling thread already holds the write transaction (or is inside
+    /// a call that holds the write lock), so waiting for the write lock
+    /// would never end: commit or drop the transaction first. Returned by
+    /// every call that would wait for the write lock (`begin_write`,
+    /// `begin_write_timeout`, `sync`, `clear_stale_readers`, and `stats`,
+    /// `check`, `check_report`, `readers` when every reader slot is taken).
+    WriteTxnOnThisThread,
+    /// This handle was opened read-only (`Options::read_only`).
     ReadOnly,
     /// An earlier fsync failed; the instance refuses writes until reopened,
     /// since the kernel may have dropped the unsynced pages.
@@ -79,6 +99,27 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
+    /// An I/O error opening or creating `path` (`what`: "data file", "lock
+    /// file"), with the path in the message, and on a permission error a
+    /// hint at what helps. Keeps the error's kind.
+    pub(crate) fn file(path: &std::path::Path, what: &str, e: io::Error) -> Error {
+        let hint = match (e.kind(), what) {
+            (io::ErrorKind::PermissionDenied, "lock file") => {
+                "; every process that writes the database must be able to write its lock \
+                 file, and a process that only reads can open it with Options::read_only"
+            }
+            (io::ErrorKind::PermissionDenied, _) => {
+                "; to read a database this process may not write, open it with \
+                 Options::read_only"
+            }
+            _ => "",
+        };
+        Error::Io(io::Error::new(
+            e.kind(),
+            format!("{what} {}: {e}{hint}", path.display()),
+        ))
+    }
+
     /// A corruption error that names a page.
     pub(crate) fn corrupted_page(page: u64, detail: impl Into<String>) -> Error {
         Error::Corrupted {
@@ -119,6 +160,14 @@ impl fmt::Display for Error {
             ),
             Error::NoSuchTree(n) => write!(f, "no tree named {n:?}"),
             Error::TreeDropped(n) => write!(f, "tree {n:?} was dropped in this transaction"),
+            Error::StaleTree(n) => write!(
+                f,
+                "the handle to tree {n:?} is stale: that tree was dropped in an earlier \
+                 transaction (a tree of that name now is another tree: get a new handle)"
+            ),
+            Error::ForeignTree(n) => {
+                write!(f, "the handle to tree {n:?} belongs to another database")
+            }
             Error::ReadersFull { max } => {
                 write!(
                     f,
@@ -129,6 +178,16 @@ impl fmt::Display for Error {
             Error::Locked => write!(
                 f,
                 "another process is writing to the database (its write lock is held)"
+            ),
+            Error::LocklessReader => write!(
+                f,
+                "a read-only process without the lock file is reading; \
+                 writers wait until it closes"
+            ),
+            Error::WriteTxnOnThisThread => write!(
+                f,
+                "this thread already holds the write transaction; waiting for the \
+                 write lock would never end (commit or drop the transaction first)"
             ),
             Error::ReadOnly => write!(f, "the database is open read-only"),
             Error::Poisoned => write!(

@@ -30,8 +30,23 @@
 //!
 //! See `docs/design.md` for the architecture and the crash-safety argument,
 //! and `docs/file-format.md` for the byte layout.
+//!
+//! # Platform
+//!
+//! Linux only (kernel 3.15 or later), on any architecture Rust supports
+//! there. Processes sharing a database coordinate through Linux
+//! open-file-description locks (`F_OFD_SETLK`) and find dead readers
+//! through `/proc`; files are created with `O_TMPFILE` where the filesystem
+//! has it. On other systems the crate does not build (a compile error says
+//! so).
 
 #![warn(missing_docs)]
+
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "ironbark supports Linux only: it relies on open-file-description locks \
+     (F_OFD_SETLK) and /proc to share a database between processes"
+);
 
 mod btree;
 mod catalog;

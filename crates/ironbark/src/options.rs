@@ -1,4 +1,10 @@
 //! Options chosen at open, and the durability of a commit.
+//!
+//! Invariant: no option is silently ignored. `durability` and `read_only`
+//! belong to the handle an open returns (two opens of one file in one
+//! process may differ); `max_readers` shapes the per-process instance, so a
+//! second open of the same file must ask for the same; `page_size` and
+//! `create` only matter when the file is created or initialized.
 
 /// How durable a commit is when `commit` returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -15,20 +21,31 @@ pub enum Durability {
 /// Options for [`crate::Database::open_with`].
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Page size for a new file: a power of two from 1024 to 65536 (default
-    /// 4096). An existing file keeps the page size it was created with.
+    /// Page size for a new (or empty) file: a power of two from 1024 to
+    /// 65536 (default 4096). An existing file keeps the page size it was
+    /// created with.
     pub page_size: usize,
-    /// The default durability of write transactions (default `Immediate`).
+    /// The default durability of the write transactions begun through this
+    /// handle (default `Immediate`); each open's handle keeps its own.
     pub durability: Durability,
-    /// The most read transactions alive at once (default 126).
+    /// The most read transactions alive at once (default 126). A second open
+    /// of a file this process has open must ask for the same number (else
+    /// `InvalidOption`); a process joining others that have the file open
+    /// uses the table the first of them laid out (`Stats::max_readers`).
     pub max_readers: usize,
-    /// Create the file if it is missing (default `true`).
+    /// Create the file if it is missing, and initialize it if it is empty
+    /// (default `true`).
     pub create: bool,
     /// Open for reading only (default `false`): for a process that may not
     /// write the file (read-only permission or filesystem). Anything that
-    /// would write fails with [`crate::Error::ReadOnly`]. If the lock file
-    /// cannot be opened for writing either, the process reads without one
-    /// and keeps writers of other processes waiting while it is open.
+    /// would write through this handle fails with
+    /// [`crate::Error::ReadOnly`] (other handles of the same file in this
+    /// process may still write). If the lock file cannot be opened for
+    /// writing either, the process reads without one and keeps writers of
+    /// other processes waiting while it is open (they are told so with
+    /// [`crate::Error::LocklessReader`]). A read-only open creates a missing
+    /// lock file only when run by the data file's owner or by root, so that
+    /// another user's reader never leaves a lock file the owner cannot use.
     pub read_only: bool,
     /// Fault injection for the engine's own tests: every write, sync, length
     /// change and read of the data file is first offered to this hook.

@@ -3,7 +3,8 @@
 //! readers running at once, SIGKILL of a writer mid-transaction and of
 //! readers holding snapshots, two processes taking turns as writer, a file
 //! grown by another process, and read-only opens (with and without a usable
-//! lock file). `check()` passes after each.
+//! lock file), also by other users (`setpriv`, needs root as CI has).
+//! `check()` passes after each.
 
 mod common;
 
@@ -24,7 +25,33 @@ const WRITER_COMMITS: u64 = 300;
 
 /// Runs this test binary's `test` as a child in `role`.
 fn spawn(test: &str, role: &str, path: &Path) -> Child {
-    Command::new(std::env::current_exe().unwrap())
+    spawn_as(test, role, path, None)
+}
+
+/// Runs this test binary's `test` as a child in `role`, as user (and
+/// group) `uid` if given, with no supplementary groups.
+fn spawn_as(test: &str, role: &str, path: &Path, uid: Option<u32>) -> Child {
+    let mut exe = std::env::current_exe().unwrap();
+    let mut command = match uid {
+        None => Command::new(exe),
+        Some(uid) => {
+            // The build directory may be out of the other user's reach: run
+            // a copy that sits beside the database.
+            let copy = path.with_file_name("test-binary");
+            if !copy.exists() {
+                std::fs::copy(&exe, &copy).unwrap();
+                chmod(&copy, 0o755);
+            }
+            exe = copy;
+            let mut c = Command::new("setpriv");
+            c.arg(format!("--reuid={uid}"))
+                .arg(format!("--regid={uid}"))
+                .arg("--clear-groups")
+                .arg(exe);
+            c
+        }
+    };
+    command
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(ROLE_ENV, role)
         .env(PATH_ENV, path)
@@ -558,8 +585,9 @@ fn a_reader_on_a_read_only_mount_keeps_writers_out_while_open() {
     let mut child = spawn(test, "ro", &ro.join("db.ib"));
     let mut out = BufReader::new(child.stdout.take().unwrap());
     assert_eq!(hear(&mut out), "value 0");
-    // The lockless reader holds the writer byte shared: writers wait.
-    assert!(matches!(db.try_begin_write(), Err(Error::Locked)));
+    // The lockless reader holds the writer byte shared: writers wait, and
+    // are told why.
+    assert!(matches!(db.try_begin_write(), Err(Error::LocklessReader)));
     writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
     assert_eq!(hear(&mut out), "done");
     wait_ok(child, "read-only reader");
@@ -631,5 +659,176 @@ fn a_damaged_lock_file_is_an_error_while_shared_and_rebuilt_when_alone() {
     std::fs::write(&lock_path, b"garbage").unwrap();
     let db = Database::open(&t.path).unwrap();
     assert_eq!(consistent_value(&db.begin_read().unwrap()), 0);
+    db.check().unwrap();
+}
+
+/// Users for the tests with several users: the data file's owner, and
+/// another user (neither in the other's group).
+const OWNER: u32 = 65533;
+const OTHER: u32 = 65534;
+
+fn chown(path: &Path, uid: u32) {
+    std::os::unix::fs::chown(path, Some(uid), Some(uid)).expect("chown (needs root, as CI has)");
+}
+
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn lock_file_of(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_os_string();
+    p.push("-lock");
+    PathBuf::from(p)
+}
+
+/// Opens (read-only or not), reads, for a writer commits, and says how it
+/// went: "ok value N" or "err MESSAGE".
+fn user_role(path: &Path, read_only: bool) {
+    let r = (|| -> ironbark::Result<u64> {
+        let db = Database::open_with(
+            path,
+            &Options {
+                read_only,
+                ..Options::default()
+            },
+        )?;
+        let v = consistent_value(&db.begin_read()?);
+        if !read_only {
+            let mut tx = db.begin_write()?;
+            let t = tx.open_tree("t")?;
+            for i in 0..KEYS {
+                tx.put(&t, &key(i), &(v + 1).to_le_bytes())?;
+            }
+            tx.commit()?;
+            db.check()?;
+        }
+        Ok(v)
+    })();
+    match r {
+        Ok(v) => say(&format!("ok value {v}")),
+        Err(e) => say(&format!("err {e}")),
+    }
+}
+
+fn run_user_role(test: &str, role: &str, path: &Path, uid: u32) -> String {
+    let mut child = spawn_as(test, role, path, Some(uid));
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let said = hear(&mut out);
+    wait_ok(child, role);
+    said
+}
+
+#[test]
+fn a_read_only_open_by_another_user_does_not_lock_the_owner_out() {
+    if let Some((role, path)) = role() {
+        user_role(&path, role == "ro");
+        return;
+    }
+    let test = "a_read_only_open_by_another_user_does_not_lock_the_owner_out";
+    let t = temp_db("users.ib");
+    // A shared directory, like /tmp.
+    chmod(t.dir.path(), 0o1777);
+    create_invariant_db(&t.path);
+    std::fs::remove_file(lock_file_of(&t.path)).unwrap();
+    chown(&t.path, OWNER);
+    chmod(&t.path, 0o644);
+
+    // Another user reads: it may not leave a lock file the owner cannot use.
+    assert_eq!(run_user_role(test, "ro", &t.path, OTHER), "ok value 0");
+    if let Ok(m) = std::fs::metadata(lock_file_of(&t.path)) {
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(m.uid(), OWNER, "the lock file belongs to the reader");
+    }
+    // The owner writes, and its lock file takes the data file's mode and
+    // group whatever the umask.
+    chmod(&t.path, 0o664);
+    assert_eq!(run_user_role(test, "rw", &t.path, OWNER), "ok value 0");
+    {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(lock_file_of(&t.path)).unwrap();
+        assert_eq!((m.uid(), m.gid(), m.mode() & 0o777), (OWNER, OWNER, 0o664));
+    }
+    chmod(&t.path, 0o644);
+    // The owner's lock file has the data file's mode: the other user may
+    // still read (without it), not write.
+    assert_eq!(run_user_role(test, "ro", &t.path, OTHER), "ok value 1");
+    let said = run_user_role(test, "rw", &t.path, OTHER);
+    assert!(
+        said.starts_with("err ")
+            && said.contains(t.path.to_str().unwrap())
+            && !said.contains("-lock")
+            && said.contains("read_only"),
+        "a write open without write permission: {said}"
+    );
+
+    // A lock file the owner cannot write (left by an older version): the
+    // error names the lock file, not the data file.
+    let lock = lock_file_of(&t.path);
+    std::fs::remove_file(&lock).ok();
+    std::fs::write(&lock, b"").unwrap();
+    chown(&lock, OTHER);
+    chmod(&lock, 0o600);
+    let said = run_user_role(test, "rw", &t.path, OWNER);
+    assert!(
+        said.starts_with("err ") && said.contains(lock.to_str().unwrap()),
+        "{said}"
+    );
+    assert!(said.contains("Permission denied"), "{said}");
+}
+
+/// Reads without a lock file (it may not write the owner's) until told to
+/// stop.
+fn lockless_user_role(path: &Path) {
+    let db = Database::open_with(
+        path,
+        &Options {
+            read_only: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let v = consistent_value(&db.begin_read().unwrap());
+    say(&format!("value {v}"));
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    say("done");
+}
+
+#[test]
+fn writers_are_told_of_a_reader_without_the_lock_file_and_need_not_wait_forever() {
+    if let Some((_, path)) = role() {
+        lockless_user_role(&path);
+        return;
+    }
+    let test = "writers_are_told_of_a_reader_without_the_lock_file_and_need_not_wait_forever";
+    let t = temp_db("lockless.ib");
+    chmod(t.dir.path(), 0o755);
+    create_invariant_db(&t.path);
+    let db = Database::open(&t.path).unwrap();
+    let mut child = spawn_as(test, "lockless", &t.path, Some(OTHER));
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    assert_eq!(hear(&mut out), "value 0");
+    match db.try_begin_write() {
+        Err(e @ Error::LocklessReader) => assert!(
+            e.to_string()
+                .contains("a read-only process without the lock file is reading"),
+            "{e}"
+        ),
+        other => panic!("try_begin_write beside a lockless reader: {other:?}"),
+    }
+    let started = Instant::now();
+    let r = db.begin_write_timeout(Duration::from_millis(200)).map(drop);
+    assert!(matches!(r, Err(Error::LocklessReader)), "{r:?}");
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
+    assert_eq!(hear(&mut out), "done");
+    wait_ok(child, "lockless reader");
+    let mut tx = db
+        .begin_write_timeout(Duration::from_secs(10))
+        .expect("writers proceed once it closed");
+    let tr = tx.open_tree("t").unwrap();
+    tx.put(&tr, &key(0), &1u64.to_le_bytes()).unwrap();
+    tx.commit().unwrap();
     db.check().unwrap();
 }

@@ -1,15 +1,22 @@
 //! The data file: create (crash-safely), lock, positioned reads and writes,
 //! growth and sync. Every system call the engine makes on the file goes
 //! through [`DataFile`], so that fault injection has one seam to replace.
+//!
+//! Creation is atomic: a file appears under its name complete and synced,
+//! or not at all. It is written as an unnamed file (`O_TMPFILE`) and linked
+//! into place; where the filesystem lacks `O_TMPFILE`, under a temporary
+//! name unique to this creation (`<name>.creating-<pid>-<nanos>-<n>`) that
+//! its creator holds a lock on while it exists. A temporary file nobody
+//! holds a lock on is a crashed creation's leftover, and is removed.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, IoSlice};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::storage::oslock::{lock_byte, LockKind};
+use crate::storage::oslock::{conflicting_lock, lock_byte, LockKind};
 
 /// The byte of the data file whose lock is the writer lock.
 const WRITER_BYTE: u64 = 0;
@@ -20,9 +27,13 @@ const IOV_MAX: usize = 1024;
 /// The fault-injection seam: called before each operation the engine makes
 /// on an open data file. An `Err` fails the operation without performing
 /// it, and the engine returns that error. Hidden from the docs: it exists
-/// for the crash, I/O-error and disk-full tests.
+/// for the crash, I/O-error and disk-full tests. Unwind-safe, so that a
+/// `Database` holding one is too (`catch_unwind` around database calls
+/// compiles).
 #[doc(hidden)]
-pub trait IoHook: Send + Sync + 'static {
+pub trait IoHook:
+    Send + Sync + std::panic::RefUnwindSafe + std::panic::UnwindSafe + 'static
+{
     /// Before `bufs` are written back to back at byte `offset`.
     fn on_write(&self, _offset: u64, _bufs: &[&[u8]]) -> io::Result<()> {
         Ok(())
@@ -68,7 +79,7 @@ impl DataFile {
         path: &Path,
         writable: bool,
         hook: Option<IoHookHandle>,
-    ) -> Result<DataFile> {
+    ) -> io::Result<DataFile> {
         let file = OpenOptions::new().read(true).write(writable).open(path)?;
         Ok(DataFile { file, hook })
     }
@@ -77,31 +88,52 @@ impl DataFile {
         self.hook.as_ref().map(|h| &*h.0)
     }
 
-    /// Creates `path` holding exactly `parts`, back to back, atomically: the bytes
-    /// are written and synced to a temporary file that is then linked under
-    /// its final name, and the directory is synced. A crash at any point
-    /// leaves either no file or a complete one. Fails with `AlreadyExists` if
-    /// another process created the file first.
+    /// Creates `path` holding exactly `parts`, back to back, atomically: the
+    /// bytes are written and synced to a temporary file (unnamed where the
+    /// filesystem can) that is then linked under its final name, and the
+    /// directory is synced. A crash at any point leaves either no file or a
+    /// complete one. Fails with `AlreadyExists` if another process created
+    /// the file first. Removes the leftovers of crashed creations of `path`
+    /// first.
     pub(crate) fn create_atomically(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
         let dir = parent_dir(path);
-        let tmp = temp_name(path);
-        let result = (|| {
-            let f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(&tmp)?;
-            let mut offset = 0u64;
-            for part in parts {
-                f.write_all_at(part, offset)?;
-                offset += part.len() as u64;
+        DataFile::clean_leftovers(path);
+        match create_unnamed(&dir, path, parts) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => create_named(path, parts)?,
+            other => other?,
+        }
+        File::open(&dir)?.sync_all()
+    }
+
+    /// Removes the temporary files of crashed creations of `path` (named
+    /// `<name>.creating-...`): those no creator holds a lock on. Best
+    /// effort: what cannot be read or removed is left.
+    pub(crate) fn clean_leftovers(path: &Path) {
+        let Some(name) = path.file_name() else {
+            return;
+        };
+        let mut prefix = name.to_os_string();
+        prefix.push(TEMP_INFIX);
+        let prefix = prefix.as_encoded_bytes();
+        let Ok(entries) = fs::read_dir(parent_dir(path)) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            if entry.file_name().as_encoded_bytes().starts_with(prefix)
+                && entry.file_type().is_ok_and(|t| t.is_file())
+            {
+                remove_if_abandoned(&entry.path());
             }
-            f.sync_all()?;
-            fs::hard_link(&tmp, path)?;
-            File::open(&dir)?.sync_all()
-        })();
-        let _ = fs::remove_file(&tmp);
-        result
+        }
+    }
+
+    /// Whether the writer lock is held shared (by a read-only process that
+    /// reads without the lock file), as far as can be told now.
+    pub(crate) fn writer_held_shared(&self) -> bool {
+        matches!(
+            conflicting_lock(&self.file, WRITER_BYTE),
+            Ok(Some(LockKind::Shared))
+        )
     }
 
     /// Takes the cross-process writer lock (byte 0, exclusive). Without
@@ -248,8 +280,152 @@ fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
-fn temp_name(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".creating-{}", std::process::id()));
-    path.with_file_name(name)
+/// What follows the file's name in a temporary file's name.
+const TEMP_INFIX: &str = ".creating-";
+
+fn write_parts(f: &File, parts: &[&[u8]]) -> io::Result<()> {
+    let mut offset = 0u64;
+    for part in parts {
+        f.write_all_at(part, offset)?;
+        offset += part.len() as u64;
+    }
+    f.sync_all()
+}
+
+/// Creates `path` through an unnamed file in `dir`: nothing is left behind
+/// by a crash. Fails (with something other than `AlreadyExists`) where the
+/// filesystem or the system cannot.
+fn create_unnamed(dir: &Path, path: &Path, parts: &[&[u8]]) -> io::Result<()> {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .mode(0o666)
+        .open(dir)?;
+    write_parts(&f, parts)?;
+    let target = c_path(path)?;
+    // By descriptor (needs CAP_DAC_READ_SEARCH), else through /proc.
+    // SAFETY: linkat with a descriptor we own, an empty NUL-terminated
+    // path and a live NUL-terminated target.
+    let rc = unsafe {
+        libc::linkat(
+            f.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.kind() == io::ErrorKind::AlreadyExists {
+        return Err(err);
+    }
+    let proc_path = c_path(Path::new(&format!("/proc/self/fd/{}", f.as_raw_fd())))?;
+    // SAFETY: linkat with two live NUL-terminated paths.
+    let rc = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            proc_path.as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    Err(io::Error::last_os_error())
+}
+
+fn c_path(path: &Path) -> io::Result<std::ffi::CString> {
+    std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+}
+
+/// Creates `path` through a temporary file of a name no other creation
+/// uses, locked while it exists so that `clean_leftovers` spares it.
+fn create_named(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    loop {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(format!("{TEMP_INFIX}{}-{nanos}-{seq}", std::process::id()));
+        let tmp = path.with_file_name(name);
+        let f = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        };
+        // A cleaner may have taken it for a leftover between its creation
+        // and our lock: then it is gone or going, and we start over.
+        if !lock_byte(&f, 0, LockKind::Exclusive, false)? || !same_file(&f, &tmp) {
+            continue;
+        }
+        let result = write_parts(&f, parts).and_then(|()| fs::hard_link(&tmp, path));
+        // Ours (created new and locked), so ours to remove.
+        let _ = fs::remove_file(&tmp);
+        return result;
+    }
+}
+
+/// Whether `path` names the file `f` is open on.
+fn same_file(f: &File, path: &Path) -> bool {
+    match (f.metadata(), fs::symlink_metadata(path)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
+}
+
+/// Removes the temporary file `path` if no creator holds its lock.
+fn remove_if_abandoned(path: &Path) {
+    let Ok(f) = File::open(path) else {
+        return;
+    };
+    // Holding the lock, no creator can take it; a creator that took it
+    // earlier keeps it until it has removed the file itself.
+    if lock_byte(&f, 0, LockKind::Shared, false).unwrap_or(false) && same_file(&f, path) {
+        let _ = fs::remove_file(path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fallback for filesystems without `O_TMPFILE`, called directly.
+    #[test]
+    fn the_named_fallback_creates_whole_files_and_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.ib");
+        create_named(&path, &[b"ab", b"cd"]).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"abcd");
+        let again = create_named(&path, &[b"x"]).map_err(|e| e.kind());
+        assert_eq!(again, Err(io::ErrorKind::AlreadyExists));
+        assert_eq!(fs::read(&path).unwrap(), b"abcd");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn the_unnamed_way_is_taken_where_the_filesystem_has_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.ib");
+        // tmpfs, ext4, xfs and btrfs have O_TMPFILE; the test directory
+        // is on one of them in CI.
+        create_unnamed(dir.path(), &path, &[b"xyz"]).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"xyz");
+        let again = create_unnamed(dir.path(), &path, &[b"x"]).map_err(|e| e.kind());
+        assert_eq!(again, Err(io::ErrorKind::AlreadyExists));
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
 }

@@ -11,7 +11,14 @@
 //!
 //! It is not durable state: the first process to open the database
 //! rebuilds it from the data file, and it can be deleted whenever no process
-//! has the database open. Which process is first is decided with byte locks
+//! has the database open. A first process whose open fails deletes it
+//! (under the gate), so every process re-checks after taking the gate that
+//! the file it holds is still the one under the name.
+//!
+//! Whoever creates it gives it the data file's permission bits and group
+//! (and, as root, its owner), so every user who may write the data file
+//! may write the lock file too (see `db::open_instance` for which read-only
+//! opens create it). Which process is first is decided with byte locks
 //! (`storage::oslock`) on the lock file itself:
 //!
 //! - byte 0, the *gate*: held exclusively while a process opens or closes,
@@ -29,9 +36,9 @@
 //! are only ever accessed through atomics; the layout is validated before
 //! the first access (a foreign or truncated lock file is an error).
 
-use std::fs::{File, OpenOptions};
+use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -106,18 +113,59 @@ pub(crate) struct Gated {
     pub(crate) alone: bool,
 }
 
-/// Opens (creating if `create`) the lock file of `data` and takes the gate.
-/// Fails with the OS error if the file cannot be opened read-write.
-pub(crate) fn open_gated(data: &Path, create: bool) -> io::Result<Gated> {
+/// Opens (creating if `create`, shaped after the data file's metadata
+/// `data_meta`) the lock file of `data` and takes the gate. Fails with the
+/// OS error if the file cannot be opened read-write (`NotFound` if it does
+/// not exist and not `create`).
+pub(crate) fn open_gated(data: &Path, data_meta: &Metadata, create: bool) -> io::Result<Gated> {
     let path = lock_path(data);
+    loop {
+        let file = match OpenOptions::new().read(true).write(true).open(&path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
+                match create_like(&path, data_meta) {
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                    other => other?,
+                }
+            }
+            other => other?,
+        };
+        lock_byte(&file, GATE_BYTE, LockKind::Exclusive, true)?;
+        // A first process whose open failed may have deleted the file while
+        // we waited for the gate: then start over with the current one.
+        // (`metadata` follows a symlink, as `open` did.)
+        let current = match fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let held = file.metadata()?;
+        if (current.dev(), current.ino()) != (held.dev(), held.ino()) {
+            continue;
+        }
+        let alone = lock_byte(&file, LIVENESS_BYTE, LockKind::Exclusive, false)?;
+        return Ok(Gated { file, path, alone });
+    }
+}
+
+/// Creates the lock file with the data file's permission bits (read and
+/// write ones: whoever may write the data may write the lock, as with
+/// LMDB; the owner always may) and group, and as root its owner. Changing
+/// the group or owner is best effort: it fails harmlessly for a user
+/// outside the data file's group.
+fn create_like(path: &Path, data_meta: &Metadata) -> io::Result<File> {
+    let mode = (data_meta.mode() & 0o666) | 0o600;
     let file = OpenOptions::new()
         .read(true)
         .write(true)
-        .create(create)
-        .open(&path)?;
-    lock_byte(&file, GATE_BYTE, LockKind::Exclusive, true)?;
-    let alone = lock_byte(&file, LIVENESS_BYTE, LockKind::Exclusive, false)?;
-    Ok(Gated { file, path, alone })
+        .create_new(true)
+        .mode(mode)
+        .open(path)?;
+    // The umask may have taken bits away: set them exactly.
+    file.set_permissions(fs::Permissions::from_mode(mode))?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let owner = (unsafe { libc::geteuid() } == 0).then(|| data_meta.uid());
+    let _ = std::os::unix::fs::fchown(&file, owner, Some(data_meta.gid()));
+    Ok(file)
 }
 
 fn total_len(slot_count: usize) -> usize {
@@ -125,6 +173,15 @@ fn total_len(slot_count: usize) -> usize {
 }
 
 impl Gated {
+    /// First process, whose open failed: removes the lock file (under the
+    /// gate, so a process waiting for the gate notices and starts over),
+    /// leaving nothing beside a file that does not open.
+    pub(crate) fn discard(self) {
+        assert!(self.alone, "discarding a lock file another process uses");
+        let _ = fs::remove_file(&self.path);
+        // Dropping `file` releases the gate and liveness locks.
+    }
+
     /// First process: lays out a fresh lock file with `slot_count` reader
     /// slots, all free, and the meta `meta` as the newest commit.
     pub(crate) fn initialize(

@@ -57,3 +57,33 @@ pub(crate) fn lock_byte(file: &File, byte: u64, kind: LockKind, wait: bool) -> i
         }
     }
 }
+
+/// The kind of a lock another description holds on byte `byte` of `file`
+/// that conflicts with an exclusive lock, if any (`F_OFD_GETLK`). Only a
+/// hint: the holder may change right after.
+pub(crate) fn conflicting_lock(file: &File, byte: u64) -> io::Result<Option<LockKind>> {
+    let start = libc::off_t::try_from(byte).map_err(|_| io::Error::other("lock offset"))?;
+    // SAFETY: as in `lock_byte`.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = start;
+    fl.l_len = 1;
+    // SAFETY: fcntl on a descriptor we own with a pointer to a live,
+    // initialised `flock`, which F_OFD_GETLK overwrites with the result.
+    let rc = unsafe {
+        libc::fcntl(
+            file.as_raw_fd(),
+            libc::F_OFD_GETLK,
+            &mut fl as *mut libc::flock,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(match i32::from(fl.l_type) {
+        libc::F_RDLCK => Some(LockKind::Shared),
+        libc::F_WRLCK => Some(LockKind::Exclusive),
+        _ => None,
+    })
+}

@@ -3,7 +3,9 @@
 //!
 //! Invariant: any number of read snapshots and at most one write
 //! transaction; a reader never waits, and the writer never waits for a
-//! reader (it only declines to reuse the pages a reader can see).
+//! reader (it only declines to reuse the pages a reader can see). A tree
+//! handle is only resolved in the database it came from, and only to the
+//! tree it was made for (its id), never to a later tree of the same name.
 
 pub(crate) mod commit;
 pub(crate) mod read;
@@ -12,17 +14,51 @@ pub(crate) mod write;
 
 use std::sync::Arc;
 
+use crate::catalog::Catalog;
+use crate::error::Error;
+
 /// A handle to a named tree. Cheap to clone; valid in any transaction of
-/// the database it came from for as long as the tree exists.
+/// the database (the file) it came from, in this process, for as long as
+/// the tree exists. Using it with another database is
+/// [`Error::ForeignTree`]; after its tree was dropped,
+/// [`Error::TreeDropped`] (in the dropping transaction) or
+/// [`Error::StaleTree`] (later, even if a tree of the same name was
+/// created since).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tree {
     pub(crate) id: u64,
     pub(crate) name: Arc<str>,
+    /// The database it came from (`db::Shared::db_id`), so that one compare
+    /// tells a foreign handle apart.
+    pub(crate) db: u64,
 }
 
 impl Tree {
     /// The tree's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Why this handle does not resolve in `catalog` (of the database
+    /// `db`). `before` is the catalog the transaction began from, for a
+    /// write transaction (a tree there was dropped in this transaction).
+    /// Only on the error path: lookups compare the id and database first.
+    pub(crate) fn unresolved(&self, db: u64, catalog: &Catalog, before: Option<&Catalog>) -> Error {
+        let name = || self.name.to_string();
+        if self.db != db {
+            return Error::ForeignTree(name());
+        }
+        if before
+            .and_then(|c| c.find(&self.name))
+            .is_some_and(|e| e.id == self.id)
+        {
+            return Error::TreeDropped(name());
+        }
+        // Tree ids only grow: a handle at or past the snapshot's next id
+        // names a tree created after the snapshot, which it cannot see.
+        if self.id >= catalog.next_tree_id {
+            return Error::NoSuchTree(name());
+        }
+        Error::StaleTree(name())
     }
 }

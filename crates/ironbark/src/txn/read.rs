@@ -119,9 +119,10 @@ impl ReadTxn {
     }
 
     fn entry(&self, tree: &Tree) -> Result<&TreeEntry> {
-        match self.snapshot.catalog.find(&tree.name) {
-            Some(e) if e.id == tree.id => Ok(e),
-            _ => Err(Error::NoSuchTree(tree.name.to_string())),
+        let catalog = &self.snapshot.catalog;
+        match catalog.find(&tree.name) {
+            Some(e) if e.id == tree.id && tree.db == self.shared.db_id => Ok(e),
+            _ => Err(tree.unresolved(self.shared.db_id, catalog, None)),
         }
     }
 
@@ -131,7 +132,7 @@ impl ReadTxn {
 
     /// A handle to the tree `name`, or `NoSuchTree`.
     pub fn tree(&self, name: &str) -> Result<Tree> {
-        self.snapshot.catalog.handle(name)
+        self.snapshot.catalog.handle(name, self.shared.db_id)
     }
 
     /// The names of all trees, in order.

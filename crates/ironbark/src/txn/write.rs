@@ -49,7 +49,13 @@ impl std::fmt::Debug for WriteTxn<'_> {
 }
 
 impl<'db> WriteTxn<'db> {
-    pub(crate) fn begin(shared: &'db Shared, writer: WriterGuard<'db>) -> Result<WriteTxn<'db>> {
+    /// Begins with the write lock held, committing with `durability` unless
+    /// `set_durability` says otherwise.
+    pub(crate) fn begin(
+        shared: &'db Shared,
+        writer: WriterGuard<'db>,
+        durability: Durability,
+    ) -> Result<WriteTxn<'db>> {
         if writer.poisoned {
             return Err(Error::Poisoned);
         }
@@ -64,11 +70,12 @@ impl<'db> WriteTxn<'db> {
             finger: Finger::default(),
             changed: false,
             failed: None,
-            durability: shared.default_durability,
+            durability,
         })
     }
 
-    /// The durability of this commit (default: the database's option).
+    /// The durability of this commit (default: the `Options::durability`
+    /// of the handle that began it).
     pub fn set_durability(&mut self, durability: Durability) {
         self.durability = durability;
     }
@@ -84,8 +91,8 @@ impl<'db> WriteTxn<'db> {
             .trees
             .binary_search_by(|t| (*t.name).cmp(&tree.name))
         {
-            Ok(i) if self.catalog.trees[i].id == tree.id => Ok(i),
-            _ => Err(Error::TreeDropped(tree.name.to_string())),
+            Ok(i) if self.catalog.trees[i].id == tree.id && tree.db == self.shared.db_id => Ok(i),
+            _ => Err(tree.unresolved(self.shared.db_id, &self.catalog, Some(&self.base.catalog))),
         }
     }
 
@@ -115,12 +122,13 @@ impl<'db> WriteTxn<'db> {
         Ok(Tree {
             id: e.id,
             name: e.name.clone(),
+            db: self.shared.db_id,
         })
     }
 
     /// A handle to the existing tree `name`, or `NoSuchTree`.
     pub fn tree(&self, name: &str) -> Result<Tree> {
-        self.catalog.handle(name)
+        self.catalog.handle(name, self.shared.db_id)
     }
 
     /// The names of all trees, in order.
@@ -129,7 +137,9 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Deletes the tree `name` and frees all its pages; returns whether it
-    /// existed. Handles to it fail with `TreeDropped` afterwards.
+    /// existed. Handles to it fail with `TreeDropped` in this transaction
+    /// and with `StaleTree` in later ones (also once a tree of the same
+    /// name was created again).
     pub fn drop_tree(&mut self, name: &str) -> Result<bool> {
         let Ok(i) = self.catalog.trees.binary_search_by(|t| (*t.name).cmp(name)) else {
             return Ok(false);
