@@ -16,7 +16,9 @@ use std::ops::Bound as RangeBound;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use ironbark::{Database, Durability, Error, Options, Range, ReadTxn, Tree, WriteTxn};
+use ironbark::{
+    Database, Durability, Error as EngineError, Options, Range, ReadTxn, Tree, WriteTxn,
+};
 use pyo3::exceptions::{PyBufferError, PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyMemoryView, PyTuple};
@@ -27,142 +29,142 @@ use pyo3::{create_exception, ffi};
 const DEFAULT_TREE: &str = "main";
 
 create_exception!(
-    _ironbark,
-    IronbarkError,
+    ironbark,
+    Error,
     PyException,
     "Base class of every ironbark error."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     IoError,
-    IronbarkError,
+    Error,
     "The operating system reported an I/O error."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     CorruptedError,
-    IronbarkError,
+    Error,
     "The file fails a check (checksum, structure)."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     NotAnIronbarkFileError,
-    IronbarkError,
+    Error,
     "The file is not an ironbark database."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     IncompatibleVersionError,
-    IronbarkError,
+    Error,
     "The file was written by an incompatible format version."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     InvalidPageSizeError,
-    IronbarkError,
+    Error,
     "The page size is not supported."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     KeyTooLargeError,
-    IronbarkError,
+    Error,
     "A key is longer than Database.max_key_len."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     ValueTooLargeError,
-    IronbarkError,
+    Error,
     "A value is longer than 1 GiB."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     InvalidTreeNameError,
-    IronbarkError,
+    Error,
     "A tree name is empty or longer than 255 bytes."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     NoSuchTreeError,
-    IronbarkError,
+    Error,
     "No tree of that name exists."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     TreeDroppedError,
-    IronbarkError,
+    Error,
     "The tree was dropped in this transaction."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     ReadersFullError,
-    IronbarkError,
+    Error,
     "Every reader slot is taken (max_readers)."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     BusyError,
-    IronbarkError,
+    Error,
     "Another write transaction is in progress (nowait=True)."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     LockedError,
-    IronbarkError,
+    Error,
     "Another process holds the write lock (nowait=True)."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     ReadOnlyError,
-    IronbarkError,
+    Error,
     "A write on a read-only database or in a read transaction."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     PoisonedError,
-    IronbarkError,
+    Error,
     "An earlier sync failed: reopen the database before writing."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     InvalidOptionError,
-    IronbarkError,
+    Error,
     "An option is out of its range."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     TxnFailedError,
-    IronbarkError,
+    Error,
     "An operation failed part-way: the transaction can only be aborted."
 );
 create_exception!(
-    _ironbark,
+    ironbark,
     ClosedError,
-    IronbarkError,
+    Error,
     "The transaction has ended, or the database is closed."
 );
 
 /// The exception for an engine error.
-fn to_py(e: Error) -> PyErr {
+fn to_py(e: EngineError) -> PyErr {
     let msg = e.to_string();
     match e {
-        Error::Io(_) => IoError::new_err(msg),
-        Error::Corrupted { .. } => CorruptedError::new_err(msg),
-        Error::NotAnIronbarkFile => NotAnIronbarkFileError::new_err(msg),
-        Error::IncompatibleVersion { .. } => IncompatibleVersionError::new_err(msg),
-        Error::InvalidPageSize(_) => InvalidPageSizeError::new_err(msg),
-        Error::KeyTooLarge { .. } => KeyTooLargeError::new_err(msg),
-        Error::ValueTooLarge { .. } => ValueTooLargeError::new_err(msg),
-        Error::InvalidTreeName(_) => InvalidTreeNameError::new_err(msg),
-        Error::NoSuchTree(_) => NoSuchTreeError::new_err(msg),
-        Error::TreeDropped(_) => TreeDroppedError::new_err(msg),
-        Error::ReadersFull { .. } => ReadersFullError::new_err(msg),
-        Error::Busy => BusyError::new_err(msg),
-        Error::Locked => LockedError::new_err(msg),
-        Error::ReadOnly => ReadOnlyError::new_err(msg),
-        Error::Poisoned => PoisonedError::new_err(msg),
-        Error::InvalidOption(_) => InvalidOptionError::new_err(msg),
-        Error::TxnFailed(_) => TxnFailedError::new_err(msg),
-        _ => IronbarkError::new_err(msg),
+        EngineError::Io(_) => IoError::new_err(msg),
+        EngineError::Corrupted { .. } => CorruptedError::new_err(msg),
+        EngineError::NotAnIronbarkFile => NotAnIronbarkFileError::new_err(msg),
+        EngineError::IncompatibleVersion { .. } => IncompatibleVersionError::new_err(msg),
+        EngineError::InvalidPageSize(_) => InvalidPageSizeError::new_err(msg),
+        EngineError::KeyTooLarge { .. } => KeyTooLargeError::new_err(msg),
+        EngineError::ValueTooLarge { .. } => ValueTooLargeError::new_err(msg),
+        EngineError::InvalidTreeName(_) => InvalidTreeNameError::new_err(msg),
+        EngineError::NoSuchTree(_) => NoSuchTreeError::new_err(msg),
+        EngineError::TreeDropped(_) => TreeDroppedError::new_err(msg),
+        EngineError::ReadersFull { .. } => ReadersFullError::new_err(msg),
+        EngineError::Busy => BusyError::new_err(msg),
+        EngineError::Locked => LockedError::new_err(msg),
+        EngineError::ReadOnly => ReadOnlyError::new_err(msg),
+        EngineError::Poisoned => PoisonedError::new_err(msg),
+        EngineError::InvalidOption(_) => InvalidOptionError::new_err(msg),
+        EngineError::TxnFailed(_) => TxnFailedError::new_err(msg),
+        _ => Error::new_err(msg),
     }
 }
 
@@ -453,7 +455,7 @@ impl PyTransaction {
         };
         match r {
             Ok(t) => Ok(Some(t)),
-            Err(Error::NoSuchTree(_)) if name.is_none() => Ok(None),
+            Err(EngineError::NoSuchTree(_)) if name.is_none() => Ok(None),
             Err(e) => Err(to_py(e)),
         }
     }
@@ -541,7 +543,7 @@ impl PyTransaction {
         let w = self.writer("delete")?;
         let t = match w.tree(tree.unwrap_or(DEFAULT_TREE)) {
             Ok(t) => t,
-            Err(Error::NoSuchTree(_)) if tree.is_none() => return Ok(false),
+            Err(EngineError::NoSuchTree(_)) if tree.is_none() => return Ok(false),
             Err(e) => return Err(to_py(e)),
         };
         w.delete(&t, key).or_raise()
@@ -953,7 +955,7 @@ fn _ironbark(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRangeIter>()?;
     m.add("DEFAULT_TREE", DEFAULT_TREE)?;
     m.add("MAX_VALUE_LEN", ironbark::MAX_VALUE_LEN)?;
-    m.add("Error", py.get_type::<IronbarkError>())?;
+    m.add("Error", py.get_type::<Error>())?;
     m.add("IoError", py.get_type::<IoError>())?;
     m.add("CorruptedError", py.get_type::<CorruptedError>())?;
     m.add(
