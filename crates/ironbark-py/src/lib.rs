@@ -8,18 +8,20 @@
 //!   snapshot, so the bytes it points at stay mapped for as long as the
 //!   memoryview lives, whatever Python does with the transaction;
 //! - write transactions hand out copies only (their pages change on the
-//!   next put), and stay on the thread that began them (`unsendable`);
+//!   next put); a transaction and its iterators are used only by the
+//!   thread that began it (checked: another thread gets a `RuntimeError`);
 //! - engine errors become exceptions; nothing here panics on user input.
 
 use std::ffi::{c_int, c_void, CString};
 use std::ops::Bound as RangeBound;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::thread::{self, ThreadId};
 
 use ironbark::{
     Database, Durability, Error as EngineError, Options, Range, ReadTxn, Tree, WriteTxn,
 };
-use pyo3::exceptions::{PyBufferError, PyException, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyException, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyMemoryView, PyTuple};
 use pyo3::{create_exception, ffi};
@@ -258,6 +260,7 @@ impl PyDatabase {
             state,
             _db: db,
             buffers,
+            owner: thread::current().id(),
         })
     }
 
@@ -391,13 +394,42 @@ enum TxnState {
 
 /// A transaction: a context manager that commits when its block ends
 /// normally and aborts when it raises.
-#[pyclass(module = "ironbark", name = "Transaction", unsendable)]
+#[pyclass(module = "ironbark", name = "Transaction")]
 struct PyTransaction {
     // Declared before `_db`: the write transaction borrows the state `_db`
     // keeps alive.
     state: TxnState,
     _db: Database,
     buffers: bool,
+    /// The thread that began the transaction: the only one that may use it.
+    owner: ThreadId,
+}
+
+// SAFETY: `state` (the one field that is not `Send + Sync`: a write
+// transaction holds the write lock's mutex guard) is only reached through
+// `PyTransaction::state`/`state_mut`, which raise on any thread but
+// `owner`, so it is used by one thread only. It may be dropped on another
+// thread (see `Drop`).
+unsafe impl Send for PyTransaction {}
+// SAFETY: as for `Send`: no shared access to `state` from a second thread.
+unsafe impl Sync for PyTransaction {}
+
+impl Drop for PyTransaction {
+    fn drop(&mut self) {
+        if thread::current().id() != self.owner && matches!(self.state, TxnState::Write(_)) {
+            // Dropped by another thread: on Linux, releasing the write lock
+            // there is sound (std's mutex is a futex any thread may wake,
+            // and the file lock belongs to the process); elsewhere the
+            // transaction is leaked rather than unlocked by a thread that
+            // does not own the lock.
+            #[cfg(not(target_os = "linux"))]
+            std::mem::forget(std::mem::replace(&mut self.state, TxnState::Ended));
+        }
+    }
+}
+
+fn wrong_thread() -> PyErr {
+    PyRuntimeError::new_err("an ironbark transaction is used only by the thread that began it")
 }
 
 fn closed() -> PyErr {
@@ -444,11 +476,26 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 }
 
 impl PyTransaction {
+    /// The state, on the owner thread only.
+    fn state(&self) -> PyResult<&TxnState> {
+        if thread::current().id() != self.owner {
+            return Err(wrong_thread());
+        }
+        Ok(&self.state)
+    }
+
+    fn state_mut(&mut self) -> PyResult<&mut TxnState> {
+        if thread::current().id() != self.owner {
+            return Err(wrong_thread());
+        }
+        Ok(&mut self.state)
+    }
+
     /// The handle of `name` (the default tree if `None`) for reading: a
     /// missing default tree reads as empty (`None`); a missing named tree
     /// is `NoSuchTreeError`.
     fn read_tree(&self, name: Option<&str>) -> PyResult<Option<Tree>> {
-        let r = match &self.state {
+        let r = match self.state()? {
             TxnState::Read(r) => r.tree(name.unwrap_or(DEFAULT_TREE)),
             TxnState::Write(w) => w.tree(name.unwrap_or(DEFAULT_TREE)),
             TxnState::Ended => return Err(closed()),
@@ -461,7 +508,7 @@ impl PyTransaction {
     }
 
     fn writer(&mut self, what: &str) -> PyResult<&mut WriteTxn<'static>> {
-        match &mut self.state {
+        match self.state_mut()? {
             TxnState::Write(w) => Ok(w),
             TxnState::Read(_) => Err(ReadOnlyError::new_err(format!(
                 "{what} in a read transaction (begin(write=True) to write)"
@@ -480,7 +527,7 @@ impl PyTransaction {
     }
 
     fn end(&mut self, py: Python<'_>, commit: bool) -> PyResult<()> {
-        match std::mem::replace(&mut self.state, TxnState::Ended) {
+        match std::mem::replace(self.state_mut()?, TxnState::Ended) {
             TxnState::Write(w) if commit => {
                 let w = SameThread(w);
                 py.detach(move || w.into_inner().commit()).or_raise()
@@ -505,7 +552,7 @@ impl PyTransaction {
         let Some(t) = self.read_tree(tree)? else {
             return Ok(default.unwrap_or_else(|| py.None().into_bound(py)));
         };
-        let found = match &self.state {
+        let found = match self.state()? {
             TxnState::Read(r) => r.get(&t, key),
             TxnState::Write(w) => w.get(&t, key),
             TxnState::Ended => return Err(closed()),
@@ -557,7 +604,7 @@ impl PyTransaction {
 
     /// The names of all trees, in order.
     fn trees(&self) -> PyResult<Vec<String>> {
-        match &self.state {
+        match self.state()? {
             TxnState::Read(r) => Ok(r.list_trees()),
             TxnState::Write(w) => Ok(w.list_trees()),
             TxnState::Ended => Err(closed()),
@@ -570,7 +617,7 @@ impl PyTransaction {
         let Some(t) = self.read_tree(tree)? else {
             return Ok(0);
         };
-        match &self.state {
+        match self.state()? {
             TxnState::Read(r) => r.len(&t),
             TxnState::Write(w) => w.len(&t),
             TxnState::Ended => return Err(closed()),
@@ -646,7 +693,7 @@ impl PyTransaction {
 
     /// Discards the transaction's changes. Calling it again does nothing.
     fn abort(&mut self, py: Python<'_>) -> PyResult<()> {
-        if matches!(self.state, TxnState::Ended) {
+        if matches!(self.state()?, TxnState::Ended) {
             return Ok(());
         }
         self.end(py, false)
@@ -667,7 +714,7 @@ impl PyTransaction {
     /// The id of the commit this transaction reads (or will commit as).
     #[getter]
     fn txn_id(&self) -> PyResult<u64> {
-        match &self.state {
+        match self.state()? {
             TxnState::Read(r) => Ok(r.txn_id()),
             TxnState::Write(w) => Ok(w.txn_id()),
             TxnState::Ended => Err(closed()),
@@ -688,7 +735,7 @@ impl PyTransaction {
         _exc: Option<Bound<'_, PyAny>>,
         _tb: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        if matches!(self.state, TxnState::Ended) {
+        if matches!(self.state()?, TxnState::Ended) {
             return Ok(false); // ended inside the block
         }
         self.end(py, exc_type.is_none())?;
@@ -696,10 +743,11 @@ impl PyTransaction {
     }
 
     fn __repr__(&self) -> String {
-        match &self.state {
-            TxnState::Read(r) => format!("<ironbark.Transaction read txn={}>", r.txn_id()),
-            TxnState::Write(w) => format!("<ironbark.Transaction write txn={}>", w.txn_id()),
-            TxnState::Ended => "<ironbark.Transaction (ended)>".into(),
+        match self.state() {
+            Ok(TxnState::Read(r)) => format!("<ironbark.Transaction read txn={}>", r.txn_id()),
+            Ok(TxnState::Write(w)) => format!("<ironbark.Transaction write txn={}>", w.txn_id()),
+            Ok(TxnState::Ended) => "<ironbark.Transaction (ended)>".into(),
+            Err(_) => "<ironbark.Transaction (of another thread)>".into(),
         }
     }
 }
@@ -724,7 +772,7 @@ enum IterSource {
 }
 
 /// An iterator of `(key, value)` tuples.
-#[pyclass(module = "ironbark", name = "RangeIterator", unsendable)]
+#[pyclass(module = "ironbark", name = "RangeIterator")]
 struct PyRangeIter {
     // Declared first: dropped before the bounds it borrows.
     source: IterSource,
@@ -732,7 +780,18 @@ struct PyRangeIter {
     lower: RangeBound<Box<[u8]>>,
     upper: RangeBound<Box<[u8]>>,
     reverse: bool,
+    /// The thread of its transaction: the only one that may step it.
+    owner: ThreadId,
 }
+
+// SAFETY: `source` (an engine iterator borrowing a snapshot, which is not
+// declared `Send`) is only used by `__next__`, which raises on any thread
+// but `owner`. Dropping it elsewhere only frees memory: the iterator holds
+// references and owned buffers, and the snapshot's `Arc<ReadTxn>` is
+// `Send + Sync`.
+unsafe impl Send for PyRangeIter {}
+// SAFETY: as for `Send`: `source` is never shared with a second thread.
+unsafe impl Sync for PyRangeIter {}
 
 fn borrowed(b: &RangeBound<Box<[u8]>>) -> RangeBound<&[u8]> {
     match b {
@@ -766,7 +825,7 @@ impl PyRangeIter {
     ) -> PyResult<PyRangeIter> {
         let t = txn.borrow();
         let handle = t.read_tree(tree)?;
-        let source = match (&t.state, &handle) {
+        let source = match (t.state()?, &handle) {
             (_, None) => IterSource::Done,
             (TxnState::Read(r), Some(_)) => IterSource::Read {
                 range: None,
@@ -785,6 +844,7 @@ impl PyRangeIter {
             lower,
             upper,
             reverse,
+            owner: t.owner,
         })
     }
 }
@@ -796,6 +856,9 @@ impl PyRangeIter {
     }
 
     fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        if thread::current().id() != self.owner {
+            return Err(wrong_thread());
+        }
         let Some(tree) = &self.tree else {
             return Ok(None);
         };
@@ -836,7 +899,7 @@ impl PyRangeIter {
             }
             IterSource::Write { txn, last } => {
                 let t = txn.bind(py).borrow();
-                let TxnState::Write(w) = &t.state else {
+                let TxnState::Write(w) = t.state()? else {
                     return Err(closed());
                 };
                 let (mut lower, mut upper) = (borrowed(&self.lower), borrowed(&self.upper));

@@ -424,3 +424,30 @@ def test_the_package_ships_type_information():
     stub = (root / "_ironbark.pyi").read_text()
     for name in ("def open(", "class Database", "class Transaction", "def prefix(", "class NoSuchTreeError"):
         assert name in stub
+
+
+def test_a_transaction_belongs_to_the_thread_that_began_it(db):
+    fill(db, 3)
+    for write in (False, True):
+        txn = db.begin(write=write)
+        it = iter(txn)
+        next(it)
+        errors = []
+
+        def use():
+            for call in (lambda: txn.get(b"key001"), lambda: next(it), txn.commit, txn.abort):
+                try:
+                    call()
+                except RuntimeError as e:
+                    errors.append(str(e))
+
+        t = threading.Thread(target=use)
+        t.start()
+        t.join()
+        assert len(errors) == 4
+        assert all("only by the thread that began it" in e for e in errors)
+        assert "another thread" not in repr(txn)
+        # Still usable by its own thread.
+        assert txn.get(b"key001") == b"value-1"
+        assert next(it)[0] == b"key001"
+        txn.commit()
