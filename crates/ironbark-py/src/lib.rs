@@ -12,6 +12,7 @@
 //!   thread that began it (checked: another thread gets a `RuntimeError`);
 //! - engine errors become exceptions; nothing here panics on user input.
 
+use std::borrow::Cow;
 use std::ffi::{c_int, c_void, CString};
 use std::ops::Bound as RangeBound;
 use std::path::PathBuf;
@@ -228,6 +229,7 @@ impl PyDatabase {
         sync: bool,
     ) -> PyResult<PyTransaction> {
         let db = self.database()?;
+        let mut main = None;
         let state = if write {
             let w = if nowait {
                 db.try_begin_write().or_raise()?
@@ -254,13 +256,16 @@ impl PyDatabase {
                     "nowait and sync apply to write transactions only",
                 ));
             }
-            TxnState::Read(Arc::new(db.begin_read().or_raise()?))
+            let r = db.begin_read().or_raise()?;
+            main = r.tree(DEFAULT_TREE).ok();
+            TxnState::Read(Arc::new(r))
         };
         Ok(PyTransaction {
             state,
             _db: db,
             buffers,
-            owner: thread::current().id(),
+            owner: current_thread(),
+            main,
         })
     }
 
@@ -403,6 +408,9 @@ struct PyTransaction {
     buffers: bool,
     /// The thread that began the transaction: the only one that may use it.
     owner: ThreadId,
+    /// A read transaction's handle of the default tree (`None` if it does
+    /// not exist in the snapshot), looked up once.
+    main: Option<Tree>,
 }
 
 // SAFETY: `state` (the one field that is not `Send + Sync`: a write
@@ -416,7 +424,7 @@ unsafe impl Sync for PyTransaction {}
 
 impl Drop for PyTransaction {
     fn drop(&mut self) {
-        if thread::current().id() != self.owner && matches!(self.state, TxnState::Write(_)) {
+        if current_thread() != self.owner && matches!(self.state, TxnState::Write(_)) {
             // Dropped by another thread: on Linux, releasing the write lock
             // there is sound (std's mutex is a futex any thread may wake,
             // and the file lock belongs to the process); elsewhere the
@@ -426,6 +434,14 @@ impl Drop for PyTransaction {
             std::mem::forget(std::mem::replace(&mut self.state, TxnState::Ended));
         }
     }
+}
+
+/// The calling thread's id (cached: `thread::current()` costs more).
+fn current_thread() -> ThreadId {
+    thread_local! {
+        static ID: ThreadId = thread::current().id();
+    }
+    ID.with(|id| *id)
 }
 
 fn wrong_thread() -> PyErr {
@@ -478,14 +494,14 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 impl PyTransaction {
     /// The state, on the owner thread only.
     fn state(&self) -> PyResult<&TxnState> {
-        if thread::current().id() != self.owner {
+        if current_thread() != self.owner {
             return Err(wrong_thread());
         }
         Ok(&self.state)
     }
 
     fn state_mut(&mut self) -> PyResult<&mut TxnState> {
-        if thread::current().id() != self.owner {
+        if current_thread() != self.owner {
             return Err(wrong_thread());
         }
         Ok(&mut self.state)
@@ -494,14 +510,17 @@ impl PyTransaction {
     /// The handle of `name` (the default tree if `None`) for reading: a
     /// missing default tree reads as empty (`None`); a missing named tree
     /// is `NoSuchTreeError`.
-    fn read_tree(&self, name: Option<&str>) -> PyResult<Option<Tree>> {
+    fn read_tree(&self, name: Option<&str>) -> PyResult<Option<Cow<'_, Tree>>> {
         let r = match self.state()? {
+            TxnState::Read(_) if name.is_none() => {
+                return Ok(self.main.as_ref().map(Cow::Borrowed))
+            }
             TxnState::Read(r) => r.tree(name.unwrap_or(DEFAULT_TREE)),
             TxnState::Write(w) => w.tree(name.unwrap_or(DEFAULT_TREE)),
             TxnState::Ended => return Err(closed()),
         };
         match r {
-            Ok(t) => Ok(Some(t)),
+            Ok(t) => Ok(Some(Cow::Owned(t))),
             Err(EngineError::NoSuchTree(_)) if name.is_none() => Ok(None),
             Err(e) => Err(to_py(e)),
         }
@@ -840,7 +859,7 @@ impl PyRangeIter {
         };
         Ok(PyRangeIter {
             source,
-            tree: handle,
+            tree: handle.map(Cow::into_owned),
             lower,
             upper,
             reverse,
@@ -855,8 +874,12 @@ impl PyRangeIter {
         slf
     }
 
-    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        if thread::current().id() != self.owner {
+    #[allow(clippy::type_complexity)]
+    fn __next__<'py>(
+        &mut self,
+        py: Python<'py>,
+    ) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
+        if current_thread() != self.owner {
             return Err(wrong_thread());
         }
         let Some(tree) = &self.tree else {
@@ -930,7 +953,7 @@ impl PyRangeIter {
             }
         };
         match item {
-            Some((k, v)) => Ok(Some(PyTuple::new(py, [k, v])?)),
+            Some(kv) => Ok(Some(kv)),
             None => {
                 // Release the snapshot (or the transaction) at the end.
                 self.source = IterSource::Done;
