@@ -13,9 +13,10 @@
 //! - engine errors become exceptions; nothing here panics on user input.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::ffi::{c_int, c_void, CString};
 use std::ops::Bound as RangeBound;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, ThreadId};
 
@@ -231,6 +232,12 @@ impl PyDatabase {
         let db = self.database()?;
         let mut main = None;
         let state = if write {
+            if !nowait && holds_writer(db.path()) {
+                return Err(BusyError::new_err(
+                    "this thread already holds the write transaction of this database \
+                     (waiting for it would wait forever)",
+                ));
+            }
             let w = if nowait {
                 db.try_begin_write().or_raise()?
             } else {
@@ -249,6 +256,7 @@ impl PyDatabase {
             // `PyTransaction` keeps `db` and drops the transaction first
             // (field order, and `end` drops it explicitly).
             let w = unsafe { std::mem::transmute::<WriteTxn<'_>, WriteTxn<'static>>(w) };
+            note_writer(db.path(), true);
             TxnState::Write(w)
         } else {
             if nowait || !sync {
@@ -424,6 +432,9 @@ unsafe impl Sync for PyTransaction {}
 
 impl Drop for PyTransaction {
     fn drop(&mut self) {
+        if current_thread() == self.owner && matches!(self.state, TxnState::Write(_)) {
+            note_writer(self._db.path(), false);
+        }
         if current_thread() != self.owner && matches!(self.state, TxnState::Write(_)) {
             // Dropped by another thread: on Linux, releasing the write lock
             // there is sound (std's mutex is a futex any thread may wake,
@@ -434,6 +445,28 @@ impl Drop for PyTransaction {
             std::mem::forget(std::mem::replace(&mut self.state, TxnState::Ended));
         }
     }
+}
+
+thread_local! {
+    /// The databases (by path) whose write transaction this thread holds,
+    /// so that a second `begin(write=True)` fails instead of waiting for
+    /// itself.
+    static WRITING: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
+}
+
+fn holds_writer(path: &Path) -> bool {
+    WRITING.with(|w| w.borrow().iter().any(|p| p == path))
+}
+
+fn note_writer(path: &Path, held: bool) {
+    WRITING.with(|w| {
+        let mut w = w.borrow_mut();
+        if held {
+            w.push(path.to_path_buf());
+        } else if let Some(i) = w.iter().position(|p| p == path) {
+            w.swap_remove(i);
+        }
+    });
 }
 
 /// The calling thread's id (cached: `thread::current()` costs more).
@@ -546,7 +579,11 @@ impl PyTransaction {
     }
 
     fn end(&mut self, py: Python<'_>, commit: bool) -> PyResult<()> {
-        match std::mem::replace(self.state_mut()?, TxnState::Ended) {
+        let state = std::mem::replace(self.state_mut()?, TxnState::Ended);
+        if let TxnState::Write(_) = state {
+            note_writer(self._db.path(), false);
+        }
+        match state {
             TxnState::Write(w) if commit => {
                 let w = SameThread(w);
                 py.detach(move || w.into_inner().commit()).or_raise()

@@ -332,6 +332,9 @@ def test_one_writer_at_a_time(db):
     w = db.begin(write=True)
     with pytest.raises(ironbark.BusyError):
         db.begin(write=True, nowait=True)
+    # Waiting for itself would never end: refused at once.
+    with pytest.raises(ironbark.BusyError, match="already holds the write transaction"):
+        db.begin(write=True)
     # A writer in another thread waits (with the interpreter lock released)
     # until this one commits.
     done = []
@@ -451,3 +454,11 @@ def test_a_transaction_belongs_to_the_thread_that_began_it(db):
         assert txn.get(b"key001") == b"value-1"
         assert next(it)[0] == b"key001"
         txn.commit()
+
+
+def test_a_write_transaction_dropped_without_end_releases_the_lock(db):
+    txn = db.begin(write=True)
+    txn.put(b"k", b"v")
+    del txn  # aborted
+    with db.begin(write=True, nowait=True) as txn:
+        assert txn.get(b"k") is None
