@@ -17,6 +17,7 @@ fn crate_dir() -> PathBuf {
 /// is `<target>/<profile>/deps/c_api-<hash>`, the libraries are in
 /// `<target>/<profile>`.
 fn lib_dir() -> PathBuf {
+    build_libraries();
     let exe = std::env::current_exe().expect("current_exe");
     let dir = exe
         .parent()
@@ -31,6 +32,23 @@ fn lib_dir() -> PathBuf {
         );
     }
     dir
+}
+
+/// Builds the static and shared libraries (`cargo test` builds only the
+/// rlib the Rust tests link), in the profile of this test run, once per
+/// test process.
+fn build_libraries() {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--lib", "-p", "ironbark-c"]);
+        if !cfg!(debug_assertions) {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("run cargo build");
+        assert!(status.success(), "{cmd:?} failed");
+    });
 }
 
 /// The libraries a Rust static library needs from the system.
