@@ -27,7 +27,7 @@ fn lib_dir() -> PathBuf {
     for lib in ["libironbark_c.a", "libironbark_c.so"] {
         assert!(
             dir.join(lib).is_file(),
-            "{} is missing: cargo builds it with the tests",
+            "{} is missing after cargo build",
             dir.join(lib).display()
         );
     }
