@@ -39,6 +39,6 @@ if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
 fi
 venv=target/py-venv
 python3 -m venv --clear "$venv"
-"$venv/bin/pip" install --quiet pytest
+"$venv/bin/pip" install --quiet pytest mypy
 "$venv/bin/pip" install --quiet ./crates/ironbark-py
 "$venv/bin/python" -m pytest -p no:cacheprovider crates/ironbark-py/tests

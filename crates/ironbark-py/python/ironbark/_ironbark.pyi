@@ -3,11 +3,39 @@
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
-from typing import Dict, Iterator, List, Literal, Optional, Tuple, Type, TypeVar, Union, overload
+from typing import Dict, Iterator, List, Literal, Optional, Tuple, Type, TypeVar, Union, final, overload
 
 _T = TypeVar("_T")
 # bytes from write transactions and by default; memoryview with buffers=True.
 _Value = Union[bytes, memoryview]
+
+__all__ = [
+    "BusyError",
+    "ClosedError",
+    "CorruptedError",
+    "DEFAULT_TREE",
+    "Database",
+    "Error",
+    "IncompatibleVersionError",
+    "InvalidOptionError",
+    "InvalidPageSizeError",
+    "InvalidTreeNameError",
+    "IoError",
+    "KeyTooLargeError",
+    "LockedError",
+    "MAX_VALUE_LEN",
+    "NoSuchTreeError",
+    "NotAnIronbarkFileError",
+    "PoisonedError",
+    "RangeIterator",
+    "ReadOnlyError",
+    "ReadersFullError",
+    "Transaction",
+    "TreeDroppedError",
+    "TxnFailedError",
+    "ValueTooLargeError",
+    "open",
+]
 
 DEFAULT_TREE: str
 MAX_VALUE_LEN: int
@@ -42,6 +70,7 @@ def open(
     max_readers: int = 126,
 ) -> Database: ...
 
+@final
 class Database:
     def begin(
         self,
@@ -67,8 +96,9 @@ class Database:
         exc_type: Optional[Type[BaseException]],
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
-    ) -> bool: ...
+    ) -> Literal[False]: ...
 
+@final
 class Transaction:
     @overload
     def get(self, key: bytes, *, tree: Optional[str] = None) -> Optional[_Value]: ...
@@ -94,7 +124,7 @@ class Transaction:
         self, prefix: bytes, *, tree: Optional[str] = None, reverse: bool = False
     ) -> RangeIterator: ...
     def __iter__(self) -> RangeIterator: ...
-    def __contains__(self, key: bytes) -> bool: ...
+    def __contains__(self, key: bytes, /) -> bool: ...
     def commit(self) -> None: ...
     def abort(self) -> None: ...
     @property
@@ -109,8 +139,9 @@ class Transaction:
         exc_type: Optional[Type[BaseException]],
         exc: Optional[BaseException] = None,
         tb: Optional[TracebackType] = None,
-    ) -> bool: ...
+    ) -> Literal[False]: ...
 
+@final
 class RangeIterator(Iterator[Tuple[_Value, _Value]]):
     def __iter__(self) -> RangeIterator: ...
     def __next__(self) -> Tuple[_Value, _Value]: ...
