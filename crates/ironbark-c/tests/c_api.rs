@@ -271,3 +271,35 @@ fn the_readme_c_quick_start_runs_as_written() {
     assert!(out.contains("alice = {\"age\": 30}"), "{out}");
     assert!(dir.path().join("data.ib").is_file());
 }
+
+#[test]
+fn the_header_compiles_as_strict_c99_and_as_cpp() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("use.c");
+    std::fs::write(
+        &source,
+        "#include \"ironbark.h\"\nint main(void) { return ironbark_strerror(IRONBARK_OK) == 0; }\n",
+    )
+    .unwrap();
+    let include = crate_dir().join("include");
+    for (compiler, std) in [("gcc", "-std=c99"), ("g++", "-std=c++11")] {
+        let mut cmd = Command::new(compiler);
+        cmd.args([
+            std,
+            "-Wall",
+            "-Wextra",
+            "-pedantic",
+            "-Werror",
+            "-fsyntax-only",
+        ]);
+        if compiler == "g++" {
+            cmd.args(["-x", "c++"]);
+        }
+        let output = cmd.arg("-I").arg(&include).arg(&source).output().unwrap();
+        assert!(
+            output.status.success(),
+            "{cmd:?}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
