@@ -462,3 +462,18 @@ def test_a_write_transaction_dropped_without_end_releases_the_lock(db):
     del txn  # aborted
     with db.begin(write=True, nowait=True) as txn:
         assert txn.get(b"k") is None
+
+
+def test_ranges_in_a_write_transaction(db):
+    fill(db, 30)
+    with db.begin(write=True) as txn:
+        txn.put(b"key0155", b"new")  # visible to its own ranges
+        keys = [k for k, _ in txn.range(b"key010", b"key020", reverse=True)]
+        assert keys == [b"key019", b"key018", b"key017", b"key016", b"key0155"] + [
+            b"key%03d" % i for i in range(15, 9, -1)
+        ]
+        assert [k for k, _ in txn.prefix(b"key015")] == [b"key015", b"key0155"]
+        assert [k for k, _ in txn.range(b"key028", inclusive_end=True)] == [b"key028", b"key029"]
+        txn.abort()
+    with db.begin() as txn:
+        assert txn.get(b"key0155") is None

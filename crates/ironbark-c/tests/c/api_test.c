@@ -236,6 +236,19 @@ static void test_main_flow(const char *dir) {
         seen++;
     }
     CHECK(seen == 9); /* key090..key098 */
+    ironbark_cursor_close(wc);
+
+    /* A reverse write cursor with both bounds, and seek. */
+    CHECK_RC(ironbark_cursor_open(w, users, B("key010"), 6, B("key020"), 6,
+                                  IRONBARK_CURSOR_REVERSE, &wc),
+             IRONBARK_OK);
+    CHECK(drain(wc, 1, first, last) == 10);
+    CHECK(strcmp(first, "key019") == 0 && strcmp(last, "key010") == 0);
+    CHECK_RC(ironbark_cursor_seek(wc, B("key0155"), 7), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_next(wc, &k, &kl, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(k, kl, "key015") && bytes_eq(v, vl, "value-15"));
+    ironbark_cursor_close(wc);
+    CHECK_RC(ironbark_cursor_open(w, users, NULL, 0, NULL, 0, 0, &wc), IRONBARK_OK);
     CHECK_RC(ironbark_tree_count(w, users, &count), IRONBARK_OK);
     CHECK(count == 90);
     CHECK_RC(ironbark_txn_commit(w), IRONBARK_OK);
