@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): formatting, lints, docs and
-# every test of the workspace, on a fresh Debian machine with a Rust
-# toolchain. Installs what it needs itself.
+# every test of the workspace (the C API's tests compile and run C programs
+# with gcc), then the Python package installed from source into a fresh
+# virtualenv and its pytest suite, on a fresh Debian machine with a Rust
+# toolchain and Python 3. Installs what it needs itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,3 +30,15 @@ cargo test --workspace --release "${features[@]}"
 # Model check of the reader/writer publication protocol (loom), in a
 # target directory of its own so the main build is not invalidated.
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ironbark --release --lib loom
+
+# The Python package, installed from source into a fresh virtualenv the way
+# the README says (pip fetches maturin from PyPI), then its tests, which run
+# the README's Python quick start too.
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-venv python3-pip
+fi
+venv=target/py-venv
+python3 -m venv --clear "$venv"
+"$venv/bin/pip" install --quiet pytest mypy
+"$venv/bin/pip" install --quiet ./crates/ironbark-py
+"$venv/bin/python" -m pytest -p no:cacheprovider crates/ironbark-py/tests

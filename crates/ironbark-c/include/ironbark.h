@@ -1,0 +1,197 @@
+/*
+ * ironbark.h: the C API of ironbark, an embedded transactional ordered
+ * key-value store. Link with libironbark_c.a (plus -lpthread -ldl -lm) or
+ * libironbark_c.so. Hand-written; the tests of crates/ironbark-c check that
+ * it declares every function the library exports. See docs/c-api.md.
+ *
+ * Conventions:
+ * - Every function that can fail returns an int: IRONBARK_OK (0) on
+ *   success, IRONBARK_NOTFOUND (1) for a missing key or the end of a
+ *   cursor, a negative IRONBARK_E* code on error. ironbark_strerror(code)
+ *   names the code; ironbark_last_error() gives the message of the last
+ *   error on the calling thread.
+ * - Null pointers are reported as IRONBARK_EINVAL, never dereferenced.
+ * - Keys and values are byte strings (pointer + length); a null pointer
+ *   with length 0 is the empty string.
+ * - A write transaction, its cursors and the values read through them stay
+ *   on the thread that began it.
+ */
+#ifndef IRONBARK_H
+#define IRONBARK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status and error codes. */
+#define IRONBARK_OK 0
+#define IRONBARK_NOTFOUND 1           /* no such key; cursor at its end */
+#define IRONBARK_EINVAL (-1)          /* null pointer or invalid argument */
+#define IRONBARK_EIO (-2)             /* the operating system reported an I/O error */
+#define IRONBARK_ECORRUPTED (-3)      /* the file fails a check (checksum, structure) */
+#define IRONBARK_ENOTIRONBARK (-4)    /* not an ironbark database file */
+#define IRONBARK_EVERSION (-5)        /* incompatible file format version */
+#define IRONBARK_EPAGESIZE (-6)       /* unsupported page size */
+#define IRONBARK_EKEYSIZE (-7)        /* key longer than ironbark_max_key_len() */
+#define IRONBARK_EVALSIZE (-8)        /* value longer than 1 GiB */
+#define IRONBARK_ETREENAME (-9)       /* tree name empty or longer than 255 bytes */
+#define IRONBARK_ENOTREE (-10)        /* no tree of that name */
+#define IRONBARK_ETREEDROPPED (-11)   /* tree dropped in this transaction */
+#define IRONBARK_EREADERSFULL (-12)   /* every reader slot is taken */
+#define IRONBARK_EBUSY (-13)          /* another thread holds the write transaction */
+#define IRONBARK_ELOCKED (-14)        /* another process holds the write lock */
+#define IRONBARK_EREADONLY (-15)      /* read-only database or read transaction */
+#define IRONBARK_EPOISONED (-16)      /* an earlier sync failed: reopen first */
+#define IRONBARK_EOPTION (-17)        /* an option out of range */
+#define IRONBARK_ETXNFAILED (-18)     /* an operation failed part-way: abort only */
+#define IRONBARK_ETXNENDED (-19)      /* the cursor's transaction has ended */
+#define IRONBARK_EPANIC (-20)         /* internal error (a bug): caught, not propagated */
+#define IRONBARK_EUNKNOWN (-21)       /* an error kind newer than this header */
+
+/* Flags of ironbark_txn_begin. */
+#define IRONBARK_TXN_WRITE 0u         /* a write transaction, waiting for the lock */
+#define IRONBARK_TXN_READ_ONLY 1u     /* a read snapshot: never waits */
+#define IRONBARK_TXN_NOWAIT 2u        /* write: fail with EBUSY/ELOCKED, don't wait */
+#define IRONBARK_TXN_NOSYNC 4u        /* write: commit without fdatasync */
+
+/* Flags of ironbark_tree_open. */
+#define IRONBARK_TREE_CREATE 1u       /* create the tree if missing (write txn) */
+
+/* Flags of ironbark_cursor_open. */
+#define IRONBARK_CURSOR_REVERSE 1u    /* iterate from the end down to the start */
+#define IRONBARK_CURSOR_END_INCLUSIVE 2u /* the end bound is included */
+
+/* Durability of ironbark_options. */
+#define IRONBARK_DURABILITY_IMMEDIATE 0 /* one fdatasync per commit */
+#define IRONBARK_DURABILITY_NONE 1      /* no sync; ironbark_sync() makes durable */
+
+typedef struct ironbark_db ironbark_db;
+typedef struct ironbark_txn ironbark_txn;
+typedef struct ironbark_tree ironbark_tree;
+typedef struct ironbark_cursor ironbark_cursor;
+
+/* Options of ironbark_open; fill with ironbark_options_init first. */
+typedef struct ironbark_options {
+    uint32_t page_size;   /* for a new file: power of two, 1024..65536 (4096) */
+    uint32_t max_readers; /* read transactions alive at once (126) */
+    int32_t durability;   /* IRONBARK_DURABILITY_* (IMMEDIATE) */
+    int32_t create;       /* create the file if missing (1) */
+    int32_t read_only;    /* open for reading only (0) */
+} ironbark_options;
+
+/* What ironbark_stats reports. */
+typedef struct ironbark_stat {
+    uint64_t page_size;
+    uint64_t file_size_bytes;
+    uint64_t page_count;       /* pages in use by the newest commit */
+    uint64_t free_pages;
+    uint64_t last_txn_id;      /* the newest commit */
+    uint64_t durable_txn_id;   /* the newest commit known durable */
+    uint64_t live_readers;
+    uint64_t max_readers;
+    uint64_t tree_count;
+    uint64_t entries;          /* entries in all trees */
+} ironbark_stat;
+
+/* The library's version, e.g. "0.1.0". Static; never null. */
+const char *ironbark_version(void);
+
+/* A static description of a status code; never null. */
+const char *ironbark_strerror(int code);
+
+/* The message of the last error on this thread ("" if none): valid until
+ * the next failing call on this thread. Never null. */
+const char *ironbark_last_error(void);
+
+/* Fills *opts with the defaults. */
+int ironbark_options_init(ironbark_options *opts);
+
+/* Opens (by default creating) the database at path. opts may be null for
+ * the defaults. On success *db is a handle to free with ironbark_close. */
+int ironbark_open(const char *path, const ironbark_options *opts, ironbark_db **db);
+
+/* Closes the handle (null is ignored). Transactions still open keep the
+ * database open until they end. */
+void ironbark_close(ironbark_db *db);
+
+/* Makes every commit so far durable (after IRONBARK_TXN_NOSYNC commits). */
+int ironbark_sync(ironbark_db *db);
+
+/* The longest key accepted, in bytes, into *len. */
+int ironbark_max_key_len(ironbark_db *db, size_t *len);
+
+/* Sizes and counts of the database into *stats. */
+int ironbark_stats(ironbark_db *db, ironbark_stat *stats);
+
+/* Begins a transaction: IRONBARK_TXN_READ_ONLY for a snapshot, else the
+ * write transaction (one at a time; IRONBARK_TXN_NOWAIT, _NOSYNC). */
+int ironbark_txn_begin(ironbark_db *db, unsigned flags, ironbark_txn **txn);
+
+/* Commits a write transaction (ends a read one) and frees the handle,
+ * whatever the result. */
+int ironbark_txn_commit(ironbark_txn *txn);
+
+/* Discards the transaction and frees the handle (null is ignored). */
+void ironbark_txn_abort(ironbark_txn *txn);
+
+/* A handle to the tree `name` (NUL-terminated UTF-8). With
+ * IRONBARK_TREE_CREATE in a write transaction it is created if missing;
+ * otherwise a missing tree is IRONBARK_ENOTREE. The handle is valid in any
+ * later transaction of the same database while the tree exists. */
+int ironbark_tree_open(ironbark_txn *txn, const char *name, unsigned flags, ironbark_tree **tree);
+
+/* Frees a tree handle (null is ignored). */
+void ironbark_tree_close(ironbark_tree *tree);
+
+/* The number of entries of the tree into *count. */
+int ironbark_tree_count(ironbark_txn *txn, const ironbark_tree *tree, uint64_t *count);
+
+/* Looks key up. IRONBARK_OK with *val and *val_len pointing at the value, in
+ * place (zero-copy): valid until the transaction ends (a read transaction)
+ * or until its next put/delete (a write transaction). IRONBARK_NOTFOUND if
+ * the key is absent. */
+int ironbark_get(ironbark_txn *txn, const ironbark_tree *tree,
+                 const uint8_t *key, size_t key_len,
+                 const uint8_t **val, size_t *val_len);
+
+/* Stores val under key (replacing any value). Write transactions only. */
+int ironbark_put(ironbark_txn *txn, const ironbark_tree *tree,
+                 const uint8_t *key, size_t key_len,
+                 const uint8_t *val, size_t val_len);
+
+/* Removes key: IRONBARK_OK if it was there, IRONBARK_NOTFOUND if not. */
+int ironbark_delete(ironbark_txn *txn, const ironbark_tree *tree,
+                    const uint8_t *key, size_t key_len);
+
+/* A cursor over the keys from start (included; null = the first key) to
+ * end (excluded unless IRONBARK_CURSOR_END_INCLUSIVE; null = past the last
+ * key), ascending, or descending with IRONBARK_CURSOR_REVERSE. */
+int ironbark_cursor_open(ironbark_txn *txn, const ironbark_tree *tree,
+                         const uint8_t *start, size_t start_len,
+                         const uint8_t *end, size_t end_len,
+                         unsigned flags, ironbark_cursor **cursor);
+
+/* The next entry in the cursor's direction: IRONBARK_OK with the key and
+ * value in place (valid as for ironbark_get), IRONBARK_NOTFOUND at the
+ * end. key, key_len, val and val_len must not be null. */
+int ironbark_cursor_next(ironbark_cursor *cursor,
+                         const uint8_t **key, size_t *key_len,
+                         const uint8_t **val, size_t *val_len);
+
+/* Repositions the cursor: the next entry is the first key >= key (or the
+ * last key <= key in reverse), within the cursor's bounds. */
+int ironbark_cursor_seek(ironbark_cursor *cursor, const uint8_t *key, size_t key_len);
+
+/* Frees the cursor (null is ignored). Close cursors before their write
+ * transaction ends; a cursor of an ended write transaction answers
+ * IRONBARK_ETXNENDED. A read cursor keeps its snapshot until closed. */
+void ironbark_cursor_close(ironbark_cursor *cursor);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* IRONBARK_H */

@@ -1,0 +1,1165 @@
+//! The C API of ironbark (`include/ironbark.h`, documented in
+//! `docs/c-api.md`): opaque handles over the engine's public Rust API.
+//!
+//! Rules every exported function keeps:
+//! - it never unwinds into C: its body runs under [`catch_unwind`], and a
+//!   panic (a bug) becomes `IRONBARK_EPANIC`;
+//! - it checks every pointer it is given for null before use and reports a
+//!   null as `IRONBARK_EINVAL`, with a message in [`ironbark_last_error`];
+//! - every failure is a status code plus a thread-local message.
+//!
+//! Handles own what they borrow: a write transaction owns a clone of its
+//! [`Database`] (so closing the database handle first is harmless), and a
+//! read cursor owns a reference to its snapshot.
+
+#![allow(clippy::missing_safety_doc)] // Each function's safety contract is in the header.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_uint, CStr, CString};
+use std::ops::Bound;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use ironbark::{Database, Durability, Error, Options, Range, ReadTxn, Tree, WriteTxn};
+
+/// Success.
+pub const IRONBARK_OK: c_int = 0;
+/// No such key; a cursor at its end.
+pub const IRONBARK_NOTFOUND: c_int = 1;
+/// A null pointer or an invalid argument.
+pub const IRONBARK_EINVAL: c_int = -1;
+/// The operating system reported an I/O error.
+pub const IRONBARK_EIO: c_int = -2;
+/// The file fails a check.
+pub const IRONBARK_ECORRUPTED: c_int = -3;
+/// Not an ironbark database file.
+pub const IRONBARK_ENOTIRONBARK: c_int = -4;
+/// An incompatible file format version.
+pub const IRONBARK_EVERSION: c_int = -5;
+/// An unsupported page size.
+pub const IRONBARK_EPAGESIZE: c_int = -6;
+/// A key longer than the limit.
+pub const IRONBARK_EKEYSIZE: c_int = -7;
+/// A value longer than the limit.
+pub const IRONBARK_EVALSIZE: c_int = -8;
+/// A tree name empty or too long.
+pub const IRONBARK_ETREENAME: c_int = -9;
+/// No tree of that name.
+pub const IRONBARK_ENOTREE: c_int = -10;
+/// The tree was dropped in this transaction.
+pub const IRONBARK_ETREEDROPPED: c_int = -11;
+/// Every reader slot is taken.
+pub const IRONBARK_EREADERSFULL: c_int = -12;
+/// Another thread holds the write transaction.
+pub const IRONBARK_EBUSY: c_int = -13;
+/// Another process holds the write lock.
+pub const IRONBARK_ELOCKED: c_int = -14;
+/// A read-only database, or a write in a read transaction.
+pub const IRONBARK_EREADONLY: c_int = -15;
+/// An earlier sync failed; reopen first.
+pub const IRONBARK_EPOISONED: c_int = -16;
+/// An option out of range.
+pub const IRONBARK_EOPTION: c_int = -17;
+/// An operation failed part-way; the transaction can only be aborted.
+pub const IRONBARK_ETXNFAILED: c_int = -18;
+/// The cursor's transaction has ended.
+pub const IRONBARK_ETXNENDED: c_int = -19;
+/// An internal error (a bug), caught at the boundary.
+pub const IRONBARK_EPANIC: c_int = -20;
+/// An error kind newer than this library's list.
+pub const IRONBARK_EUNKNOWN: c_int = -21;
+
+/// `ironbark_txn_begin`: a read snapshot.
+pub const IRONBARK_TXN_READ_ONLY: c_uint = 1;
+/// `ironbark_txn_begin`: fail instead of waiting for the write lock.
+pub const IRONBARK_TXN_NOWAIT: c_uint = 2;
+/// `ironbark_txn_begin`: commit without `fdatasync`.
+pub const IRONBARK_TXN_NOSYNC: c_uint = 4;
+/// `ironbark_tree_open`: create the tree if missing.
+pub const IRONBARK_TREE_CREATE: c_uint = 1;
+/// `ironbark_cursor_open`: iterate in descending key order.
+pub const IRONBARK_CURSOR_REVERSE: c_uint = 1;
+/// `ironbark_cursor_open`: include the end bound.
+pub const IRONBARK_CURSOR_END_INCLUSIVE: c_uint = 2;
+/// `ironbark_options.durability`: one `fdatasync` per commit.
+pub const IRONBARK_DURABILITY_IMMEDIATE: i32 = 0;
+/// `ironbark_options.durability`: no sync at commit.
+pub const IRONBARK_DURABILITY_NONE: i32 = 1;
+
+/// Options of `ironbark_open` (the header's `ironbark_options`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ironbark_options {
+    /// Page size for a new file.
+    pub page_size: u32,
+    /// Read transactions alive at once.
+    pub max_readers: u32,
+    /// `IRONBARK_DURABILITY_*`.
+    pub durability: i32,
+    /// Create the file if missing (non-zero).
+    pub create: i32,
+    /// Open for reading only (non-zero).
+    pub read_only: i32,
+}
+
+/// What `ironbark_stat` reports (the header's `ironbark_stat`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ironbark_stat {
+    /// Bytes per page.
+    pub page_size: u64,
+    /// The data file's length.
+    pub file_size_bytes: u64,
+    /// Pages in use by the newest commit.
+    pub page_count: u64,
+    /// Free pages.
+    pub free_pages: u64,
+    /// The newest commit.
+    pub last_txn_id: u64,
+    /// The newest commit known durable.
+    pub durable_txn_id: u64,
+    /// Read transactions alive now.
+    pub live_readers: u64,
+    /// The reader limit.
+    pub max_readers: u64,
+    /// Named trees.
+    pub tree_count: u64,
+    /// Entries in all trees.
+    pub entries: u64,
+}
+
+/// An open database (`ironbark_db`).
+pub struct Db {
+    db: Database,
+}
+
+/// A transaction (`ironbark_txn`).
+pub struct Txn {
+    kind: TxnKind,
+}
+
+enum TxnKind {
+    Read(Arc<ReadTxn>),
+    Write(Rc<WriteCell>),
+}
+
+/// The write transaction with the database handle it borrows. The cell is
+/// emptied when the transaction ends; cursors share it and see that.
+struct WriteCell {
+    // Declared before `_db`, so dropped before it: the transaction borrows
+    // the database's shared state, which `_db` keeps alive.
+    txn: RefCell<Option<WriteTxn<'static>>>,
+    _db: Database,
+}
+
+/// A tree handle (`ironbark_tree`).
+pub struct TreeHandle {
+    tree: Tree,
+}
+
+/// A cursor (`ironbark_cursor`).
+pub struct Cursor {
+    // Declared first, so dropped before the bounds and the snapshot it
+    // borrows.
+    source: CursorSource,
+    tree: Tree,
+    lower: Bound<Box<[u8]>>,
+    upper: Bound<Box<[u8]>>,
+    /// The key of the last `seek`: tightens `lower` (or `upper` in reverse)
+    /// until the next seek.
+    seek: Option<Box<[u8]>>,
+    reverse: bool,
+}
+
+enum CursorSource {
+    /// A read cursor: an iterator over its own snapshot, built at the first
+    /// `next` after open or seek. `range` borrows `txn` and the cursor's
+    /// boxed bounds, which stay put while it is `Some`.
+    Read {
+        range: Option<Box<Range<'static>>>,
+        txn: Arc<ReadTxn>,
+    },
+    /// A write cursor: positioned by the last key it returned, since the
+    /// transaction may change between steps.
+    Write {
+        cell: Rc<WriteCell>,
+        last: Option<Box<[u8]>>,
+    },
+}
+
+/// A failure on its way to C: a status code and a message.
+#[derive(Debug)]
+struct Failure {
+    code: c_int,
+    message: String,
+}
+
+impl Failure {
+    fn invalid(message: impl Into<String>) -> Failure {
+        Failure {
+            code: IRONBARK_EINVAL,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure {
+            code: code_of(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// The status code of an engine error.
+fn code_of(e: &Error) -> c_int {
+    match e {
+        Error::Io(_) => IRONBARK_EIO,
+        Error::Corrupted { .. } => IRONBARK_ECORRUPTED,
+        Error::NotAnIronbarkFile => IRONBARK_ENOTIRONBARK,
+        Error::IncompatibleVersion { .. } => IRONBARK_EVERSION,
+        Error::InvalidPageSize(_) => IRONBARK_EPAGESIZE,
+        Error::KeyTooLarge { .. } => IRONBARK_EKEYSIZE,
+        Error::ValueTooLarge { .. } => IRONBARK_EVALSIZE,
+        Error::InvalidTreeName(_) => IRONBARK_ETREENAME,
+        Error::NoSuchTree(_) => IRONBARK_ENOTREE,
+        Error::TreeDropped(_) => IRONBARK_ETREEDROPPED,
+        Error::ReadersFull { .. } => IRONBARK_EREADERSFULL,
+        Error::Busy => IRONBARK_EBUSY,
+        Error::Locked => IRONBARK_ELOCKED,
+        Error::ReadOnly => IRONBARK_EREADONLY,
+        Error::Poisoned => IRONBARK_EPOISONED,
+        Error::InvalidOption(_) => IRONBARK_EOPTION,
+        Error::TxnFailed(_) => IRONBARK_ETXNFAILED,
+        _ => IRONBARK_EUNKNOWN,
+    }
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(message: &str) {
+    let message = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
+    LAST_ERROR.with(|l| *l.borrow_mut() = message);
+}
+
+/// Runs an exported function's body: a panic becomes `IRONBARK_EPANIC`, a
+/// failure its code, and both leave their message for
+/// `ironbark_last_error`.
+fn guard(body: impl FnOnce() -> Result<c_int, Failure>) -> c_int {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(code)) => code,
+        Ok(Err(failure)) => {
+            set_last_error(&failure.message);
+            failure.code
+        }
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            set_last_error(&format!("internal error (a bug in ironbark): {what}"));
+            IRONBARK_EPANIC
+        }
+    }
+}
+
+/// Runs the body of a function that returns nothing: a panic is caught and
+/// only recorded.
+fn guard_void(body: impl FnOnce()) {
+    guard(|| {
+        body();
+        Ok(IRONBARK_OK)
+    });
+}
+
+/// `ptr` as a shared reference, or `EINVAL` naming `what`.
+///
+/// # Safety
+/// A non-null `ptr` must point to a live `T` that nothing mutates for `'a`.
+unsafe fn reference<'a, T>(ptr: *const T, what: &str) -> Result<&'a T, Failure> {
+    // SAFETY: the caller guarantees a non-null `ptr` is a live, unaliased-
+    // for-writes `T` (a handle this library handed out, or a C object the
+    // caller owns); `as_ref` checks for null.
+    unsafe { ptr.as_ref() }.ok_or_else(|| Failure::invalid(format!("{what} is null")))
+}
+
+/// `ptr` as an exclusive reference, or `EINVAL` naming `what`.
+///
+/// # Safety
+/// A non-null `ptr` must point to a live `T` that nothing else uses for
+/// `'a`.
+unsafe fn exclusive<'a, T>(ptr: *mut T, what: &str) -> Result<&'a mut T, Failure> {
+    // SAFETY: the caller guarantees a non-null `ptr` is a live `T` used by
+    // no one else meanwhile; `as_mut` checks for null.
+    unsafe { ptr.as_mut() }.ok_or_else(|| Failure::invalid(format!("{what} is null")))
+}
+
+/// The byte string `ptr[..len]`; a null `ptr` is the empty string if `len`
+/// is 0 and `EINVAL` otherwise.
+///
+/// # Safety
+/// A non-null `ptr` must point to `len` readable bytes that stay unchanged
+/// for `'a`.
+unsafe fn bytes<'a>(ptr: *const u8, len: usize, what: &str) -> Result<&'a [u8], Failure> {
+    if ptr.is_null() {
+        return if len == 0 {
+            Ok(&[])
+        } else {
+            Err(Failure::invalid(format!(
+                "{what} is null with length {len}"
+            )))
+        };
+    }
+    if len > isize::MAX as usize {
+        return Err(Failure::invalid(format!(
+            "{what} length {len} is too large"
+        )));
+    }
+    // SAFETY: `ptr` is non-null and, by the caller's contract, points to
+    // `len` (<= isize::MAX) initialised bytes that live and stay unchanged
+    // for `'a`.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// The NUL-terminated UTF-8 string at `ptr`.
+///
+/// # Safety
+/// A non-null `ptr` must point to a NUL-terminated string that lives for
+/// `'a`.
+unsafe fn text<'a>(ptr: *const c_char, what: &str) -> Result<&'a str, Failure> {
+    if ptr.is_null() {
+        return Err(Failure::invalid(format!("{what} is null")));
+    }
+    // SAFETY: `ptr` is non-null and, by the caller's contract, a
+    // NUL-terminated string alive for `'a`.
+    let c = unsafe { CStr::from_ptr(ptr) };
+    c.to_str()
+        .map_err(|_| Failure::invalid(format!("{what} is not valid UTF-8")))
+}
+
+/// Writes `value` through the out-pointer `out`, or fails with `EINVAL`.
+///
+/// # Safety
+/// A non-null `out` must be valid for a write of `T`.
+unsafe fn store<T>(out: *mut T, value: T, what: &str) -> Result<(), Failure> {
+    if out.is_null() {
+        return Err(Failure::invalid(format!("{what} is null")));
+    }
+    // SAFETY: `out` is non-null and, by the caller's contract, valid for a
+    // write of `T`; `write` does not read or drop the old contents.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+/// Clears the out-pointer `out` (if non-null) so a failed call leaves no
+/// stale handle behind.
+///
+/// # Safety
+/// A non-null `out` must be valid for a write of a pointer.
+unsafe fn clear<T>(out: *mut *mut T) {
+    if !out.is_null() {
+        // SAFETY: non-null, and valid for a write by the caller's contract.
+        unsafe { out.write(std::ptr::null_mut()) };
+    }
+}
+
+/// The version of the library, NUL-terminated and static.
+#[no_mangle]
+pub extern "C" fn ironbark_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// A static description of `code`.
+#[no_mangle]
+pub extern "C" fn ironbark_strerror(code: c_int) -> *const c_char {
+    let s: &'static CStr = match code {
+        IRONBARK_OK => c"success",
+        IRONBARK_NOTFOUND => c"not found",
+        IRONBARK_EINVAL => c"invalid argument (a null pointer or a bad value)",
+        IRONBARK_EIO => c"I/O error",
+        IRONBARK_ECORRUPTED => c"database corrupted",
+        IRONBARK_ENOTIRONBARK => c"not an ironbark database file",
+        IRONBARK_EVERSION => c"incompatible file format version",
+        IRONBARK_EPAGESIZE => c"unsupported page size",
+        IRONBARK_EKEYSIZE => c"key too large",
+        IRONBARK_EVALSIZE => c"value too large",
+        IRONBARK_ETREENAME => c"invalid tree name",
+        IRONBARK_ENOTREE => c"no such tree",
+        IRONBARK_ETREEDROPPED => c"tree dropped in this transaction",
+        IRONBARK_EREADERSFULL => c"all reader slots are in use",
+        IRONBARK_EBUSY => c"another write transaction is in progress",
+        IRONBARK_ELOCKED => c"another process holds the write lock",
+        IRONBARK_EREADONLY => c"read-only",
+        IRONBARK_EPOISONED => c"an earlier sync failed; reopen the database",
+        IRONBARK_EOPTION => c"invalid option",
+        IRONBARK_ETXNFAILED => c"the transaction failed part-way and can only be aborted",
+        IRONBARK_ETXNENDED => c"the transaction has ended",
+        IRONBARK_EPANIC => c"internal error",
+        IRONBARK_EUNKNOWN => c"unknown error",
+        _ => c"unknown status code",
+    };
+    s.as_ptr()
+}
+
+/// The message of the last error on this thread.
+#[no_mangle]
+pub extern "C" fn ironbark_last_error() -> *const c_char {
+    // The CString stays in the thread-local until the next failure on this
+    // thread replaces it, which is the lifetime the header promises.
+    LAST_ERROR.with(|l| l.borrow().as_ptr())
+}
+
+fn defaults() -> ironbark_options {
+    let d = Options::default();
+    ironbark_options {
+        page_size: d.page_size as u32,
+        max_readers: d.max_readers as u32,
+        durability: IRONBARK_DURABILITY_IMMEDIATE,
+        create: d.create as i32,
+        read_only: d.read_only as i32,
+    }
+}
+
+/// Fills `*opts` with the defaults.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_options_init(opts: *mut ironbark_options) -> c_int {
+    guard(|| {
+        // SAFETY: the header requires a non-null `opts` to point to a
+        // writable `ironbark_options`.
+        unsafe { store(opts, defaults(), "opts") }?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+fn options_of(o: &ironbark_options) -> Result<Options, Failure> {
+    let durability = match o.durability {
+        IRONBARK_DURABILITY_IMMEDIATE => Durability::Immediate,
+        IRONBARK_DURABILITY_NONE => Durability::None,
+        other => {
+            return Err(Failure {
+                code: IRONBARK_EOPTION,
+                message: format!("invalid option: durability {other} (0 immediate, 1 none)"),
+            })
+        }
+    };
+    Ok(Options {
+        page_size: o.page_size as usize,
+        max_readers: o.max_readers as usize,
+        durability,
+        create: o.create != 0,
+        read_only: o.read_only != 0,
+        ..Options::default()
+    })
+}
+
+/// Opens the database at `path`.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_open(
+    path: *const c_char,
+    opts: *const ironbark_options,
+    db: *mut *mut Db,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `db` is null or a writable pointer slot (header contract).
+        unsafe { clear(db) };
+        if db.is_null() {
+            return Err(Failure::invalid("db (the out-pointer) is null"));
+        }
+        // SAFETY: `path` is null or a NUL-terminated string (header).
+        let path = unsafe { text(path, "path") }?;
+        let options = if opts.is_null() {
+            Options::default()
+        } else {
+            // SAFETY: `opts` is non-null and points to an `ironbark_options`
+            // the caller owns for the call (header).
+            options_of(unsafe { reference(opts, "opts") }?)?
+        };
+        let handle = Db {
+            db: Database::open_with(path, &options)?,
+        };
+        // SAFETY: `db` was checked non-null above and is writable (header).
+        unsafe { store(db, Box::into_raw(Box::new(handle)), "db") }?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Closes the database handle.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_close(db: *mut Db) {
+    guard_void(|| {
+        if !db.is_null() {
+            // SAFETY: a non-null `db` came from `ironbark_open`'s
+            // `Box::into_raw` and is closed once (header contract).
+            drop(unsafe { Box::from_raw(db) });
+        }
+    })
+}
+
+/// Makes every commit durable.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_sync(db: *mut Db) -> c_int {
+    guard(|| {
+        // SAFETY: `db` is null or a live handle from `ironbark_open`.
+        let db = unsafe { reference(db, "db") }?;
+        db.db.sync()?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// The longest key accepted.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_max_key_len(db: *mut Db, len: *mut usize) -> c_int {
+    guard(|| {
+        // SAFETY: `db` is null or a live handle from `ironbark_open`.
+        let db = unsafe { reference(db, "db") }?;
+        // SAFETY: `len` is null or writable (header).
+        unsafe { store(len, db.db.max_key_len(), "len") }?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Sizes and counts of the database.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_stats(db: *mut Db, stats: *mut ironbark_stat) -> c_int {
+    guard(|| {
+        // SAFETY: `db` is null or a live handle from `ironbark_open`.
+        let db = unsafe { reference(db, "db") }?;
+        if stats.is_null() {
+            return Err(Failure::invalid("stats is null"));
+        }
+        let s = db.db.stats()?;
+        let out = ironbark_stat {
+            page_size: s.page_size as u64,
+            file_size_bytes: s.file_size_bytes,
+            page_count: s.page_count,
+            free_pages: s.free_pages,
+            last_txn_id: s.last_txn_id,
+            durable_txn_id: s.durable_txn_id,
+            live_readers: s.live_readers as u64,
+            max_readers: s.max_readers as u64,
+            tree_count: s.trees.len() as u64,
+            entries: s.trees.iter().map(|t| t.entries).sum(),
+        };
+        // SAFETY: `stats` is non-null and writable (header).
+        unsafe { store(stats, out, "stats") }?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Begins a transaction.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_txn_begin(
+    db: *mut Db,
+    flags: c_uint,
+    txn: *mut *mut Txn,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a writable pointer slot (header).
+        unsafe { clear(txn) };
+        // SAFETY: `db` is null or a live handle from `ironbark_open`.
+        let db = unsafe { reference(db, "db") }?;
+        if txn.is_null() {
+            return Err(Failure::invalid("txn (the out-pointer) is null"));
+        }
+        let known = IRONBARK_TXN_READ_ONLY | IRONBARK_TXN_NOWAIT | IRONBARK_TXN_NOSYNC;
+        if flags & !known != 0 {
+            return Err(Failure::invalid(format!("unknown txn flags {flags:#x}")));
+        }
+        let kind = if flags & IRONBARK_TXN_READ_ONLY != 0 {
+            TxnKind::Read(Arc::new(db.db.begin_read()?))
+        } else {
+            let owner = db.db.clone();
+            let mut w = if flags & IRONBARK_TXN_NOWAIT != 0 {
+                owner.try_begin_write()?
+            } else {
+                owner.begin_write()?
+            };
+            if flags & IRONBARK_TXN_NOSYNC != 0 {
+                w.set_durability(Durability::None);
+            }
+            // SAFETY: the transaction borrows the database's shared state,
+            // which lives in the `Arc` inside `owner`, not in `owner` itself;
+            // `WriteCell` keeps `owner` and drops the transaction before it
+            // (field order), and the transaction is never handed out with
+            // the `'static` lifetime (only borrowed through the cell).
+            let w = unsafe { std::mem::transmute::<WriteTxn<'_>, WriteTxn<'static>>(w) };
+            TxnKind::Write(Rc::new(WriteCell {
+                txn: RefCell::new(Some(w)),
+                _db: owner,
+            }))
+        };
+        let handle = Box::into_raw(Box::new(Txn { kind }));
+        // SAFETY: `txn` was checked non-null above and is writable (header).
+        unsafe { store(txn, handle, "txn") }?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Commits (or, for a read transaction, ends) and frees the transaction.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_txn_commit(txn: *mut Txn) -> c_int {
+    guard(|| {
+        if txn.is_null() {
+            return Err(Failure::invalid("txn is null"));
+        }
+        // SAFETY: a non-null `txn` came from `ironbark_txn_begin`'s
+        // `Box::into_raw` and is ended once (header contract).
+        let txn = unsafe { Box::from_raw(txn) };
+        match txn.kind {
+            TxnKind::Read(_) => Ok(IRONBARK_OK),
+            TxnKind::Write(cell) => {
+                let w = cell.txn.try_borrow_mut().ok().and_then(|mut t| t.take());
+                match w {
+                    Some(w) => {
+                        w.commit()?;
+                        Ok(IRONBARK_OK)
+                    }
+                    None => Err(Failure {
+                        code: IRONBARK_ETXNENDED,
+                        message: "the transaction has ended".into(),
+                    }),
+                }
+            }
+        }
+    })
+}
+
+/// Aborts and frees the transaction.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_txn_abort(txn: *mut Txn) {
+    guard_void(|| {
+        if txn.is_null() {
+            return;
+        }
+        // SAFETY: a non-null `txn` came from `ironbark_txn_begin`'s
+        // `Box::into_raw` and is ended once (header contract).
+        let txn = unsafe { Box::from_raw(txn) };
+        if let TxnKind::Write(cell) = txn.kind {
+            // Empty the cell now: cursors that share it see the end.
+            if let Ok(mut t) = cell.txn.try_borrow_mut() {
+                drop(t.take());
+            }
+        }
+    })
+}
+
+/// `ETXNENDED`: the transaction behind a cursor or handle has ended.
+fn ended() -> Failure {
+    Failure {
+        code: IRONBARK_ETXNENDED,
+        message: "the transaction has ended".into(),
+    }
+}
+
+fn read_only(what: &str) -> Failure {
+    Failure {
+        code: IRONBARK_EREADONLY,
+        message: format!("{what} in a read transaction"),
+    }
+}
+
+/// Opens a tree handle.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_tree_open(
+    txn: *mut Txn,
+    name: *const c_char,
+    flags: c_uint,
+    tree: *mut *mut TreeHandle,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `tree` is null or a writable pointer slot (header).
+        unsafe { clear(tree) };
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `name` is null or a NUL-terminated string (header).
+        let name = unsafe { text(name, "name") }?;
+        if tree.is_null() {
+            return Err(Failure::invalid("tree (the out-pointer) is null"));
+        }
+        if flags & !IRONBARK_TREE_CREATE != 0 {
+            return Err(Failure::invalid(format!("unknown tree flags {flags:#x}")));
+        }
+        let handle = match &txn.kind {
+            TxnKind::Read(r) => r.tree(name)?,
+            TxnKind::Write(cell) => {
+                let mut w = cell.txn.try_borrow_mut().map_err(|_| ended())?;
+                let w = w.as_mut().ok_or_else(ended)?;
+                if flags & IRONBARK_TREE_CREATE != 0 {
+                    w.open_tree(name)?
+                } else {
+                    w.tree(name)?
+                }
+            }
+        };
+        let handle = Box::into_raw(Box::new(TreeHandle { tree: handle }));
+        // SAFETY: `tree` was checked non-null above and is writable.
+        unsafe { store(tree, handle, "tree") }?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Frees a tree handle.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_tree_close(tree: *mut TreeHandle) {
+    guard_void(|| {
+        if !tree.is_null() {
+            // SAFETY: a non-null `tree` came from `ironbark_tree_open`'s
+            // `Box::into_raw` and is closed once (header contract).
+            drop(unsafe { Box::from_raw(tree) });
+        }
+    })
+}
+
+/// The number of entries of a tree.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_tree_count(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    count: *mut u64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        if count.is_null() {
+            return Err(Failure::invalid("count is null"));
+        }
+        let n = match &txn.kind {
+            TxnKind::Read(r) => r.len(tree)?,
+            TxnKind::Write(cell) => {
+                let w = cell.txn.try_borrow().map_err(|_| ended())?;
+                w.as_ref().ok_or_else(ended)?.len(tree)?
+            }
+        };
+        // SAFETY: `count` is non-null and writable (header).
+        unsafe { store(count, n, "count") }?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Looks a key up, zero-copy.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_get(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *const u8,
+    key_len: usize,
+    val: *mut *const u8,
+    val_len: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        // SAFETY: `key` is null or `key_len` readable bytes (header).
+        let key = unsafe { bytes(key, key_len, "key") }?;
+        if val.is_null() || val_len.is_null() {
+            return Err(Failure::invalid("val or val_len is null"));
+        }
+        // The value stays where it is: in the read snapshot (alive while
+        // the transaction is) or in the write transaction's pages (until
+        // its next change), which is what the header promises the caller.
+        let found = match &txn.kind {
+            TxnKind::Read(r) => r.get(tree, key)?.map(|v| (v.as_ptr(), v.len())),
+            TxnKind::Write(cell) => {
+                let w = cell.txn.try_borrow().map_err(|_| ended())?;
+                w.as_ref()
+                    .ok_or_else(ended)?
+                    .get(tree, key)?
+                    .map(|v| (v.as_ptr(), v.len()))
+            }
+        };
+        let Some((ptr, len)) = found else {
+            return Ok(IRONBARK_NOTFOUND);
+        };
+        // SAFETY: both out-pointers are non-null and writable (header).
+        unsafe {
+            store(val, ptr, "val")?;
+            store(val_len, len, "val_len")?;
+        }
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// The write transaction of `txn`, or `EREADONLY` naming `what`.
+fn writer<'a>(txn: &'a Txn, what: &str) -> Result<&'a Rc<WriteCell>, Failure> {
+    match &txn.kind {
+        TxnKind::Read(_) => Err(read_only(what)),
+        TxnKind::Write(cell) => Ok(cell),
+    }
+}
+
+/// Stores a value.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_put(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *const u8,
+    key_len: usize,
+    val: *const u8,
+    val_len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        // SAFETY: `key` is null or `key_len` readable bytes (header).
+        let key = unsafe { bytes(key, key_len, "key") }?;
+        // SAFETY: `val` is null or `val_len` readable bytes (header).
+        let val = unsafe { bytes(val, val_len, "val") }?;
+        let cell = writer(txn, "put")?;
+        let mut w = cell.txn.try_borrow_mut().map_err(|_| ended())?;
+        w.as_mut().ok_or_else(ended)?.put(tree, key, val)?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Removes a key.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_delete(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *const u8,
+    key_len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        // SAFETY: `key` is null or `key_len` readable bytes (header).
+        let key = unsafe { bytes(key, key_len, "key") }?;
+        let cell = writer(txn, "delete")?;
+        let mut w = cell.txn.try_borrow_mut().map_err(|_| ended())?;
+        let existed = w.as_mut().ok_or_else(ended)?.delete(tree, key)?;
+        Ok(if existed {
+            IRONBARK_OK
+        } else {
+            IRONBARK_NOTFOUND
+        })
+    })
+}
+
+fn owned(b: Option<&[u8]>, inclusive: bool) -> Bound<Box<[u8]>> {
+    match b {
+        None => Bound::Unbounded,
+        Some(k) if inclusive => Bound::Included(k.into()),
+        Some(k) => Bound::Excluded(k.into()),
+    }
+}
+
+fn borrowed(b: &Bound<Box<[u8]>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// The tighter of a lower bound and `key` (included).
+fn raise_lower<'a>(lower: Bound<&'a [u8]>, key: &'a [u8]) -> Bound<&'a [u8]> {
+    match lower {
+        Bound::Included(l) | Bound::Excluded(l) if l >= key => lower,
+        _ => Bound::Included(key),
+    }
+}
+
+/// The tighter of an upper bound and `key` (included).
+fn lower_upper<'a>(upper: Bound<&'a [u8]>, key: &'a [u8]) -> Bound<&'a [u8]> {
+    match upper {
+        Bound::Included(u) | Bound::Excluded(u) if u <= key => upper,
+        _ => Bound::Included(key),
+    }
+}
+
+/// A key and its value.
+type Entry<'a> = (&'a [u8], &'a [u8]);
+
+impl Cursor {
+    /// The next entry, as raw parts that stay valid as the header says.
+    fn step(&mut self) -> Result<Option<Entry<'_>>, Failure> {
+        match &mut self.source {
+            CursorSource::Read { range, txn } => {
+                if range.is_none() {
+                    let (lower, upper) = {
+                        let (l, u) =
+                            borrowed_bounds(&self.lower, &self.upper, &self.seek, self.reverse);
+                        // SAFETY: the bounds borrow boxes owned by this
+                        // cursor, which are neither dropped nor replaced
+                        // while `range` is `Some` (`seek` clears `range`
+                        // first, and `range` is dropped before the fields
+                        // it borrows), and boxed data does not move when
+                        // the cursor does.
+                        unsafe { (extend(l), extend(u)) }
+                    };
+                    // SAFETY: the range borrows the snapshot inside the
+                    // `Arc<ReadTxn>` that this cursor holds in the same
+                    // variant; it is dropped before that `Arc` (field
+                    // order) and the snapshot does not move.
+                    let txn: &'static ReadTxn = unsafe { &*Arc::as_ptr(txn) };
+                    *range = Some(Box::new(txn.range(&self.tree, (lower, upper))?));
+                }
+                let r = range.as_mut().expect("built above");
+                let next = if self.reverse {
+                    r.next_back()
+                } else {
+                    r.next()
+                };
+                Ok(next.transpose()?)
+            }
+            CursorSource::Write { cell, last } => {
+                let w = cell.txn.try_borrow().map_err(|_| ended())?;
+                let w = w.as_ref().ok_or_else(ended)?;
+                let (lower, upper) = {
+                    let (mut l, mut u) =
+                        borrowed_bounds(&self.lower, &self.upper, &self.seek, self.reverse);
+                    if let Some(k) = last.as_deref() {
+                        if self.reverse {
+                            u = Bound::Excluded(k);
+                        } else {
+                            l = Bound::Excluded(k);
+                        }
+                    }
+                    (l, u)
+                };
+                let mut range = w.range(&self.tree, (lower, upper))?;
+                let next = if self.reverse {
+                    range.next_back()
+                } else {
+                    range.next()
+                };
+                let Some((k, v)) = next.transpose()? else {
+                    return Ok(None);
+                };
+                let (k, v) = (k as *const [u8], v as *const [u8]);
+                // SAFETY: `k` points into the transaction's pages (see
+                // below); only copied here.
+                *last = Some(unsafe { &*k }.into());
+                // SAFETY: the entry lives in the write transaction's pages,
+                // which stay unchanged until its next put/delete/end: the
+                // lifetime the header gives the caller. The `RefCell` guard
+                // only spans this call.
+                Ok(Some(unsafe { (&*k, &*v) }))
+            }
+        }
+    }
+}
+
+/// The bounds of a cursor tightened by its seek key.
+fn borrowed_bounds<'a>(
+    lower: &'a Bound<Box<[u8]>>,
+    upper: &'a Bound<Box<[u8]>>,
+    seek: &'a Option<Box<[u8]>>,
+    reverse: bool,
+) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
+    let (mut l, mut u) = (borrowed(lower), borrowed(upper));
+    if let Some(seek) = seek {
+        if reverse {
+            u = lower_upper(u, seek);
+        } else {
+            l = raise_lower(l, seek);
+        }
+    }
+    (l, u)
+}
+
+/// Extends a bound's borrow to `'static`.
+///
+/// # Safety
+/// The borrowed bytes must outlive every use of the result.
+unsafe fn extend(b: Bound<&[u8]>) -> Bound<&'static [u8]> {
+    // SAFETY: the caller guarantees the bytes outlive every use.
+    let ext = |k: &[u8]| unsafe { &*(k as *const [u8]) };
+    match b {
+        Bound::Included(k) => Bound::Included(ext(k)),
+        Bound::Excluded(k) => Bound::Excluded(ext(k)),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Opens a cursor.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ironbark_cursor_open(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    start: *const u8,
+    start_len: usize,
+    end: *const u8,
+    end_len: usize,
+    flags: c_uint,
+    cursor: *mut *mut Cursor,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `cursor` is null or a writable pointer slot (header).
+        unsafe { clear(cursor) };
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let tree = unsafe { reference(tree, "tree") }?.tree.clone();
+        // A null bound is no bound (not the empty key).
+        let start = if start.is_null() {
+            None
+        } else {
+            // SAFETY: non-null, `start_len` readable bytes (header).
+            Some(unsafe { bytes(start, start_len, "start") }?)
+        };
+        let end = if end.is_null() {
+            None
+        } else {
+            // SAFETY: non-null, `end_len` readable bytes (header).
+            Some(unsafe { bytes(end, end_len, "end") }?)
+        };
+        if cursor.is_null() {
+            return Err(Failure::invalid("cursor (the out-pointer) is null"));
+        }
+        let known = IRONBARK_CURSOR_REVERSE | IRONBARK_CURSOR_END_INCLUSIVE;
+        if flags & !known != 0 {
+            return Err(Failure::invalid(format!("unknown cursor flags {flags:#x}")));
+        }
+        let source = match &txn.kind {
+            TxnKind::Read(r) => {
+                r.len(&tree)?; // NoSuchTree now rather than at the first step.
+                CursorSource::Read {
+                    range: None,
+                    txn: r.clone(),
+                }
+            }
+            TxnKind::Write(cell) => {
+                let w = cell.txn.try_borrow().map_err(|_| ended())?;
+                w.as_ref().ok_or_else(ended)?.len(&tree)?;
+                CursorSource::Write {
+                    cell: cell.clone(),
+                    last: None,
+                }
+            }
+        };
+        let handle = Cursor {
+            source,
+            tree,
+            lower: owned(start, true),
+            upper: owned(end, flags & IRONBARK_CURSOR_END_INCLUSIVE != 0),
+            seek: None,
+            reverse: flags & IRONBARK_CURSOR_REVERSE != 0,
+        };
+        // SAFETY: `cursor` was checked non-null above and is writable.
+        unsafe { store(cursor, Box::into_raw(Box::new(handle)), "cursor") }?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// The next entry of a cursor.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_cursor_next(
+    cursor: *mut Cursor,
+    key: *mut *const u8,
+    key_len: *mut usize,
+    val: *mut *const u8,
+    val_len: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `cursor` is null or a live handle from
+        // `ironbark_cursor_open`, used by this thread only (header).
+        let cursor = unsafe { exclusive(cursor, "cursor") }?;
+        if key.is_null() || key_len.is_null() || val.is_null() || val_len.is_null() {
+            return Err(Failure::invalid("key, key_len, val or val_len is null"));
+        }
+        let Some((k, v)) = cursor.step()? else {
+            return Ok(IRONBARK_NOTFOUND);
+        };
+        // SAFETY: the four out-pointers are non-null and writable (header).
+        unsafe {
+            store(key, k.as_ptr(), "key")?;
+            store(key_len, k.len(), "key_len")?;
+            store(val, v.as_ptr(), "val")?;
+            store(val_len, v.len(), "val_len")?;
+        }
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Repositions a cursor.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_cursor_seek(
+    cursor: *mut Cursor,
+    key: *const u8,
+    key_len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `cursor` is null or a live handle from
+        // `ironbark_cursor_open`, used by this thread only (header).
+        let cursor = unsafe { exclusive(cursor, "cursor") }?;
+        // SAFETY: `key` is null or `key_len` readable bytes (header).
+        let key = unsafe { bytes(key, key_len, "key") }?;
+        // Drop the iterator before replacing the seek key it borrows.
+        match &mut cursor.source {
+            CursorSource::Read { range, .. } => *range = None,
+            CursorSource::Write { cell, last } => {
+                if cell.txn.try_borrow().map(|t| t.is_none()).unwrap_or(true) {
+                    return Err(ended());
+                }
+                *last = None;
+            }
+        }
+        cursor.seek = Some(key.into());
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Frees a cursor.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_cursor_close(cursor: *mut Cursor) {
+    guard_void(|| {
+        if !cursor.is_null() {
+            // SAFETY: a non-null `cursor` came from `ironbark_cursor_open`'s
+            // `Box::into_raw` and is closed once (header contract).
+            drop(unsafe { Box::from_raw(cursor) });
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_a_status_code_with_a_message() {
+        let code = guard(|| panic!("boom"));
+        assert_eq!(code, IRONBARK_EPANIC);
+        // SAFETY: `ironbark_last_error` returns a NUL-terminated string.
+        let message = unsafe { CStr::from_ptr(ironbark_last_error()) };
+        assert!(message.to_str().unwrap().contains("boom"), "{message:?}");
+    }
+
+    #[test]
+    fn seek_bounds_keep_the_tighter_one() {
+        assert_eq!(
+            raise_lower(Bound::Unbounded, b"k"),
+            Bound::Included(&b"k"[..])
+        );
+        assert_eq!(
+            raise_lower(Bound::Included(b"m"), b"k"),
+            Bound::Included(&b"m"[..])
+        );
+        assert_eq!(
+            raise_lower(Bound::Excluded(b"a"), b"k"),
+            Bound::Included(&b"k"[..])
+        );
+        assert_eq!(
+            lower_upper(Bound::Excluded(b"c"), b"k"),
+            Bound::Excluded(&b"c"[..])
+        );
+        assert_eq!(
+            lower_upper(Bound::Unbounded, b"k"),
+            Bound::Included(&b"k"[..])
+        );
+    }
+}

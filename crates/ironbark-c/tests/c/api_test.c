@@ -1,0 +1,434 @@
+/*
+ * api_test.c: exercises every function of the C API (include/ironbark.h),
+ * including its error paths, against a real database in the directory
+ * given as argv[1]. Built and run under -fsanitize=address,undefined by
+ * tests/c_api.rs. Prints "N checks passed, M failed" and exits non-zero on
+ * any failure.
+ */
+#include "ironbark.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed, failed;
+
+#define CHECK(cond)                                                                   \
+    do {                                                                              \
+        if (cond) {                                                                   \
+            passed++;                                                                 \
+        } else {                                                                      \
+            failed++;                                                                 \
+            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__,   \
+                    __LINE__, #cond, ironbark_last_error());                          \
+        }                                                                             \
+    } while (0)
+
+/* rc must equal want. */
+#define CHECK_RC(expr, want)                                                          \
+    do {                                                                              \
+        int rc_ = (expr);                                                             \
+        if (rc_ == (want)) {                                                          \
+            passed++;                                                                 \
+        } else {                                                                      \
+            failed++;                                                                 \
+            fprintf(stderr, "%s:%d: %s returned %d (%s: %s), expected %d\n", __FILE__, \
+                    __LINE__, #expr, rc_, ironbark_strerror(rc_), ironbark_last_error(), \
+                    (want));                                                          \
+        }                                                                             \
+    } while (0)
+
+static const uint8_t *B(const char *s) { return (const uint8_t *)s; }
+
+static int bytes_eq(const uint8_t *p, size_t n, const char *s) {
+    return n == strlen(s) && memcmp(p, s, n) == 0;
+}
+
+static char path_buf[4096];
+static const char *db_path(const char *dir, const char *name) {
+    snprintf(path_buf, sizeof path_buf, "%s/%s", dir, name);
+    return path_buf;
+}
+
+static void test_errors_and_strings(void) {
+    CHECK(strcmp(ironbark_version(), "0.1.0") == 0);
+    CHECK(strcmp(ironbark_last_error(), "") == 0);
+    int codes[] = {IRONBARK_OK,          IRONBARK_NOTFOUND,     IRONBARK_EINVAL,
+                   IRONBARK_EIO,         IRONBARK_ECORRUPTED,   IRONBARK_ENOTIRONBARK,
+                   IRONBARK_EVERSION,    IRONBARK_EPAGESIZE,    IRONBARK_EKEYSIZE,
+                   IRONBARK_EVALSIZE,    IRONBARK_ETREENAME,    IRONBARK_ENOTREE,
+                   IRONBARK_ETREEDROPPED, IRONBARK_EREADERSFULL, IRONBARK_EBUSY,
+                   IRONBARK_ELOCKED,     IRONBARK_EREADONLY,    IRONBARK_EPOISONED,
+                   IRONBARK_EOPTION,     IRONBARK_ETXNFAILED,   IRONBARK_ETXNENDED,
+                   IRONBARK_EPANIC,      IRONBARK_EUNKNOWN};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+        const char *s = ironbark_strerror(codes[i]);
+        CHECK(s != NULL && strlen(s) > 0);
+        /* Each code has its own description. */
+        for (size_t j = 0; j < i; j++) CHECK(strcmp(s, ironbark_strerror(codes[j])) != 0);
+    }
+    CHECK(strcmp(ironbark_strerror(12345), "unknown status code") == 0);
+    CHECK(strcmp(ironbark_strerror(IRONBARK_EKEYSIZE), "key too large") == 0);
+}
+
+static void test_open_errors(const char *dir) {
+    ironbark_options o;
+    ironbark_db *db = (ironbark_db *)&o; /* non-null garbage: must be cleared */
+
+    CHECK_RC(ironbark_options_init(NULL), IRONBARK_EINVAL);
+    CHECK(strstr(ironbark_last_error(), "opts is null") != NULL);
+    CHECK_RC(ironbark_options_init(&o), IRONBARK_OK);
+    CHECK(o.page_size == 4096 && o.max_readers == 126 && o.create == 1 && o.read_only == 0 &&
+          o.durability == IRONBARK_DURABILITY_IMMEDIATE);
+
+    CHECK_RC(ironbark_open(NULL, NULL, &db), IRONBARK_EINVAL);
+    CHECK(db == NULL);
+    CHECK_RC(ironbark_open(db_path(dir, "x.ib"), NULL, NULL), IRONBARK_EINVAL);
+
+    o.page_size = 1000;
+    CHECK_RC(ironbark_open(db_path(dir, "badpage.ib"), &o, &db), IRONBARK_EPAGESIZE);
+    CHECK(strstr(ironbark_last_error(), "page size 1000") != NULL);
+    ironbark_options_init(&o);
+    o.max_readers = 0;
+    CHECK_RC(ironbark_open(db_path(dir, "badreaders.ib"), &o, &db), IRONBARK_EOPTION);
+    ironbark_options_init(&o);
+    o.durability = 7;
+    CHECK_RC(ironbark_open(db_path(dir, "baddur.ib"), &o, &db), IRONBARK_EOPTION);
+    CHECK(strstr(ironbark_last_error(), "durability 7") != NULL);
+    ironbark_options_init(&o);
+    o.create = 0;
+    CHECK_RC(ironbark_open(db_path(dir, "missing.ib"), &o, &db), IRONBARK_EIO);
+    CHECK(db == NULL);
+
+    /* A file that is not a database. */
+    FILE *f = fopen(db_path(dir, "garbage.ib"), "wb");
+    CHECK(f != NULL);
+    for (int i = 0; i < 16384; i++) fputc('x', f);
+    fclose(f);
+    CHECK_RC(ironbark_open(db_path(dir, "garbage.ib"), NULL, &db), IRONBARK_ENOTIRONBARK);
+
+    /* A path that is not UTF-8. */
+    CHECK_RC(ironbark_open("\xff\xfe.ib", NULL, &db), IRONBARK_EINVAL);
+}
+
+static void test_null_handles(void) {
+    ironbark_txn *txn = NULL;
+    ironbark_tree *tree = NULL;
+    ironbark_cursor *cur = NULL;
+    const uint8_t *v;
+    size_t n;
+    uint64_t count;
+    ironbark_stat st;
+
+    CHECK_RC(ironbark_sync(NULL), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_max_key_len(NULL, &n), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_stats(NULL, &st), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_txn_begin(NULL, 0, &txn), IRONBARK_EINVAL);
+    CHECK(strstr(ironbark_last_error(), "db is null") != NULL);
+    CHECK_RC(ironbark_txn_commit(NULL), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_tree_open(NULL, "t", 0, &tree), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_tree_count(NULL, NULL, &count), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_get(NULL, NULL, B("k"), 1, &v, &n), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_put(NULL, NULL, B("k"), 1, B("v"), 1), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_delete(NULL, NULL, B("k"), 1), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_cursor_open(NULL, NULL, NULL, 0, NULL, 0, 0, &cur), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_cursor_next(NULL, &v, &n, &v, &n), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_cursor_seek(NULL, B("k"), 1), IRONBARK_EINVAL);
+    /* Closing null is a no-op. */
+    ironbark_close(NULL);
+    ironbark_txn_abort(NULL);
+    ironbark_tree_close(NULL);
+    ironbark_cursor_close(NULL);
+    passed++;
+}
+
+/* Counts the entries a cursor yields, checking they are strictly ordered. */
+static int drain(ironbark_cursor *cur, int reverse, char *first, char *last) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+    int n = 0, rc;
+    char prev[64] = "";
+    while ((rc = ironbark_cursor_next(cur, &k, &kl, &v, &vl)) == IRONBARK_OK) {
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)kl, (const char *)k);
+        if (n > 0) CHECK(reverse ? strcmp(key, prev) < 0 : strcmp(key, prev) > 0);
+        if (n == 0 && first) strcpy(first, key);
+        strcpy(prev, key);
+        n++;
+    }
+    CHECK_RC(rc, IRONBARK_NOTFOUND);
+    if (last) strcpy(last, prev);
+    return n;
+}
+
+static void test_main_flow(const char *dir) {
+    ironbark_db *db = NULL;
+    ironbark_txn *w = NULL, *r = NULL, *other = NULL;
+    ironbark_tree *users = NULL, *missing = NULL;
+    const uint8_t *v, *k;
+    size_t vl, kl, maxkey = 0;
+    uint64_t count = 0;
+    char key[32], val[32], first[64], last[64];
+
+    CHECK_RC(ironbark_open(db_path(dir, "main.ib"), NULL, &db), IRONBARK_OK);
+    CHECK(db != NULL);
+    CHECK_RC(ironbark_max_key_len(db, &maxkey), IRONBARK_OK);
+    CHECK(maxkey == 1321);
+    CHECK_RC(ironbark_max_key_len(db, NULL), IRONBARK_EINVAL);
+
+    CHECK_RC(ironbark_txn_begin(db, 0, NULL), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_txn_begin(db, 0x80, &w), IRONBARK_EINVAL);
+    CHECK(strstr(ironbark_last_error(), "unknown txn flags") != NULL);
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_WRITE, &w), IRONBARK_OK);
+
+    /* Only one writer: a second one fails at once with NOWAIT. */
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_NOWAIT, &other), IRONBARK_EBUSY);
+    CHECK(other == NULL);
+
+    /* Trees. */
+    CHECK_RC(ironbark_tree_open(w, "users", 0, &users), IRONBARK_ENOTREE);
+    CHECK(strstr(ironbark_last_error(), "no tree named \"users\"") != NULL);
+    CHECK_RC(ironbark_tree_open(w, "", IRONBARK_TREE_CREATE, &users), IRONBARK_ETREENAME);
+    CHECK_RC(ironbark_tree_open(w, NULL, IRONBARK_TREE_CREATE, &users), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_tree_open(w, "\xc3\x28", IRONBARK_TREE_CREATE, &users), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_tree_open(w, "users", 0x10, &users), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_tree_open(w, "users", IRONBARK_TREE_CREATE, NULL), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_tree_open(w, "users", IRONBARK_TREE_CREATE, &users), IRONBARK_OK);
+
+    /* Puts, including the error paths. */
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof key, "key%03d", i);
+        snprintf(val, sizeof val, "value-%d", i);
+        CHECK_RC(ironbark_put(w, users, B(key), strlen(key), B(val), strlen(val)), IRONBARK_OK);
+    }
+    uint8_t *big = calloc(maxkey + 1, 1);
+    CHECK_RC(ironbark_put(w, users, big, maxkey + 1, B("v"), 1), IRONBARK_EKEYSIZE);
+    CHECK(strstr(ironbark_last_error(), "larger than the limit of 1321") != NULL);
+    free(big);
+    CHECK_RC(ironbark_put(w, users, NULL, 3, B("v"), 1), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_put(w, users, B("k"), 1, NULL, 3), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_put(w, NULL, B("k"), 1, B("v"), 1), IRONBARK_EINVAL);
+    /* An empty value (null pointer, length 0) is a value. */
+    CHECK_RC(ironbark_put(w, users, B("empty"), 5, NULL, 0), IRONBARK_OK);
+    CHECK_RC(ironbark_get(w, users, B("empty"), 5, &v, &vl), IRONBARK_OK);
+    CHECK(vl == 0);
+    CHECK_RC(ironbark_delete(w, users, B("empty"), 5), IRONBARK_OK);
+
+    /* The write transaction sees its own changes. */
+    CHECK_RC(ironbark_get(w, users, B("key042"), 6, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(v, vl, "value-42"));
+    CHECK_RC(ironbark_get(w, users, B("key042"), 6, NULL, &vl), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_delete(w, users, B("key099"), 6), IRONBARK_OK);
+    CHECK_RC(ironbark_delete(w, users, B("key099"), 6), IRONBARK_NOTFOUND);
+    CHECK_RC(ironbark_get(w, users, B("key099"), 6, &v, &vl), IRONBARK_NOTFOUND);
+    CHECK_RC(ironbark_tree_count(w, users, &count), IRONBARK_OK);
+    CHECK(count == 99);
+    CHECK_RC(ironbark_tree_count(w, users, NULL), IRONBARK_EINVAL);
+
+    /* A write cursor survives changes made between its steps. */
+    ironbark_cursor *wc = NULL;
+    CHECK_RC(ironbark_cursor_open(w, users, B("key090"), 6, NULL, 0, 0, &wc), IRONBARK_OK);
+    int seen = 0;
+    while (ironbark_cursor_next(wc, &k, &kl, &v, &vl) == IRONBARK_OK) {
+        char kb[16];
+        snprintf(kb, sizeof kb, "%.*s", (int)kl, (const char *)k);
+        CHECK_RC(ironbark_delete(w, users, B(kb), kl), IRONBARK_OK);
+        seen++;
+    }
+    CHECK(seen == 9); /* key090..key098 */
+    ironbark_cursor_close(wc);
+
+    /* A reverse write cursor with both bounds, and seek. */
+    CHECK_RC(ironbark_cursor_open(w, users, B("key010"), 6, B("key020"), 6,
+                                  IRONBARK_CURSOR_REVERSE, &wc),
+             IRONBARK_OK);
+    CHECK(drain(wc, 1, first, last) == 10);
+    CHECK(strcmp(first, "key019") == 0 && strcmp(last, "key010") == 0);
+    CHECK_RC(ironbark_cursor_seek(wc, B("key0155"), 7), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_next(wc, &k, &kl, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(k, kl, "key015") && bytes_eq(v, vl, "value-15"));
+    ironbark_cursor_close(wc);
+    CHECK_RC(ironbark_cursor_open(w, users, NULL, 0, NULL, 0, 0, &wc), IRONBARK_OK);
+    CHECK_RC(ironbark_tree_count(w, users, &count), IRONBARK_OK);
+    CHECK(count == 90);
+    CHECK_RC(ironbark_txn_commit(w), IRONBARK_OK);
+    /* The write cursor outlived its transaction: it says so. */
+    CHECK_RC(ironbark_cursor_next(wc, &k, &kl, &v, &vl), IRONBARK_ETXNENDED);
+    CHECK_RC(ironbark_cursor_seek(wc, B("key000"), 6), IRONBARK_ETXNENDED);
+    ironbark_cursor_close(wc);
+
+    /* An aborted transaction leaves nothing behind. */
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_NOWAIT, &w), IRONBARK_OK);
+    CHECK_RC(ironbark_put(w, users, B("ghost"), 5, B("boo"), 3), IRONBARK_OK);
+    ironbark_txn_abort(w);
+
+    /* A read snapshot. */
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_READ_ONLY, &r), IRONBARK_OK);
+    CHECK_RC(ironbark_get(r, users, B("ghost"), 5, &v, &vl), IRONBARK_NOTFOUND);
+    CHECK_RC(ironbark_get(r, users, B("key007"), 6, &v, &vl), IRONBARK_OK);
+    const uint8_t *kept = v;
+    size_t kept_len = vl;
+    CHECK(bytes_eq(v, vl, "value-7"));
+    CHECK_RC(ironbark_put(r, users, B("k"), 1, B("v"), 1), IRONBARK_EREADONLY);
+    CHECK(strstr(ironbark_last_error(), "put in a read transaction") != NULL);
+    CHECK_RC(ironbark_delete(r, users, B("key007"), 6), IRONBARK_EREADONLY);
+    CHECK_RC(ironbark_tree_count(r, users, &count), IRONBARK_OK);
+    CHECK(count == 90);
+    CHECK_RC(ironbark_tree_open(r, "nope", IRONBARK_TREE_CREATE, &missing), IRONBARK_ENOTREE);
+    CHECK(missing == NULL);
+
+    /* A commit meanwhile does not change the snapshot, nor move the value. */
+    CHECK_RC(ironbark_txn_begin(db, 0, &w), IRONBARK_OK);
+    CHECK_RC(ironbark_put(w, users, B("key007"), 6, B("changed"), 7), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_commit(w), IRONBARK_OK);
+    CHECK_RC(ironbark_get(r, users, B("key007"), 6, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(v, vl, "value-7"));
+    CHECK(bytes_eq(kept, kept_len, "value-7"));
+
+    /* Cursors: whole tree both ways, bounds, inclusive end, seek. */
+    ironbark_cursor *c = NULL;
+    CHECK_RC(ironbark_cursor_open(r, users, NULL, 0, NULL, 0, 0, &c), IRONBARK_OK);
+    CHECK(drain(c, 0, first, last) == 90);
+    CHECK(strcmp(first, "key000") == 0 && strcmp(last, "key089") == 0);
+    /* At the end it stays at the end. */
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_NOTFOUND);
+    ironbark_cursor_close(c);
+
+    CHECK_RC(ironbark_cursor_open(r, users, NULL, 0, NULL, 0, IRONBARK_CURSOR_REVERSE, &c),
+             IRONBARK_OK);
+    CHECK(drain(c, 1, first, last) == 90);
+    CHECK(strcmp(first, "key089") == 0 && strcmp(last, "key000") == 0);
+    ironbark_cursor_close(c);
+
+    CHECK_RC(ironbark_cursor_open(r, users, B("key010"), 6, B("key020"), 6, 0, &c), IRONBARK_OK);
+    CHECK(drain(c, 0, first, last) == 10);
+    CHECK(strcmp(first, "key010") == 0 && strcmp(last, "key019") == 0);
+    ironbark_cursor_close(c);
+
+    CHECK_RC(ironbark_cursor_open(r, users, B("key010"), 6, B("key020"), 6,
+                                  IRONBARK_CURSOR_END_INCLUSIVE | IRONBARK_CURSOR_REVERSE, &c),
+             IRONBARK_OK);
+    CHECK(drain(c, 1, first, last) == 11);
+    CHECK(strcmp(first, "key020") == 0 && strcmp(last, "key010") == 0);
+    ironbark_cursor_close(c);
+
+    CHECK_RC(ironbark_cursor_open(r, users, NULL, 0, NULL, 0, 0, &c), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_seek(c, B("key0505"), 7), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(k, kl, "key051") && bytes_eq(v, vl, "value-51"));
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(k, kl, "key052"));
+    CHECK_RC(ironbark_cursor_seek(c, B("key050"), 6), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(k, kl, "key050"));
+    CHECK_RC(ironbark_cursor_seek(c, B("zzz"), 3), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_NOTFOUND);
+    CHECK_RC(ironbark_cursor_seek(c, NULL, 2), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_cursor_next(c, NULL, &kl, &v, &vl), IRONBARK_EINVAL);
+    ironbark_cursor_close(c);
+
+    /* Seek in reverse: the last key <= the target, within the bounds. */
+    CHECK_RC(ironbark_cursor_open(r, users, B("key040"), 6, NULL, 0, IRONBARK_CURSOR_REVERSE, &c),
+             IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_seek(c, B("key0505"), 7), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(k, kl, "key050"));
+    CHECK(drain(c, 1, first, last) == 10);
+    CHECK(strcmp(first, "key049") == 0 && strcmp(last, "key040") == 0);
+    ironbark_cursor_close(c);
+
+    CHECK_RC(ironbark_cursor_open(r, users, NULL, 0, NULL, 0, 0x40, &c), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_cursor_open(r, users, NULL, 0, NULL, 0, 0, NULL), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_cursor_open(r, NULL, NULL, 0, NULL, 0, 0, &c), IRONBARK_EINVAL);
+
+    /* A read cursor keeps its snapshot after the transaction ends. */
+    CHECK_RC(ironbark_cursor_open(r, users, B("key080"), 6, NULL, 0, 0, &c), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_commit(r), IRONBARK_OK);
+    CHECK(drain(c, 0, first, last) == 10);
+    ironbark_cursor_close(c);
+
+    /* Stats. */
+    ironbark_stat st;
+    memset(&st, 0, sizeof st);
+    CHECK_RC(ironbark_stats(db, NULL), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_stats(db, &st), IRONBARK_OK);
+    CHECK(st.page_size == 4096 && st.tree_count == 1 && st.entries == 90);
+    CHECK(st.last_txn_id >= 2 && st.durable_txn_id == st.last_txn_id);
+    CHECK(st.max_readers == 126 && st.live_readers == 0);
+    CHECK(st.file_size_bytes >= st.page_count * st.page_size);
+
+    /* A commit without sync, then sync. */
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_NOSYNC, &w), IRONBARK_OK);
+    CHECK_RC(ironbark_put(w, users, B("late"), 4, B("entry"), 5), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_commit(w), IRONBARK_OK);
+    CHECK_RC(ironbark_stats(db, &st), IRONBARK_OK);
+    CHECK(st.durable_txn_id < st.last_txn_id);
+    CHECK_RC(ironbark_sync(db), IRONBARK_OK);
+    CHECK_RC(ironbark_stats(db, &st), IRONBARK_OK);
+    CHECK(st.durable_txn_id == st.last_txn_id && st.entries == 91);
+
+    /* Closing the database while a transaction is open is harmless: the
+     * transaction keeps it open. */
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_READ_ONLY, &r), IRONBARK_OK);
+    ironbark_close(db);
+    CHECK_RC(ironbark_get(r, users, B("late"), 4, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(v, vl, "entry"));
+    ironbark_txn_abort(r);
+    ironbark_tree_close(users);
+
+    /* Reopen: everything committed is there. */
+    CHECK_RC(ironbark_open(db_path(dir, "main.ib"), NULL, &db), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_READ_ONLY, &r), IRONBARK_OK);
+    CHECK_RC(ironbark_tree_open(r, "users", 0, &users), IRONBARK_OK);
+    CHECK_RC(ironbark_get(r, users, B("key007"), 6, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(v, vl, "changed"));
+    ironbark_tree_close(users);
+    ironbark_txn_abort(r);
+    ironbark_close(db);
+}
+
+static void test_read_only_and_readers(const char *dir) {
+    ironbark_options o;
+    ironbark_db *db = NULL;
+    ironbark_txn *t = NULL, *t2 = NULL;
+
+    /* Create, then reopen read-only. */
+    CHECK_RC(ironbark_open(db_path(dir, "ro.ib"), NULL, &db), IRONBARK_OK);
+    ironbark_close(db);
+    ironbark_options_init(&o);
+    o.read_only = 1;
+    CHECK_RC(ironbark_open(db_path(dir, "ro.ib"), &o, &db), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_begin(db, 0, &t), IRONBARK_EREADONLY);
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_READ_ONLY, &t), IRONBARK_OK);
+    ironbark_txn_abort(t);
+    ironbark_close(db);
+
+    /* One reader slot: a second snapshot is refused. */
+    ironbark_options_init(&o);
+    o.max_readers = 1;
+    o.durability = IRONBARK_DURABILITY_NONE;
+    o.page_size = 8192;
+    CHECK_RC(ironbark_open(db_path(dir, "readers.ib"), &o, &db), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_READ_ONLY, &t), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_READ_ONLY, &t2), IRONBARK_EREADERSFULL);
+    CHECK(t2 == NULL);
+    ironbark_txn_abort(t);
+    ironbark_stat st;
+    CHECK_RC(ironbark_stats(db, &st), IRONBARK_OK);
+    CHECK(st.page_size == 8192 && st.max_readers == 1 && st.tree_count == 0);
+    ironbark_close(db);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s DIRECTORY\n", argv[0]);
+        return 2;
+    }
+    test_errors_and_strings();
+    test_open_errors(argv[1]);
+    test_null_handles();
+    test_main_flow(argv[1]);
+    test_read_only_and_readers(argv[1]);
+    printf("%d checks passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}

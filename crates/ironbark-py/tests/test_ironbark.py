@@ -1,0 +1,479 @@
+"""Tests of the ironbark Python package: opening, transactions as context
+managers, get/put/delete/range/prefix/iteration, zero-copy memoryviews,
+the exceptions, threads and stats. Run by scripts/test.sh with pytest after
+installing the package from source."""
+
+import pathlib
+import threading
+import time
+
+import pytest
+
+import ironbark
+
+
+@pytest.fixture
+def db(tmp_path):
+    d = ironbark.open(tmp_path / "test.ib")
+    yield d
+    d.close()
+
+
+def fill(db, n=100, tree=None):
+    with db.begin(write=True) as txn:
+        for i in range(n):
+            txn.put(b"key%03d" % i, b"value-%d" % i, tree=tree)
+
+
+def test_open_creates_the_file_and_reports_its_path(tmp_path):
+    path = tmp_path / "new.ib"
+    with ironbark.open(str(path)) as db:
+        assert path.is_file()
+        assert db.path == path
+        assert not db.closed
+        assert db.max_key_len == 1321
+        assert not db.read_only
+        assert "new.ib" in repr(db)
+    assert db.closed
+    with pytest.raises(ironbark.ClosedError):
+        db.begin()
+
+
+def test_open_rejects_bad_options(tmp_path):
+    with pytest.raises(ironbark.InvalidOptionError, match="durability"):
+        ironbark.open(tmp_path / "a.ib", durability="sometimes")
+    with pytest.raises(ironbark.InvalidPageSizeError, match="1000"):
+        ironbark.open(tmp_path / "b.ib", page_size=1000)
+    with pytest.raises(ironbark.InvalidOptionError, match="max_readers"):
+        ironbark.open(tmp_path / "c.ib", max_readers=0)
+    with pytest.raises(ironbark.IoError, match="does not exist"):
+        ironbark.open(tmp_path / "missing.ib", create=False)
+    with pytest.raises(TypeError):
+        ironbark.open(tmp_path / "d.ib", map_size=1 << 30)
+    with pytest.raises(OverflowError):
+        ironbark.open(tmp_path / "e.ib", page_size=-1)
+    garbage = tmp_path / "garbage.ib"
+    garbage.write_bytes(b"x" * 16384)
+    with pytest.raises(ironbark.NotAnIronbarkFileError):
+        ironbark.open(garbage)
+
+
+def test_put_get_delete_round_trip(db):
+    with db.begin(write=True) as txn:
+        assert txn.write
+        assert txn.put(b"alice", b"30")
+        assert txn.put(b"bob", b"25")
+        assert txn.get(b"alice") == b"30"  # sees its own writes
+        assert txn.delete(b"bob") is True
+        assert txn.delete(b"bob") is False
+        assert txn.put(b"empty", b"")
+    with db.begin() as txn:
+        assert not txn.write
+        assert txn.get(b"alice") == b"30"
+        assert txn.get(b"bob") is None
+        assert txn.get(b"bob", b"default") == b"default"
+        assert txn.get(b"empty") == b""
+        assert b"alice" in txn
+        assert b"bob" not in txn
+        assert txn.count() == 2
+        assert txn.trees() == ["main"]
+
+
+def test_put_without_overwrite_keeps_the_old_value(db):
+    with db.begin(write=True) as txn:
+        assert txn.put(b"k", b"first")
+        assert txn.put(b"k", b"second", overwrite=False) is False
+        assert txn.get(b"k") == b"first"
+
+
+def test_the_block_commits_on_success_and_aborts_on_an_exception(db):
+    with db.begin(write=True) as txn:
+        txn.put(b"kept", b"1")
+    with pytest.raises(RuntimeError, match="boom"):
+        with db.begin(write=True) as txn:
+            txn.put(b"lost", b"1")
+            raise RuntimeError("boom")
+    with db.begin() as txn:
+        assert txn.get(b"kept") == b"1"
+        assert txn.get(b"lost") is None
+
+
+def test_explicit_commit_and_abort_end_the_transaction(db):
+    txn = db.begin(write=True)
+    txn.put(b"a", b"1")
+    txn.commit()
+    assert txn.ended
+    for call in (lambda: txn.get(b"a"), lambda: txn.put(b"b", b"2"), txn.commit, lambda: txn.txn_id):
+        with pytest.raises(ironbark.ClosedError):
+            call()
+    txn.abort()  # a second end by abort is harmless
+
+    txn = db.begin(write=True)
+    txn.put(b"b", b"2")
+    txn.abort()
+    with db.begin(write=True) as txn:
+        txn.put(b"c", b"3")
+        txn.commit()  # committed inside the block: the exit does nothing more
+    with db.begin() as txn:
+        assert list(txn) == [(b"a", b"1"), (b"c", b"3")]
+
+
+def test_a_read_transaction_refuses_writes(db):
+    fill(db, 3)
+    with db.begin() as txn:
+        with pytest.raises(ironbark.ReadOnlyError, match="put in a read transaction"):
+            txn.put(b"k", b"v")
+        with pytest.raises(ironbark.ReadOnlyError):
+            txn.delete(b"key001")
+        with pytest.raises(ironbark.ReadOnlyError):
+            txn.drop_tree("main")
+    with pytest.raises(ValueError):
+        db.begin(nowait=True)
+
+
+def test_a_snapshot_does_not_see_later_commits(db):
+    fill(db, 10)
+    snapshot = db.begin()
+    first_id = snapshot.txn_id
+    with db.begin(write=True) as txn:
+        txn.put(b"key005", b"changed")
+        txn.put(b"new", b"entry")
+    assert snapshot.get(b"key005") == b"value-5"
+    assert snapshot.get(b"new") is None
+    snapshot.abort()
+    with db.begin() as txn:
+        assert txn.txn_id == first_id + 1
+        assert txn.get(b"key005") == b"changed"
+
+
+def test_named_trees(db):
+    with db.begin(write=True) as txn:
+        txn.put(b"k", b"in users", tree="users")
+        txn.put(b"k", b"in main")
+        with pytest.raises(ironbark.InvalidTreeNameError):
+            txn.put(b"k", b"v", tree="")
+    with db.begin() as txn:
+        assert txn.get(b"k", tree="users") == b"in users"
+        assert txn.get(b"k") == b"in main"
+        assert txn.trees() == ["main", "users"]
+        assert txn.count(tree="users") == 1
+        with pytest.raises(ironbark.NoSuchTreeError, match="nope"):
+            txn.get(b"k", tree="nope")
+        with pytest.raises(ironbark.NoSuchTreeError):
+            txn.range(tree="nope")
+    with db.begin(write=True) as txn:
+        assert txn.drop_tree("users") is True
+        assert txn.drop_tree("users") is False
+        assert txn.trees() == ["main"]
+
+
+def test_an_empty_database_reads_as_empty(db):
+    with db.begin() as txn:
+        assert txn.get(b"anything") is None
+        assert list(txn) == []
+        assert list(txn.prefix(b"a")) == []
+        assert txn.count() == 0
+        assert txn.trees() == []
+    with db.begin(write=True) as txn:
+        assert txn.delete(b"anything") is False
+
+
+def test_range_bounds_and_direction(db):
+    fill(db, 100)
+    with db.begin() as txn:
+        everything = list(txn)
+        assert len(everything) == 100
+        assert everything[0] == (b"key000", b"value-0")
+        assert everything[-1] == (b"key099", b"value-99")
+        assert [k for k, _ in everything] == sorted(k for k, _ in everything)
+        assert [k for k, _ in txn.range(reverse=True)] == [k for k, _ in reversed(everything)]
+        keys = [k for k, _ in txn.range(b"key010", b"key020")]
+        assert keys == [b"key%03d" % i for i in range(10, 20)]
+        keys = [k for k, _ in txn.range(b"key010", b"key020", inclusive_end=True, reverse=True)]
+        assert keys == [b"key%03d" % i for i in range(20, 9, -1)]
+        assert [k for k, _ in txn.range(b"key0505")][:2] == [b"key051", b"key052"]
+        assert [k for k, _ in txn.range(end=b"key003")] == [b"key000", b"key001", b"key002"]
+        assert list(txn.range(b"zzz")) == []
+        assert list(txn.range(b"key050", b"key010")) == []
+
+
+def test_prefix(db):
+    with db.begin(write=True) as txn:
+        for k in [b"a", b"ab", b"abc", b"abd", b"ac", b"b", b"a\xff", b"a\xff\x01", b"\xff\xff", b"\xff\xff\x00"]:
+            txn.put(k, b"v")
+    with db.begin() as txn:
+        assert [k for k, _ in txn.prefix(b"ab")] == [b"ab", b"abc", b"abd"]
+        assert [k for k, _ in txn.prefix(b"ab", reverse=True)] == [b"abd", b"abc", b"ab"]
+        assert [k for k, _ in txn.prefix(b"a\xff")] == [b"a\xff", b"a\xff\x01"]
+        assert [k for k, _ in txn.prefix(b"\xff\xff")] == [b"\xff\xff", b"\xff\xff\x00"]
+        assert len(list(txn.prefix(b""))) == 10
+        assert list(txn.prefix(b"zz")) == []
+
+
+def test_iterating_a_write_transaction_while_changing_it(db):
+    fill(db, 20)
+    with db.begin(write=True) as txn:
+        seen = []
+        for key, value in txn.range(b"key005"):
+            seen.append(key)
+            txn.delete(key)
+            if not key.startswith(b"z"):
+                txn.put(b"z" + key, value)  # sorts after every key: seen later
+        moved = [b"key%03d" % i for i in range(5, 20)]
+        assert seen == moved + [b"z" + k for k in moved]
+        assert [k for k, _ in txn] == [b"key%03d" % i for i in range(5)]
+        it = iter(txn)
+    with pytest.raises(ironbark.ClosedError):
+        next(it)
+
+
+def test_a_read_iterator_keeps_its_snapshot_after_the_transaction(db):
+    fill(db, 10)
+    txn = db.begin()
+    it = txn.range(b"key005")
+    assert next(it) == (b"key005", b"value-5")
+    txn.abort()
+    assert [k for k, _ in it] == [b"key%03d" % i for i in range(6, 10)]
+
+
+def test_buffers_are_zero_copy_memoryviews(db):
+    fill(db, 5)
+    with db.begin(buffers=True) as txn:
+        value = txn.get(b"key003")
+        assert isinstance(value, memoryview)
+        assert value.readonly
+        assert value.format == "B" and value.nbytes == 7
+        assert bytes(value) == b"value-3"
+        assert value.tobytes() == b"value-3"
+        with pytest.raises(TypeError):
+            value[0] = 0
+        # Two reads of one value are views of the same bytes in the map.
+        again = txn.get(b"key003")
+        assert _address(value) == _address(again)
+        key, val = next(txn.range(b"key001"))
+        assert isinstance(key, memoryview) and bytes(key) == b"key001"
+        assert bytes(val) == b"value-1"
+    # The view holds its snapshot: still valid after the transaction, and
+    # unaffected by later writes.
+    with db.begin(write=True) as w:
+        w.put(b"key003", b"overwritten")
+    assert bytes(value) == b"value-3"
+    stats = db.stats()
+    assert stats["live_readers"] == 1  # held by the views above
+    del value, again, key, val
+    assert db.stats()["live_readers"] == 0
+
+
+def _address(view):
+    """The address of the bytes a buffer exports (memoryview has no way to say)."""
+    import ctypes
+
+    class Py_buffer(ctypes.Structure):
+        _fields_ = [
+            ("buf", ctypes.c_void_p),
+            ("obj", ctypes.py_object),
+            ("len", ctypes.c_ssize_t),
+            ("itemsize", ctypes.c_ssize_t),
+            ("readonly", ctypes.c_int),
+            ("ndim", ctypes.c_int),
+            ("format", ctypes.c_char_p),
+            ("shape", ctypes.c_void_p),
+            ("strides", ctypes.c_void_p),
+            ("suboffsets", ctypes.c_void_p),
+            ("internal", ctypes.c_void_p),
+        ]
+
+    get = ctypes.pythonapi.PyObject_GetBuffer
+    get.argtypes = [ctypes.py_object, ctypes.POINTER(Py_buffer), ctypes.c_int]
+    release = ctypes.pythonapi.PyBuffer_Release
+    release.argtypes = [ctypes.POINTER(Py_buffer)]
+    b = Py_buffer()
+    assert get(view, ctypes.byref(b), 0) == 0
+    try:
+        return b.buf
+    finally:
+        release(ctypes.byref(b))
+
+
+def test_write_transactions_return_copies_even_with_buffers(db):
+    with db.begin(write=True, buffers=True) as txn:
+        txn.put(b"k", b"v")
+        assert type(txn.get(b"k")) is bytes
+        assert all(type(x) is bytes for x in next(iter(txn)))
+
+
+def test_limits_and_types(db):
+    with db.begin(write=True) as txn:
+        with pytest.raises(ironbark.KeyTooLargeError, match="larger than the limit of 1321"):
+            txn.put(b"k" * 1322, b"v")
+        with pytest.raises(TypeError):
+            txn.put("text", b"v")
+        with pytest.raises(TypeError):
+            txn.put(b"k", 42)
+        with pytest.raises(TypeError):
+            txn.get(None)
+        big = b"x" * (1 << 20)
+        txn.put(b"big", big)
+        assert txn.get(b"big") == big
+    # The failed put left the transaction committable.
+    with db.begin() as txn:
+        assert len(txn.get(b"big")) == 1 << 20
+
+
+def test_every_error_is_an_ironbark_error():
+    names = [n for n in ironbark.__all__ if n.endswith("Error")]
+    assert len(names) == 19
+    for name in names:
+        cls = getattr(ironbark, name)
+        assert issubclass(cls, ironbark.Error) and issubclass(cls, Exception)
+
+
+def test_one_writer_at_a_time(db):
+    w = db.begin(write=True)
+    with pytest.raises(ironbark.BusyError):
+        db.begin(write=True, nowait=True)
+    # Waiting for itself would never end: refused at once.
+    with pytest.raises(ironbark.BusyError, match="already holds the write transaction"):
+        db.begin(write=True)
+    # A writer in another thread waits (with the interpreter lock released)
+    # until this one commits.
+    done = []
+
+    def other():
+        with db.begin(write=True) as txn:
+            txn.put(b"from-thread", b"1")
+        done.append(True)
+
+    t = threading.Thread(target=other)
+    t.start()
+    time.sleep(0.2)
+    assert not done
+    w.put(b"from-main", b"1")
+    w.commit()
+    t.join(timeout=10)
+    assert done
+    with db.begin() as txn:
+        assert txn.get(b"from-main") == b"1" and txn.get(b"from-thread") == b"1"
+
+
+def test_readers_in_threads(db):
+    fill(db, 50)
+    errors = []
+
+    def reader():
+        try:
+            for _ in range(20):
+                with db.begin() as txn:
+                    assert len(list(txn)) == 50
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_readers_full(tmp_path):
+    db = ironbark.open(tmp_path / "r.ib", max_readers=1)
+    first = db.begin()
+    with pytest.raises(ironbark.ReadersFullError):
+        db.begin()
+    first.abort()
+    db.begin().abort()
+
+
+def test_read_only_open(tmp_path):
+    path = tmp_path / "ro.ib"
+    with ironbark.open(path) as db:
+        fill(db, 3)
+    db = ironbark.open(path, read_only=True)
+    assert db.read_only
+    with pytest.raises(ironbark.ReadOnlyError):
+        db.begin(write=True)
+    with db.begin() as txn:
+        assert txn.count() == 3
+
+
+def test_stats_and_sync(db):
+    fill(db, 30, tree="users")
+    with db.begin(write=True, sync=False) as txn:
+        txn.put(b"late", b"entry")
+    s = db.stats()
+    assert s["page_size"] == 4096
+    assert s["durable_txn_id"] < s["last_txn_id"]
+    assert s["trees"]["users"]["entries"] == 30
+    assert s["trees"]["main"]["entries"] == 1
+    assert s["file_size_bytes"] >= s["page_count"] * s["page_size"]
+    db.sync()
+    s = db.stats()
+    assert s["durable_txn_id"] == s["last_txn_id"]
+
+
+def test_data_survives_reopen(tmp_path):
+    path = tmp_path / "persist.ib"
+    with ironbark.open(path) as db:
+        fill(db, 10)
+    with ironbark.open(path, create=False) as db:
+        with db.begin() as txn:
+            assert txn.get(b"key009") == b"value-9"
+
+
+def test_the_package_ships_type_information():
+    root = pathlib.Path(ironbark.__file__).parent
+    assert (root / "py.typed").is_file()
+    stub = (root / "_ironbark.pyi").read_text()
+    for name in ("def open(", "class Database", "class Transaction", "def prefix(", "class NoSuchTreeError"):
+        assert name in stub
+
+
+def test_a_transaction_belongs_to_the_thread_that_began_it(db):
+    fill(db, 3)
+    for write in (False, True):
+        txn = db.begin(write=write)
+        it = iter(txn)
+        next(it)
+        errors = []
+
+        def use():
+            for call in (lambda: txn.get(b"key001"), lambda: next(it), txn.commit, txn.abort):
+                try:
+                    call()
+                except RuntimeError as e:
+                    errors.append(str(e))
+
+        t = threading.Thread(target=use)
+        t.start()
+        t.join()
+        assert len(errors) == 4
+        assert all("only by the thread that began it" in e for e in errors)
+        assert "another thread" not in repr(txn)
+        # Still usable by its own thread.
+        assert txn.get(b"key001") == b"value-1"
+        assert next(it)[0] == b"key001"
+        txn.commit()
+
+
+def test_a_write_transaction_dropped_without_end_releases_the_lock(db):
+    txn = db.begin(write=True)
+    txn.put(b"k", b"v")
+    del txn  # aborted
+    with db.begin(write=True, nowait=True) as txn:
+        assert txn.get(b"k") is None
+
+
+def test_ranges_in_a_write_transaction(db):
+    fill(db, 30)
+    with db.begin(write=True) as txn:
+        txn.put(b"key0155", b"new")  # visible to its own ranges
+        keys = [k for k, _ in txn.range(b"key010", b"key020", reverse=True)]
+        assert keys == [b"key019", b"key018", b"key017", b"key016", b"key0155"] + [
+            b"key%03d" % i for i in range(15, 9, -1)
+        ]
+        assert [k for k, _ in txn.prefix(b"key015")] == [b"key015", b"key0155"]
+        assert [k for k, _ in txn.range(b"key028", inclusive_end=True)] == [b"key028", b"key029"]
+        txn.abort()
+    with db.begin() as txn:
+        assert txn.get(b"key0155") is None
