@@ -76,12 +76,21 @@ impl PageSource for MapSource {
 pub(crate) struct DirtyPages {
     /// `None`: freed within the transaction.
     pub(crate) pages: Vec<Option<Box<[u8]>>>,
+    /// Overflow blobs added (freed ones included): when 0, no leaf can
+    /// reference a dirty blob, and the commit need not look for any.
+    pub(crate) blobs_added: usize,
 }
 
 impl DirtyPages {
     pub(crate) fn add(&mut self, page: Box<[u8]>) -> u64 {
         self.pages.push(Some(page));
         DIRTY_BIT | (self.pages.len() as u64 - 1)
+    }
+
+    /// Adds an overflow blob (see `blobs_added`).
+    pub(crate) fn add_blob(&mut self, blob: Box<[u8]>) -> u64 {
+        self.blobs_added += 1;
+        self.add(blob)
     }
 
     pub(crate) fn get(&self, id: u64) -> &[u8] {

@@ -301,7 +301,7 @@ impl TreeWriter<'_> {
     fn new_overflow(&mut self, tree: &mut TreeState, value: &[u8]) -> u64 {
         let blob = new_blob(self.limits.page_size, value, 1);
         tree.overflow_pages += (blob.len() / self.limits.page_size) as u64;
-        self.dirty.add(blob)
+        self.dirty.add_blob(blob)
     }
 
     /// Puts `key` into dirty leaf `id` if it fits there without a split:
@@ -317,7 +317,11 @@ impl TreeWriter<'_> {
     ) -> Result<bool> {
         let inline = self.limits.value_is_inline(key.len(), value.len());
         let leaf = Node::parse(self.dirty.get(id), id, None)?;
-        let found = leaf.search_leaf(key)?;
+        // Appending (a sequential load) needs one compare, not a search.
+        let found = match leaf.count.checked_sub(1) {
+            Some(last) if compare_keys(key, leaf.key(last)?).is_gt() => Err(leaf.count),
+            _ => leaf.search_leaf(key)?,
+        };
         let mut old_len = 0;
         let mut old_blob = None;
         if let Ok(i) = found {

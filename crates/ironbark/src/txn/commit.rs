@@ -56,6 +56,7 @@ pub(crate) fn commit(tx: WriteTxn<'_>) -> Result<()> {
         mut dirty,
         mut freed,
         finger: _,
+        tree_hint: _,
         changed,
         failed,
         durability,
@@ -191,6 +192,9 @@ fn order_dirty(catalog: &Catalog, dirty: &DirtyPages) -> Result<(Vec<u64>, Vec<u
         while let Some(id) = stack.pop() {
             order.push(id);
             let node = Node::parse(dirty.get(id), id, None)?;
+            if node.is_leaf && dirty.blobs_added == 0 {
+                continue;
+            }
             for i in (0..node.count).rev() {
                 let child = if node.is_leaf {
                     match node.leaf_entry(i)?.1 {
@@ -234,7 +238,8 @@ fn patch_and_seal(
     let sum_of = |p: u64| sums[(p & !DIRTY_BIT) as usize];
     let node = Node::parse(dirty.get(id), id, None)?;
     let mut patches = Vec::new();
-    for i in 0..node.count {
+    let scan = !node.is_leaf || dirty.blobs_added > 0;
+    for i in (0..node.count).filter(|_| scan) {
         let target = if node.is_leaf {
             match node.leaf_entry(i)?.1 {
                 LeafValue::Overflow { pgno, .. } => pgno,

@@ -33,6 +33,9 @@ pub struct WriteTxn<'db> {
     pub(crate) freed: Vec<Freed>,
     /// Where the last put went (see `Finger`).
     pub(crate) finger: Finger,
+    /// The catalog index of the tree used last (checked by id on use; an
+    /// atomic only so that the transaction stays `Sync`).
+    pub(crate) tree_hint: std::sync::atomic::AtomicUsize,
     pub(crate) changed: bool,
     /// Set when a mutation failed part-way: the dirty pages may be
     /// inconsistent, so the transaction can only be aborted.
@@ -68,6 +71,7 @@ impl<'db> WriteTxn<'db> {
             dirty: DirtyPages::default(),
             freed: Vec::new(),
             finger: Finger::default(),
+            tree_hint: std::sync::atomic::AtomicUsize::new(0),
             changed: false,
             failed: None,
             durability,
@@ -86,6 +90,20 @@ impl<'db> WriteTxn<'db> {
     }
 
     fn index_of(&self, tree: &Tree) -> Result<usize> {
+        // Most calls name the tree of the call before: one compare of ids
+        // instead of a search by name.
+        let hint = self.tree_hint.load(std::sync::atomic::Ordering::Relaxed);
+        if let Some(e) = self.catalog.trees.get(hint) {
+            if e.id == tree.id && tree.db == self.shared.db_id {
+                return Ok(hint);
+            }
+        }
+        let i = self.search_tree(tree)?;
+        self.tree_hint.store(i, std::sync::atomic::Ordering::Relaxed);
+        Ok(i)
+    }
+
+    fn search_tree(&self, tree: &Tree) -> Result<usize> {
         match self
             .catalog
             .trees
