@@ -7,8 +7,6 @@
 use std::sync::Arc;
 
 use crate::btree::write::TreeState;
-use crate::error::{Error, Result};
-use crate::txn::Tree;
 
 /// One named tree in a snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,17 +29,6 @@ impl Catalog {
             .binary_search_by(|t| (*t.name).cmp(name))
             .ok()
             .map(|i| &self.trees[i])
-    }
-
-    /// A handle to the tree `name` of the database `db`, or `NoSuchTree`.
-    pub(crate) fn handle(&self, name: &str, db: u64) -> Result<Tree> {
-        self.find(name)
-            .map(|e| Tree {
-                id: e.id,
-                name: e.name.clone(),
-                db,
-            })
-            .ok_or_else(|| Error::NoSuchTree(name.to_string()))
     }
 
     /// The names of all trees, in order.

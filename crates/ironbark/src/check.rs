@@ -16,11 +16,10 @@
 //! tree, pages neither in use nor free) are left out then. The partial
 //! check at open stops at the first problem.
 
-use crate::btree::page::{self, blob_data, LeafValue, Node};
+use crate::btree::page::{blob_data, verify_blob, verify_page, LeafValue, Node};
 use crate::btree::search::{check_root, Root};
 use crate::btree::write::TreeState;
 use crate::catalog::Catalog;
-use crate::db::{load_state, Database};
 use crate::error::{Error, Result};
 use crate::pages::{MapSource, PageSource};
 use crate::state::Chain;
@@ -74,42 +73,6 @@ impl CheckReport {
                 },
             }),
         }
-    }
-}
-
-impl Database {
-    /// The full integrity check of [`Database::check`], but listing every
-    /// problem it finds instead of failing with the first: a damaged page
-    /// is reported and its subtree skipped, and the check goes on with the
-    /// rest (up to 1000 problems).
-    ///
-    /// Returns `Ok` whenever the check could run, damaged or not:
-    /// [`CheckReport::is_clean`] tells which, and
-    /// [`CheckReport::problems`] lists the damage (also damage that stops
-    /// the check early, such as an unreadable state blob). Fails only when
-    /// the check cannot run: I/O errors, or `ReadersFull` on a read-only
-    /// open. Like `check`, it runs on a read snapshot beside writers in any
-    /// process.
-    pub fn check_report(&self) -> Result<CheckReport> {
-        self.with_newest(|snap, _| {
-            let state = match load_state(&snap.source, &snap.meta, true) {
-                Ok(state) => state,
-                Err(Error::Corrupted { page, detail }) => {
-                    return Ok(CheckReport {
-                        page_count: snap.meta.page_count,
-                        trees: snap.catalog.trees.len(),
-                        problems: vec![(page, detail)],
-                        ..CheckReport::default()
-                    })
-                }
-                Err(e) => return Err(e),
-            };
-            Checker::new(&snap.source, snap.meta).collect(
-                &snap.catalog,
-                &state.chain,
-                &state.free.all_merged(),
-            )
-        })
     }
 }
 
@@ -173,49 +136,6 @@ fn verify_written_after(
     };
     for t in &catalog.trees {
         c.tree(&t.name, &t.state)?;
-    }
-    Ok(())
-}
-
-/// Verifies a committed tree page against its own checksum and the record
-/// its parent (a branch cell, or the catalog for a root) keeps of it: the
-/// checksum, the txn id, and the page's own number. The one check shared by
-/// `check` and the verified cursors of bulk readers (dump, copy, compact),
-/// so that damage is reported the same way wherever it is found.
-pub(crate) fn verify_page(b: &[u8], pgno: u64, txn: u64, sum: u64) -> Result<()> {
-    if !page::checksum_ok(b) {
-        return Err(Error::corrupted_page(pgno, "page checksum mismatch"));
-    }
-    if page::stored_sum(b) != sum {
-        return Err(Error::corrupted_page(
-            pgno,
-            "page checksum differs from its parent's record (a stale page)",
-        ));
-    }
-    if page::u64_at(b, 24) != pgno {
-        return Err(Error::corrupted_page(
-            pgno,
-            "page records another page number",
-        ));
-    }
-    if page::page_txn(b) != txn {
-        return Err(Error::corrupted_page(
-            pgno,
-            "page txn does not match its parent's record",
-        ));
-    }
-    Ok(())
-}
-
-/// Verifies a committed overflow blob run against its own checksum, the
-/// checksum its leaf cell records, and its own page number. (Its txn id
-/// and length are checked by `blob_data` whenever the value is read.)
-pub(crate) fn verify_blob(run: &[u8], pgno: u64, sum: u64) -> Result<()> {
-    if !page::checksum_ok(run) || page::stored_sum(run) != sum || page::u64_at(run, 24) != pgno {
-        return Err(Error::corrupted_page(
-            pgno,
-            "overflow blob checksum mismatch",
-        ));
     }
     Ok(())
 }

@@ -1,16 +1,8 @@
 //! The database: opening (choosing the newest valid commit, joining other
-//! processes through the lock file), the state shared by all transactions
-//! of this process, and the public [`Database`] handle.
+//! processes through the lock file) and the public [`Database`] handle.
+//! The state its transactions share is `txn/shared.rs`.
 //!
 //! Invariants:
-//! - the reader table's published txn is the newest commit of any process;
-//!   `published` caches this process's newest known snapshot, and a reader
-//!   that finds it older loads the newer one from the lock file's meta copy
-//!   (after registering, so its pages cannot be reused meanwhile);
-//! - the writer state (behind one mutex) is only touched by the thread that
-//!   holds the write transaction, which also holds the cross-process writer
-//!   lock (byte 0 of the data file), and is refreshed from the lock file
-//!   when another process committed since;
 //! - one `Shared` per file per process: opening a path that is already open
 //!   in this process returns a handle to the same instance. A handle carries
 //!   its own durability default and read-only flag; options that shape the
@@ -20,13 +12,13 @@
 //!   so that a call that would wait for the write lock on that very thread
 //!   fails instead of waiting forever.
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::Ordering;
 use std::collections::HashMap;
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -35,7 +27,7 @@ use crate::btree::page::{new_blob, seal, Limits};
 use crate::catalog::Catalog;
 use crate::check::{verify_commit, CheckReport, Checker};
 use crate::error::{Error, Result};
-use crate::options::{BrokenProtocol, Durability, Options, MAX_READERS_LIMIT};
+use crate::options::{Durability, Options, MAX_READERS_LIMIT};
 use crate::pages::MapSource;
 use crate::state::{self, Chain};
 use crate::stats::{CommitCounters, ReaderInfo, Stats, TreeStats};
@@ -48,332 +40,8 @@ use crate::storage::meta::{
 };
 use crate::txn::read::ReadTxn;
 use crate::txn::readers::ReaderTable;
+use crate::txn::shared::{Counters, Shared, Snapshot, WriterState};
 use crate::txn::write::WriteTxn;
-
-/// One committed state, as readers see it.
-pub(crate) struct Snapshot {
-    pub(crate) meta: Meta,
-    pub(crate) source: MapSource,
-    pub(crate) catalog: Catalog,
-}
-
-impl Snapshot {
-    pub(crate) fn txn(&self) -> u64 {
-        self.meta.txn
-    }
-}
-
-/// How often, at most, the writer reads `/proc` for dead readers.
-pub(crate) const THOROUGH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// What only the writer touches.
-pub(crate) struct WriterState {
-    pub(crate) free: FreeSpace,
-    /// The state chain of the newest commit (see `state.rs`).
-    pub(crate) chain: Chain,
-    /// The commit that `free` and `chain` describe; when another process
-    /// has committed since, the writer reloads them from its state chain.
-    pub(crate) state_txn: u64,
-    /// The snapshots free pages are protected for (live readers and the
-    /// durable commit): a buffer kept so a commit allocates nothing.
-    pub(crate) protectors: Vec<u64>,
-    /// The durable txn when writeback was last started early (under
-    /// `Durability::None`, once per durable txn).
-    pub(crate) writeback_for: u64,
-    /// The newest commit known durable, and the meta slot that holds it
-    /// (mirrored in the lock file for the other processes).
-    pub(crate) durable_txn: u64,
-    pub(crate) durable_slot: u64,
-    /// The file's length in bytes as last seen (grown in chunks ahead of
-    /// use; another process may have grown it further).
-    pub(crate) file_len: u64,
-    /// Set when an fsync failed: the kernel may have dropped dirty pages, so
-    /// no further commit can be trusted until the file is reopened.
-    pub(crate) poisoned: bool,
-    /// When the reader table was last searched for slots of dead processes.
-    pub(crate) stale_checked: Option<Instant>,
-}
-
-/// Counters of the commit path, for `stats()`.
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub(crate) commits: AtomicU64,
-    pub(crate) pages_written: AtomicU64,
-    pub(crate) write_calls: AtomicU64,
-    pub(crate) bytes_written: AtomicU64,
-    pub(crate) syncs: AtomicU64,
-    pub(crate) state_bases: AtomicU64,
-    pub(crate) state_seals: AtomicU64,
-}
-
-pub(crate) struct Shared {
-    pub(crate) path: PathBuf,
-    pub(crate) file: DataFile,
-    pub(crate) limits: Limits,
-    pub(crate) broken_protocol: Option<BrokenProtocol>,
-    /// The instance has no write access (the first open was read-only).
-    pub(crate) read_only: bool,
-    /// This database's identity in this process, carried by its tree
-    /// handles (the same for every open of the same file).
-    pub(crate) db_id: u64,
-    /// The `max_readers` the instance was opened with (a later open of the
-    /// same file in this process must ask for the same).
-    max_readers_option: usize,
-    /// The token (`thread_token`) of the thread holding the write lock, or
-    /// 0. Written only by that thread (std atomics: not part of the
-    /// model-checked reader protocol).
-    writer_thread: StdAtomicU64,
-    /// The newest snapshot this process knows (see the module doc).
-    pub(crate) published: ArcSwap<Snapshot>,
-    /// The map new snapshots are read through; replaced by a larger one when
-    /// the file outgrows it.
-    pub(crate) map: Mutex<Arc<Map>>,
-    pub(crate) readers: ReaderTable,
-    pub(crate) writer: Mutex<WriterState>,
-    pub(crate) counters: Counters,
-}
-
-/// The write lock: this process's writer mutex and, across processes, the
-/// lock on byte 0 of the data file. Dropping it releases the file lock
-/// first, so another thread of this process never takes the mutex while
-/// this thread still holds the file lock.
-pub(crate) struct WriterGuard<'a> {
-    shared: &'a Shared,
-    guard: MutexGuard<'a, WriterState>,
-}
-
-impl std::ops::Deref for WriterGuard<'_> {
-    type Target = WriterState;
-    fn deref(&self) -> &WriterState {
-        &self.guard
-    }
-}
-
-impl std::ops::DerefMut for WriterGuard<'_> {
-    fn deref_mut(&mut self) -> &mut WriterState {
-        &mut self.guard
-    }
-}
-
-impl Drop for WriterGuard<'_> {
-    fn drop(&mut self) {
-        // Before the mutex is released (a field, dropped after this).
-        self.shared
-            .writer_thread
-            .store(0, std::sync::atomic::Ordering::Relaxed);
-        // Failing to unlock leaves the lock to be dropped at close.
-        let _ = self.shared.file.unlock_writer();
-    }
-}
-
-/// A number for the calling thread, unique in this process and never 0.
-fn thread_token() -> u64 {
-    static NEXT: StdAtomicU64 = StdAtomicU64::new(1);
-    thread_local! {
-        // Const-initialized and without a destructor, so it can be read
-        // even while thread-locals are being destroyed (a transaction
-        // dropped by another thread-local's destructor).
-        static TOKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    }
-    TOKEN.with(|t| {
-        if t.get() == 0 {
-            t.set(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-        }
-        t.get()
-    })
-}
-
-impl Shared {
-    /// Whether the calling thread holds the write lock. Only that thread
-    /// stores its own token, so a relaxed load cannot see it otherwise.
-    pub(crate) fn writer_is_this_thread(&self) -> bool {
-        self.writer_thread
-            .load(std::sync::atomic::Ordering::Relaxed)
-            == thread_token()
-    }
-
-    /// Takes the write lock: waits for another thread or process holding it
-    /// if `wait` (but fails with `WriteTxnOnThisThread` if the calling
-    /// thread holds it), else fails with `Busy` (this process), `Locked`
-    /// (another process's writer) or `LocklessReader` (a read-only process
-    /// without the lock file). Then brings the writer state up to date.
-    pub(crate) fn lock_writer(&self, wait: bool) -> Result<WriterGuard<'_>> {
-        if self.read_only {
-            return Err(Error::ReadOnly);
-        }
-        if wait && self.writer_is_this_thread() {
-            return Err(Error::WriteTxnOnThisThread);
-        }
-        let guard = if wait {
-            self.writer.lock().unwrap_or_else(|e| e.into_inner())
-        } else {
-            match self.writer.try_lock() {
-                Ok(g) => g,
-                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return Err(Error::Busy),
-            }
-        };
-        if !self.file.lock_writer(wait)? {
-            return Err(if self.file.writer_held_shared() {
-                Error::LocklessReader
-            } else {
-                Error::Locked
-            });
-        }
-        self.writer_thread
-            .store(thread_token(), std::sync::atomic::Ordering::Relaxed);
-        let mut w = WriterGuard {
-            shared: self,
-            guard,
-        };
-        self.refresh_writer(&mut w)?;
-        Ok(w)
-    }
-
-    /// Loads what other processes changed since this process last wrote:
-    /// the durable txn and slot, the poisoned flag, and, after another
-    /// process's commit, the free space of the newest commit.
-    fn refresh_writer(&self, w: &mut WriterState) -> Result<()> {
-        let Some(lock) = self.readers.lock_file() else {
-            return Ok(());
-        };
-        let h = lock.header();
-        w.durable_txn = h.durable_txn.load(Ordering::Acquire);
-        w.durable_slot = h.durable_slot.load(Ordering::Acquire);
-        w.poisoned |= h.poisoned.load(Ordering::Acquire) != 0;
-        let txn = self.readers.published_txn();
-        if w.state_txn == txn {
-            return Ok(());
-        }
-        // Nobody can publish while we hold the writer lock, so the copy of
-        // the newest meta is whole unless the lock file is damaged.
-        let meta = lock.load_meta(txn).ok_or_else(|| Error::Corrupted {
-            page: None,
-            detail: format!(
-                "lock file {}: no whole copy of the newest meta",
-                lock.path().display()
-            ),
-        })?;
-        let snapshot = self.install_snapshot(meta)?;
-        let state = load_state(&snapshot.source, &meta, true)?;
-        w.free = state.free;
-        w.chain = state.chain;
-        w.file_len = self.file.len()?;
-        w.state_txn = txn;
-        Ok(())
-    }
-
-    /// Mirrors the writer's durable state into the lock file.
-    pub(crate) fn save_durable(&self, w: &WriterState) {
-        if let Some(lock) = self.readers.lock_file() {
-            let h = lock.header();
-            h.durable_txn.store(w.durable_txn, Ordering::Release);
-            h.durable_slot.store(w.durable_slot, Ordering::Release);
-            if w.poisoned {
-                h.poisoned.store(1, Ordering::Release);
-            }
-        }
-    }
-
-    /// Makes `snapshot` the newest commit: for this process's readers, then
-    /// in the lock file for every process.
-    pub(crate) fn publish(&self, snapshot: Snapshot) {
-        let txn = snapshot.txn();
-        let meta = snapshot.meta;
-        self.published.store(Arc::new(snapshot));
-        if let Some(lock) = self.readers.lock_file() {
-            lock.store_meta(&meta);
-        }
-        self.readers.publish(txn);
-    }
-
-    /// A map that covers `page_count` pages.
-    pub(crate) fn map_covering(&self, page_count: u64) -> Result<Arc<Map>> {
-        let needed = page_count.saturating_mul(self.limits.page_size as u64);
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if needed > map.reserved_len() {
-            *map = Arc::new(Map::new(self.file.as_file(), needed.saturating_mul(2))?);
-        }
-        Ok(map.clone())
-    }
-
-    /// Builds the snapshot of a commit made by another process and caches
-    /// it as this process's newest, unless a newer one is cached already.
-    /// The caller protects the commit's pages (a registered reader slot, or
-    /// the writer lock).
-    pub(crate) fn install_snapshot(&self, meta: Meta) -> Result<Arc<Snapshot>> {
-        if meta.page_size as usize != self.limits.page_size {
-            return Err(Error::Corrupted {
-                page: None,
-                detail: "the newest commit has another page size".into(),
-            });
-        }
-        // The copy came from the lock file, which another process writes:
-        // never map past the end of the data file (that would be SIGBUS).
-        let file_len = self.file.len()?;
-        if meta
-            .page_count
-            .checked_mul(self.limits.page_size as u64)
-            .is_none_or(|l| l > file_len)
-        {
-            return Err(Error::Corrupted {
-                page: None,
-                detail: format!(
-                    "the lock file's newest commit needs {} pages, the file has {file_len} bytes",
-                    meta.page_count
-                ),
-            });
-        }
-        let source = MapSource {
-            map: self.map_covering(meta.page_count)?,
-            page_count: meta.page_count,
-            page_size: self.limits.page_size,
-        };
-        let state = load_state(&source, &meta, false)?;
-        let snapshot = Arc::new(Snapshot {
-            meta,
-            source,
-            catalog: state.catalog,
-        });
-        self.published.rcu(|cached| {
-            if cached.txn() < snapshot.txn() {
-                snapshot.clone()
-            } else {
-                cached.clone()
-            }
-        });
-        Ok(snapshot)
-    }
-
-    /// Frees reader slots of dead processes. Reading `/proc` (which also
-    /// finds zombies and recycled pids) is done when `force`d or at most
-    /// every 100 ms; in between, one `kill(pid, 0)` per foreign process
-    /// finds the processes that are gone. The caller holds the writer lock.
-    pub(crate) fn clear_stale(&self, w: &mut WriterState, force: bool) -> usize {
-        let now = Instant::now();
-        let thorough = force || w.stale_checked.is_none_or(|t| now - t >= THOROUGH_INTERVAL);
-        if thorough {
-            w.stale_checked = Some(now);
-        }
-        self.readers.clear_stale(thorough)
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        let Some(lock) = self.readers.lock_file() else {
-            return;
-        };
-        // Under the gate, so no process joins meanwhile: the last process
-        // to close records that the newest commit is durable, so the next
-        // open need not verify its pages. A failure here only means the
-        // next open verifies them, as after a crash.
-        if lock.take_gate().is_ok() && lock.alone().unwrap_or(false) && !self.read_only {
-            let _ = crate::txn::commit::mark_clean(self);
-        }
-        // Dropping the lock file (with the table) releases both locks.
-    }
-}
 
 /// Open databases of this process, by file identity.
 #[derive(Default)]
@@ -636,6 +304,44 @@ impl Database {
         result
     }
 
+    /// Gives the free pages at the end of the file back to the filesystem
+    /// and returns how many bytes the file lost. Makes every commit so far
+    /// durable first (a sync), then writes one durable commit and one meta
+    /// page, so it costs a few syncs: call it after deleting much, not after
+    /// every transaction. Pages that a live reader can still see, or free
+    /// pages in the middle of the file, stay (`compact_to` rewrites a file
+    /// densely). Waits for the write lock; `ReadOnly` on a read-only
+    /// handle.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("shrink.ib");
+    /// let db = ironbark::Database::open(&path)?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// for i in 0u32..20_000 {
+    ///     tx.put(&t, &i.to_be_bytes(), &[7u8; 100])?;
+    /// }
+    /// tx.commit()?;
+    /// let mut tx = db.begin_write()?;
+    /// tx.drop_tree("t")?;
+    /// tx.commit()?;
+    /// let released = db.shrink_to_fit()?;
+    /// assert!(released > 1 << 20);
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
+    pub fn shrink_to_fit(&self) -> Result<u64> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let mut w = self.shared.lock_writer(true)?;
+        let result = crate::txn::commit::shrink(&self.shared, &mut w);
+        // Whatever step it stopped at, other processes (and this one's next
+        // write lock, which reloads it) must see the durable slot as it is.
+        self.shared.save_durable(&w);
+        result
+    }
+
     /// The largest key accepted, in bytes (1321 at 4 KiB pages).
     pub fn max_key_len(&self) -> usize {
         self.shared.limits.max_key
@@ -662,7 +368,7 @@ impl Database {
     /// a read snapshot, so writers in any process go on meanwhile.
     pub fn check(&self) -> Result<CheckReport> {
         self.with_newest(|snap, _| {
-            let state = load_state(&snap.source, &snap.meta, true)?;
+            let state = state::load(&snap.source, &snap.meta, true)?;
             Checker::new(&snap.source, snap.meta).check_all(
                 &snap.catalog,
                 &state.chain,
@@ -703,7 +409,7 @@ impl Database {
     }
 
     fn stats_of(&self, snap: &Snapshot, own_slot: Option<usize>) -> Result<Stats> {
-        let mut free = load_state(&snap.source, &snap.meta, true)?.free;
+        let mut free = state::load(&snap.source, &snap.meta, true)?.free;
         let others: Vec<_> = self
             .shared
             .readers
@@ -771,7 +477,7 @@ impl Database {
     /// cannot be reused while that snapshot lives.
     pub fn readers(&self) -> Result<Vec<ReaderInfo>> {
         self.with_newest(|snap, own_slot| {
-            let free = load_state(&snap.source, &snap.meta, true)?.free;
+            let free = state::load(&snap.source, &snap.meta, true)?.free;
             Ok(self
                 .shared
                 .readers
@@ -797,6 +503,42 @@ impl Database {
         self.writable()?;
         let mut w = self.shared.lock_writer(true)?;
         Ok(self.shared.clear_stale(&mut w, true))
+    }
+}
+
+impl Database {
+    /// The full integrity check of [`Database::check`], but listing every
+    /// problem it finds instead of failing with the first: a damaged page
+    /// is reported and its subtree skipped, and the check goes on with the
+    /// rest (up to 1000 problems).
+    ///
+    /// Returns `Ok` whenever the check could run, damaged or not:
+    /// [`CheckReport::is_clean`] tells which, and
+    /// [`CheckReport::problems`] lists the damage (also damage that stops
+    /// the check early, such as an unreadable state blob). Fails only when
+    /// the check cannot run: I/O errors, or `ReadersFull` on a read-only
+    /// open. Like `check`, it runs on a read snapshot beside writers in any
+    /// process.
+    pub fn check_report(&self) -> Result<CheckReport> {
+        self.with_newest(|snap, _| {
+            let state = match state::load(&snap.source, &snap.meta, true) {
+                Ok(state) => state,
+                Err(Error::Corrupted { page, detail }) => {
+                    return Ok(CheckReport {
+                        page_count: snap.meta.page_count,
+                        trees: snap.catalog.trees.len(),
+                        problems: vec![(page, detail)],
+                        ..CheckReport::default()
+                    })
+                }
+                Err(e) => return Err(e),
+            };
+            Checker::new(&snap.source, snap.meta).collect(
+                &snap.catalog,
+                &state.chain,
+                &state.free.all_merged(),
+            )
+        })
     }
 }
 
@@ -1103,12 +845,6 @@ fn read_metas(file: &DataFile, file_len: u64) -> [(u64, Result<Meta>); 2] {
     [(0, m0), (1, m1)]
 }
 
-/// Reads and decodes the state chain a meta points to (the free space only
-/// `with_free`).
-pub(crate) fn load_state(src: &MapSource, meta: &Meta, with_free: bool) -> Result<state::State> {
-    state::load(src, meta, with_free)
-}
-
 fn map_for(file: &DataFile, len: u64) -> Result<Arc<Map>> {
     Ok(Arc::new(Map::new(file.as_file(), len.saturating_mul(2))?))
 }
@@ -1165,7 +901,7 @@ fn load(file: &DataFile) -> Result<Loaded> {
             page_count: meta.page_count,
             page_size,
         };
-        let state = match load_state(&source, &meta, true).and_then(|s| {
+        let state = match state::load(&source, &meta, true).and_then(|s| {
             if meta.last_synced_txn < meta.txn {
                 verify_commit(&source, &meta, &s.catalog)?;
             }

@@ -9,14 +9,10 @@
 
 use std::sync::Arc;
 
-use crate::btree::page::{blob_run_pages, BLOB_HEADER_LEN};
+use crate::btree::page::{blob_run_pages, BLOB_HEADER_LEN, DIRTY_BIT};
 use crate::error::{Error, Result};
 use crate::storage::map::Map;
 use crate::storage::meta::META_SLOTS;
-
-/// Marks a provisional page number: an index into the write transaction's
-/// dirty pages, replaced by a real page number at commit.
-pub(crate) const DIRTY_BIT: u64 = 1 << 63;
 
 /// Resolves page numbers to bytes.
 pub(crate) trait PageSource {

@@ -35,6 +35,8 @@ enum Op {
     Sync,
     /// A commit is about to start.
     CommitStart,
+    /// `Database::shrink_to_fit` is about to start: up to two commits.
+    ShrinkStart,
     /// A commit returned; `durable` when it was `Immediate` (or a `sync()`
     /// returned): everything up to `txn` must survive.
     Done {
@@ -181,6 +183,21 @@ fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>) -
             db.sync().unwrap();
             recorder.push(Op::Done { txn, durable: true });
         }
+        // Giving the free tail back: a durable commit, a second meta, and
+        // the file cut, each of which a crash may interrupt.
+        if matches!(workload, Workload::Growth | Workload::LargeValues) && rng.chance(25) {
+            recorder.push(Op::ShrinkStart);
+            db.shrink_to_fit().unwrap();
+            let (after, model) = read_model(&db).unwrap();
+            recorder.push(Op::Done {
+                txn: after,
+                durable: true,
+            });
+            // Its commits change no data.
+            for t in txn + 1..=after {
+                states.insert(t, model.clone());
+            }
+        }
         if matches!(workload, Workload::PinnedReader) {
             if pinned.is_none() && rng.chance(20) {
                 pinned = Some(db.begin_read().unwrap());
@@ -273,12 +290,13 @@ fn crash_image(base: &[u8], ops: &[Op], loss: Loss, rng: &mut Rng) -> Vec<u8> {
 fn bounds(ops: &[Op], first_txn: u64) -> (u64, u64) {
     let mut floor = first_txn;
     let mut last_done = first_txn;
-    let mut open = false;
+    let mut open = 0;
     for op in ops {
         match op {
-            Op::CommitStart => open = true,
+            Op::CommitStart => open = 1,
+            Op::ShrinkStart => open = 2,
             Op::Done { txn, durable } => {
-                open = false;
+                open = 0;
                 last_done = *txn;
                 if *durable {
                     floor = *txn;
@@ -287,7 +305,7 @@ fn bounds(ops: &[Op], first_txn: u64) -> (u64, u64) {
             _ => {}
         }
     }
-    (floor, if open { last_done + 1 } else { last_done })
+    (floor, last_done + open)
 }
 
 /// Opens a crash image and checks the promises; returns a failure message.

@@ -530,3 +530,69 @@ fn random_overwrites_stay_bounded() {
     drop(rx);
     db.check().unwrap();
 }
+
+#[test]
+fn shrink_to_fit_gives_the_free_tail_back_and_spares_what_readers_see() {
+    let t = temp_db("shrink.ib");
+    let db = open(&t.path);
+    let mut tx = db.begin_write().unwrap();
+    let keep = tx.open_tree("keep").unwrap();
+    for i in 0..1000 {
+        tx.put(&keep, &key(i), &value(i, 0)).unwrap();
+    }
+    tx.commit().unwrap();
+    // Loaded last, so its pages make up the end of the file.
+    let mut tx = db.begin_write().unwrap();
+    let bulk = tx.open_tree("bulk").unwrap();
+    for i in 0..40_000 {
+        tx.put(&bulk, &key(i), &value(i, 1)).unwrap();
+    }
+    tx.commit().unwrap();
+
+    // A reader that sees the tail: nothing it can read is cut.
+    let reader = db.begin_read().unwrap();
+    let mut tx = db.begin_write().unwrap();
+    assert!(tx.drop_tree("bulk").unwrap());
+    tx.commit().unwrap();
+    // Only the file's growth slack past the last page goes.
+    let with_reader = db.shrink_to_fit().unwrap();
+    assert!(
+        with_reader <= 2 << 20,
+        "{with_reader} bytes cut under a reader"
+    );
+    assert_eq!(
+        reader.get(&bulk, &key(39_999)).unwrap(),
+        Some(&value(39_999, 1)[..])
+    );
+    db.check().unwrap();
+    drop(reader);
+
+    let full = std::fs::metadata(&t.path).unwrap().len();
+    let released = db.shrink_to_fit().unwrap();
+    let shrunk = std::fs::metadata(&t.path).unwrap().len();
+    eprintln!("file {full} -> {shrunk} bytes ({released} released)");
+    assert_eq!(full - shrunk, released);
+    assert!(
+        shrunk < full / 4,
+        "the dropped tree's pages stayed: {full} -> {shrunk}"
+    );
+    db.check().unwrap();
+    // At most the state chain's last old blob is left to give back.
+    let again = db.shrink_to_fit().unwrap();
+    assert!(again <= 16 << 10, "a second shrink released {again} bytes");
+    // The database goes on: it grows again as needed, and reopens intact.
+    let mut tx = db.begin_write().unwrap();
+    let again = tx.open_tree("again").unwrap();
+    for i in 0..5000 {
+        tx.put(&again, &key(i), &value(i, 2)).unwrap();
+    }
+    tx.commit().unwrap();
+    drop(db);
+    let db = open(&t.path);
+    db.check().unwrap();
+    let rx = db.begin_read().unwrap();
+    let keep = rx.tree("keep").unwrap();
+    assert_eq!(rx.len(&keep).unwrap(), 1000);
+    assert_eq!(rx.get(&keep, &key(999)).unwrap(), Some(&value(999, 0)[..]));
+    assert!(rx.tree("bulk").is_err());
+}

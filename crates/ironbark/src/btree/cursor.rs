@@ -15,10 +15,9 @@
 
 use std::ops::Bound;
 
-use crate::btree::page::{LeafValue, Node};
+use crate::btree::page::{verify_blob, verify_page, LeafValue, Node};
 use crate::btree::search::{check_root, node_at, resolve_value, Root};
 use crate::btree::MAX_DEPTH;
-use crate::check::{verify_blob, verify_page};
 use crate::error::{Error, Result};
 use crate::pages::PageSource;
 

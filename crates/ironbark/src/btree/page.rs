@@ -28,9 +28,12 @@
 
 use crate::checksum::checksum;
 use crate::error::{Error, Result};
-use crate::pages::DIRTY_BIT;
 
 pub(crate) const HEADER_LEN: usize = 32;
+/// Marks a provisional page number: an index into the write transaction's
+/// dirty pages, replaced by a real page number at commit.
+pub(crate) const DIRTY_BIT: u64 = 1 << 63;
+
 pub(crate) const BLOB_HEADER_LEN: usize = 40;
 pub(crate) const KIND_BRANCH: u8 = 1;
 pub(crate) const KIND_LEAF: u8 = 2;
@@ -626,6 +629,49 @@ pub(crate) fn blob_data(
     run.get(BLOB_HEADER_LEN..)
         .and_then(|d| d.get(..usize::try_from(len).ok()?))
         .ok_or_else(|| Error::corrupted_page(pgno, "blob length exceeds its run"))
+}
+
+/// Verifies a committed tree page against its own checksum and the record
+/// its parent (a branch cell, or the catalog for a root) keeps of it: the
+/// checksum, the txn id, and the page's own number. The one check shared by
+/// `check` and the verified cursors of bulk readers (dump, copy, compact),
+/// so that damage is reported the same way wherever it is found.
+pub(crate) fn verify_page(b: &[u8], pgno: u64, txn: u64, sum: u64) -> Result<()> {
+    if !checksum_ok(b) {
+        return Err(Error::corrupted_page(pgno, "page checksum mismatch"));
+    }
+    if stored_sum(b) != sum {
+        return Err(Error::corrupted_page(
+            pgno,
+            "page checksum differs from its parent's record (a stale page)",
+        ));
+    }
+    if u64_at(b, 24) != pgno {
+        return Err(Error::corrupted_page(
+            pgno,
+            "page records another page number",
+        ));
+    }
+    if page_txn(b) != txn {
+        return Err(Error::corrupted_page(
+            pgno,
+            "page txn does not match its parent's record",
+        ));
+    }
+    Ok(())
+}
+
+/// Verifies a committed overflow blob run against its own checksum, the
+/// checksum its leaf cell records, and its own page number. (Its txn id
+/// and length are checked by `blob_data` whenever the value is read.)
+pub(crate) fn verify_blob(run: &[u8], pgno: u64, sum: u64) -> Result<()> {
+    if !checksum_ok(run) || stored_sum(run) != sum || u64_at(run, 24) != pgno {
+        return Err(Error::corrupted_page(
+            pgno,
+            "overflow blob checksum mismatch",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

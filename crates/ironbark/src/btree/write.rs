@@ -7,16 +7,17 @@
 //! `btree`'s module doc; a page is never both dirty and freed; the page and
 //! entry counters in [`TreeState`] match the tree.
 
+use crate::btree::page::DIRTY_BIT;
 use crate::btree::page::{
     self, branch_cell, build_page, cell_fits, cells_of, compare_keys, insert_cell,
     insert_cell_parts, leaf_cell_header, leaf_cell_inline, leaf_cell_overflow, new_blob,
-    overflow_ref, remove_cell, set_child, LeafValue, Limits, Node, BRANCH_CELL_HEADER,
+    overflow_ref, remove_cell, set_child, verify_page, LeafValue, Limits, Node, BRANCH_CELL_HEADER,
     LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
 };
 use crate::btree::search::{check_root, find_leaf, node_at, Root};
 use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
-use crate::pages::{expected_txn, DirtyPages, MapSource, PageSource, WriteSource, DIRTY_BIT};
+use crate::pages::{expected_txn, DirtyPages, MapSource, PageSource, WriteSource};
 use crate::storage::freespace::{Extent, Freed};
 
 /// A tree's root and counters, as the catalog stores them.
@@ -114,15 +115,7 @@ impl TreeWriter<'_> {
     /// validated too, because the editors trust dirty pages.
     fn committed_node(&self, pgno: u64, txn: u64, sum: u64, level: u32) -> Result<Node<'_>> {
         let node = node_at(self.base, pgno, txn, level)?;
-        if !page::checksum_ok(node.bytes) || page::u64_at(node.bytes, 24) != pgno {
-            return Err(Error::corrupted_page(pgno, "page checksum mismatch"));
-        }
-        if page::stored_sum(node.bytes) != sum {
-            return Err(Error::corrupted_page(
-                pgno,
-                "page checksum differs from its parent's record (a stale page)",
-            ));
-        }
+        verify_page(node.bytes, pgno, txn, sum)?;
         for i in 0..node.count {
             if node.is_leaf {
                 node.leaf_entry(i)?;

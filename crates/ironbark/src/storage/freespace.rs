@@ -153,6 +153,20 @@ impl FreeSpace {
         self.reusable_pages += len;
     }
 
+    /// The reusable extent that ends at page `end` (the file's last page in
+    /// use), if any.
+    pub(crate) fn reusable_tail(&self, end: u64) -> Option<Extent> {
+        let (&start, &len) = self.by_start.range(..end).next_back()?;
+        (start + len == end).then_some(Extent { start, len })
+    }
+
+    /// Takes the reusable extent that ends at page `end`, if any.
+    pub(crate) fn take_reusable_tail(&mut self, end: u64) -> Option<Extent> {
+        let tail = self.reusable_tail(end)?;
+        self.remove_reusable(tail.start, tail.len);
+        Some(tail)
+    }
+
     fn remove_reusable(&mut self, start: u64, len: u64) {
         self.by_start.remove(&start);
         self.by_len.remove(&(len, start));

@@ -47,7 +47,25 @@ use crate::storage::file::FileId;
 use crate::storage::meta::{Meta, META_LEN};
 use crate::storage::oslock::{lock_byte, LockKind};
 use crate::sync::{fence, AtomicU64, Ordering};
-use crate::txn::readers::{Slot, TableHeader};
+
+/// One slot, on its own cache line.
+#[repr(C, align(64))]
+pub(crate) struct Slot {
+    pub(crate) owner: AtomicU64,
+    pub(crate) txn: AtomicU64,
+}
+
+/// The words of the table that the protocol shares besides the slots.
+#[repr(C)]
+pub(crate) struct TableHeader {
+    /// The txn of the newest commit. Readers only load it, so its cache
+    /// line stays shared among their cores; nothing a reader writes is
+    /// outside its own slot.
+    pub(crate) published_txn: AtomicU64,
+    /// Reserved (zero): a counter of claimed slots written by every reader
+    /// was here, and made readers of different cores contend.
+    pub(crate) _reserved: AtomicU64,
+}
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ibLOCK\0\0");
 const LOCK_FORMAT_VERSION: u64 = 1;

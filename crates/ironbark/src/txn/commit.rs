@@ -22,16 +22,16 @@
 
 use crate::sync::Ordering;
 
+use crate::btree::page::DIRTY_BIT;
 use crate::btree::page::{new_blob, seal, set_child, set_overflow, LeafValue, Node};
 use crate::catalog::Catalog;
-use crate::db::{Shared, Snapshot, WriterState, THOROUGH_INTERVAL};
 use crate::error::Result;
 use crate::options::{BrokenProtocol, Durability};
-use crate::pages::{DirtyPages, MapSource, DIRTY_BIT};
+use crate::pages::{DirtyPages, MapSource};
 use crate::state::{self, BlobRef, Chain, Plan};
 use crate::storage::freespace::{Extent, FreeSpace, Freed, Pending};
 use crate::storage::meta::Meta;
-use crate::txn::write::WriteTxn;
+use crate::txn::shared::{Shared, Snapshot, WriterGuard, WriterState, THOROUGH_INTERVAL};
 
 /// Bytes of pages held back only for crash safety (under
 /// `Durability::None`: pages the last durable commit can read) above which
@@ -47,26 +47,17 @@ const HELD_BYTES: u64 = 64 << 20;
 /// The smallest step by which the file grows.
 const GROWTH_MIN_BYTES: u64 = 1 << 20;
 
-pub(crate) fn commit(tx: WriteTxn<'_>) -> Result<()> {
-    let WriteTxn {
-        shared,
-        mut writer,
-        base,
-        mut catalog,
-        mut dirty,
-        mut freed,
-        finger: _,
-        tree_hint: _,
-        changed,
-        failed,
-        durability,
-    } = tx;
-    if let Some(why) = failed {
-        return Err(crate::Error::TxnFailed(why));
-    }
-    if !changed {
-        return Ok(());
-    }
+/// Commits a write transaction's changes (the caller checked that there
+/// are some and that no mutation failed part-way).
+pub(crate) fn commit(
+    shared: &Shared,
+    mut writer: WriterGuard<'_>,
+    base: &Snapshot,
+    mut catalog: Catalog,
+    mut dirty: DirtyPages,
+    mut freed: Vec<Freed>,
+    durability: Durability,
+) -> Result<()> {
     let w = &mut *writer;
     if w.poisoned {
         return Err(crate::Error::Poisoned);
@@ -74,16 +65,29 @@ pub(crate) fn commit(tx: WriteTxn<'_>) -> Result<()> {
     let mut space = SpaceLog {
         freed: std::mem::take(&mut freed),
         taken: Vec::new(),
+        shrink: false,
     };
     let result = write_commit(
         shared,
         w,
-        &base,
+        base,
         &mut catalog,
         &mut dirty,
         &mut space,
         durability,
     );
+    finish(shared, w, base, catalog, &space, result)
+}
+
+/// Publishes a written commit, or gives back what a failed one took.
+fn finish(
+    shared: &Shared,
+    w: &mut WriterState,
+    base: &Snapshot,
+    catalog: Catalog,
+    space: &SpaceLog,
+    result: Result<(Meta, Chain)>,
+) -> Result<()> {
     let outcome = match result {
         Ok((meta, chain)) => {
             w.chain = chain;
@@ -112,11 +116,69 @@ pub(crate) fn commit(tx: WriteTxn<'_>) -> Result<()> {
     outcome
 }
 
-/// What a commit does to free space: the pages it stops using, and the
-/// free extents it takes (given back if it fails).
+/// Gives the free pages at the end of the file back to the filesystem
+/// (`Database::shrink_to_fit`); returns the bytes released.
+///
+/// 1. A sync, so every free page no reader can see is reusable.
+/// 2. A durable commit that writes a new base of the state chain without
+///    the free tail and with the smaller page count.
+/// 3. The same meta into the other slot, synced, so that both metas (the
+///    one `open` tries first and its fallback) fit in the shorter file.
+/// 4. Only then the file is cut: a crash at any step leaves metas that
+///    both fit in the file as it is.
+pub(crate) fn shrink(shared: &Shared, w: &mut WriterState) -> Result<u64> {
+    if w.poisoned {
+        return Err(crate::Error::Poisoned);
+    }
+    // Twice at most: the chain's blobs may sit at the end of the file, and
+    // the first new base moves them down (their pages are free once it is
+    // durable).
+    for _ in 0..2 {
+        sync_published(shared, w)?;
+        release(shared, w);
+        let base = shared.published.load_full();
+        let end = base.meta.page_count;
+        let chain_at_end = w.chain.blobs().any(|b| b.extent.end() == end);
+        if w.free.reusable_tail(end).is_none() && !chain_at_end {
+            break;
+        }
+        let mut catalog = base.catalog.clone();
+        let mut space = SpaceLog {
+            freed: Vec::new(),
+            taken: Vec::new(),
+            shrink: true,
+        };
+        let result = write_commit(
+            shared,
+            w,
+            &base,
+            &mut catalog,
+            &mut DirtyPages::default(),
+            &mut space,
+            Durability::Immediate,
+        );
+        finish(shared, w, &base, catalog, &space, result)?;
+    }
+    let snap = shared.published.load_full();
+    write_clean_mark(shared, w, &snap.meta)?;
+    let ps = shared.limits.page_size as u64;
+    let old_len = w.file_len.max(shared.file.len()?);
+    let new_len = snap.meta.page_count * ps;
+    if new_len >= old_len {
+        return Ok(0);
+    }
+    shared.file.set_len(new_len)?;
+    w.file_len = new_len;
+    Ok(old_len - new_len)
+}
+
+/// What a commit does to free space: the pages it stops using, the free
+/// extents it takes (given back if it fails), and whether it gives the free
+/// tail of the file back (`shrink`).
 struct SpaceLog {
     freed: Vec<Freed>,
     taken: Vec<Extent>,
+    shrink: bool,
 }
 
 /// Page allocation for one commit: from free space (recording what it took,
@@ -282,11 +344,19 @@ fn write_commit(
     // 1. Free space: what no protector can read becomes reusable.
     release_space(shared, w, durability, base.txn(), dirty.pages.len() as u64)?;
 
-    // 2. Page numbers.
+    // 2. Page numbers. A shrinking commit first takes the free tail off
+    // the end of the file (given back if the commit fails).
+    let mut page_count = base.meta.page_count;
+    if space.shrink {
+        if let Some(tail) = w.free.take_reusable_tail(page_count) {
+            space.taken.push(tail);
+            page_count = tail.start;
+        }
+    }
     let (order, blobs) = order_dirty(catalog, dirty)?;
     let mut alloc = Allocator {
         free: &mut w.free,
-        page_count: base.meta.page_count,
+        page_count,
         taken: &mut space.taken,
     };
     let mut real = vec![0u64; dirty.pages.len()];
@@ -335,7 +405,11 @@ fn write_commit(
         &alloc.taken[..],
     );
     // Room for the extent the state blob itself takes.
-    let plan = w.chain.plan(record.len() + 24, ps);
+    let plan = if space.shrink {
+        Plan::Compact
+    } else {
+        w.chain.plan(record.len() + 24, ps)
+    };
     let mut freed = freed;
     for b in w.chain.freed_by(plan) {
         freed.push(Freed {
@@ -583,17 +657,45 @@ pub(crate) fn mark_clean(shared: &Shared) -> Result<()> {
     if w.poisoned || w.durable_txn != snap.txn() || snap.meta.last_synced_txn == snap.txn() {
         return Ok(());
     }
+    write_clean_mark(shared, &mut w, &snap.meta)
+}
+
+/// Writes `meta` (of the newest commit, durable) into the other slot,
+/// recording that it is durable, and syncs: then both slots hold it.
+fn write_clean_mark(shared: &Shared, w: &mut WriterState, meta: &Meta) -> Result<()> {
+    assert_eq!(
+        w.durable_txn, meta.txn,
+        "clean mark of a commit not durable"
+    );
     let meta = Meta {
-        last_synced_txn: snap.txn(),
-        ..snap.meta
+        last_synced_txn: meta.txn,
+        ..*meta
     };
     let slot = 1 - w.durable_slot;
     let ps = shared.limits.page_size as u64;
     shared
         .file
         .write_vectored_at(&[&meta.encode()], slot * ps)?;
-    sync_file(shared, &mut w)?;
+    sync_file(shared, w)?;
     w.durable_slot = slot;
-    shared.save_durable(&w);
+    shared.save_durable(w);
     Ok(())
+}
+
+/// Closing the last instance of any process records a clean shutdown
+/// (`mark_clean`): part of the commit protocol, so it lives here.
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let Some(lock) = self.readers.lock_file() else {
+            return;
+        };
+        // Under the gate, so no process joins meanwhile: the last process
+        // to close records that the newest commit is durable, so the next
+        // open need not verify its pages. A failure here only means the
+        // next open verifies them, as after a crash.
+        if lock.take_gate().is_ok() && lock.alone().unwrap_or(false) && !self.read_only {
+            let _ = mark_clean(self);
+        }
+        // Dropping the lock file (with the table) releases both locks.
+    }
 }

@@ -10,12 +10,13 @@
 pub(crate) mod commit;
 pub(crate) mod read;
 pub(crate) mod readers;
+pub(crate) mod shared;
 pub(crate) mod write;
 
 use std::sync::Arc;
 
 use crate::catalog::Catalog;
-use crate::error::Error;
+use crate::error::{Error, Result};
 
 /// A handle to a named tree. Cheap to clone; valid in any transaction of
 /// the database (the file) it came from, in this process, for as long as
@@ -37,6 +38,19 @@ impl Tree {
     /// The tree's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// A handle to the tree `name` of `catalog`, in the database `db`, or
+    /// `NoSuchTree`.
+    pub(crate) fn find(catalog: &Catalog, name: &str, db: u64) -> Result<Tree> {
+        catalog
+            .find(name)
+            .map(|e| Tree {
+                id: e.id,
+                name: e.name.clone(),
+                db,
+            })
+            .ok_or_else(|| Error::NoSuchTree(name.to_string()))
     }
 
     /// Why this handle does not resolve in `catalog` (of the database

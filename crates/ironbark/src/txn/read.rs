@@ -16,10 +16,11 @@ use crate::btree::cursor::Range;
 use crate::btree::search::{self, Root};
 use crate::catalog::TreeEntry;
 use crate::check::verify_trees;
-use crate::db::{load_state, Shared, Snapshot};
 use crate::error::{Error, Result};
+use crate::state;
 use crate::storage::file::DataFile;
 use crate::storage::meta::{Meta, META_LEN, META_SLOTS};
+use crate::txn::shared::{Shared, Snapshot};
 use crate::txn::Tree;
 
 /// Tries to register a snapshot before giving up: each failed try means a
@@ -132,7 +133,7 @@ impl ReadTxn {
 
     /// A handle to the tree `name`, or `NoSuchTree`.
     pub fn tree(&self, name: &str) -> Result<Tree> {
-        self.snapshot.catalog.handle(name, self.shared.db_id)
+        Tree::find(&self.snapshot.catalog, name, self.shared.db_id)
     }
 
     /// The names of all trees, in order.
@@ -235,7 +236,7 @@ impl ReadTxn {
     /// created. Free pages are copied unverified: they hold no data.
     pub fn copy_to_verified(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
         let snap = &*self.snapshot;
-        load_state(&snap.source, &snap.meta, true)?;
+        state::load(&snap.source, &snap.meta, true)?;
         verify_trees(&snap.source, &snap.meta, &snap.catalog)?;
         self.copy_pages_to(path.as_ref())
     }

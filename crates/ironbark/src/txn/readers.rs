@@ -30,26 +30,7 @@ use std::sync::Arc;
 use crate::sync::{fence, AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
-use crate::storage::lockfile::LockFile;
-
-/// One slot, on its own cache line.
-#[repr(C, align(64))]
-pub(crate) struct Slot {
-    owner: AtomicU64,
-    txn: AtomicU64,
-}
-
-/// The words of the table that the protocol shares besides the slots.
-#[repr(C)]
-pub(crate) struct TableHeader {
-    /// The txn of the newest commit. Readers only load it, so its cache
-    /// line stays shared among their cores; nothing a reader writes is
-    /// outside its own slot.
-    pub(crate) published_txn: AtomicU64,
-    /// Reserved (zero): a counter of claimed slots written by every reader
-    /// was here, and made readers of different cores contend.
-    _reserved: AtomicU64,
-}
+use crate::storage::lockfile::{LockFile, Slot, TableHeader};
 
 /// A process, as stored in a slot's owner word: the pid in the low 22 bits
 /// (Linux pids are below 2^22) and the process's start time (in clock

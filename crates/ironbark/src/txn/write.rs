@@ -13,12 +13,12 @@ use crate::btree::cursor::Range;
 use crate::btree::search;
 use crate::btree::write::{Finger, TreeState, TreeWriter};
 use crate::catalog::{Catalog, TreeEntry};
-use crate::db::{Shared, Snapshot, WriterGuard};
 use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::pages::{DirtyPages, PageSource, WriteSource};
 use crate::storage::freespace::Freed;
 use crate::txn::read::copied;
+use crate::txn::shared::{Shared, Snapshot, WriterGuard};
 use crate::txn::Tree;
 
 /// The one write transaction. Changes are visible to it at once and to
@@ -99,7 +99,8 @@ impl<'db> WriteTxn<'db> {
             }
         }
         let i = self.search_tree(tree)?;
-        self.tree_hint.store(i, std::sync::atomic::Ordering::Relaxed);
+        self.tree_hint
+            .store(i, std::sync::atomic::Ordering::Relaxed);
         Ok(i)
     }
 
@@ -146,7 +147,7 @@ impl<'db> WriteTxn<'db> {
 
     /// A handle to the existing tree `name`, or `NoSuchTree`.
     pub fn tree(&self, name: &str) -> Result<Tree> {
-        self.catalog.handle(name, self.shared.db_id)
+        Tree::find(&self.catalog, name, self.shared.db_id)
     }
 
     /// The names of all trees, in order.
@@ -251,7 +252,25 @@ impl<'db> WriteTxn<'db> {
     /// Commits: when it returns `Ok`, readers that begin see the changes,
     /// and with `Durability::Immediate` they survive power loss.
     pub fn commit(self) -> Result<()> {
-        crate::txn::commit::commit(self)
+        let WriteTxn {
+            shared,
+            writer,
+            base,
+            catalog,
+            dirty,
+            freed,
+            changed,
+            failed,
+            durability,
+            ..
+        } = self;
+        if let Some(why) = failed {
+            return Err(Error::TxnFailed(why));
+        }
+        if !changed {
+            return Ok(());
+        }
+        crate::txn::commit::commit(shared, writer, &base, catalog, dirty, freed, durability)
     }
 
     /// Discards every change (the same as dropping the transaction).
