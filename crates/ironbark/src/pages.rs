@@ -75,12 +75,70 @@ pub(crate) struct DirtyPages {
     /// Overflow blobs added (freed ones included): when 0, no leaf can
     /// reference a dirty blob, and the commit need not look for any.
     pub(crate) blobs_added: usize,
+    /// Page-sized buffers to reuse (kept by the writer across transactions,
+    /// so that copying a page on write allocates nothing in steady state).
+    pub(crate) pool: Vec<Box<[u8]>>,
 }
 
+/// Buffers kept for reuse at most (16 MiB of 4 KiB pages): a larger
+/// transaction allocates the rest, and the pool does not pin its peak.
+const POOL_MAX: usize = 4096;
+
 impl DirtyPages {
+    /// Starts with the buffers of `pool`.
+    pub(crate) fn with_pool(pool: Vec<Box<[u8]>>) -> DirtyPages {
+        DirtyPages {
+            pool,
+            ..DirtyPages::default()
+        }
+    }
+
     pub(crate) fn add(&mut self, page: Box<[u8]>) -> u64 {
         self.pages.push(Some(page));
         DIRTY_BIT | (self.pages.len() as u64 - 1)
+    }
+
+    /// A page-sized buffer: from the pool if it has one (contents stale:
+    /// the caller overwrites all of it), else a new one.
+    fn buffer(&mut self, page_size: usize) -> Box<[u8]> {
+        match self.pool.pop() {
+            Some(b) if b.len() == page_size => b,
+            _ => vec![0u8; page_size].into_boxed_slice(),
+        }
+    }
+
+    /// Adds a copy of the committed page `bytes`.
+    pub(crate) fn add_copy(&mut self, bytes: &[u8]) -> u64 {
+        let mut b = self.buffer(bytes.len());
+        b.copy_from_slice(bytes);
+        self.add(b)
+    }
+
+    /// Adds a new tree page holding `cells` in order (they fit).
+    pub(crate) fn add_page<C: AsRef<[u8]>>(
+        &mut self,
+        page_size: usize,
+        is_leaf: bool,
+        cells: &[C],
+    ) -> u64 {
+        let mut b = self.buffer(page_size);
+        crate::btree::page::fill_page(&mut b, is_leaf, cells);
+        self.add(b)
+    }
+
+    /// Every page buffer back to `pool` (up to a bound), for the next
+    /// transaction.
+    pub(crate) fn into_pool(self, page_size: usize) -> Vec<Box<[u8]>> {
+        let mut pool = self.pool;
+        let room = POOL_MAX.saturating_sub(pool.len());
+        pool.extend(
+            self.pages
+                .into_iter()
+                .flatten()
+                .filter(|b| b.len() == page_size)
+                .take(room),
+        );
+        pool
     }
 
     /// Adds an overflow blob (see `blobs_added`).
@@ -105,8 +163,10 @@ impl DirtyPages {
 
     pub(crate) fn free(&mut self, id: u64) {
         let slot = &mut self.pages[(id & !DIRTY_BIT) as usize];
-        assert!(slot.is_some(), "dirty page freed twice");
-        *slot = None;
+        let page = slot.take().expect("dirty page freed twice");
+        if self.pool.len() < POOL_MAX {
+            self.pool.push(page);
+        }
     }
 }
 

@@ -407,26 +407,22 @@ pub(crate) fn slotted_size(cell_len: usize) -> usize {
     cell_len + SLOT_LEN
 }
 
-/// A fresh, empty tree page.
-pub(crate) fn new_page(page_size: usize, is_leaf: bool) -> Box<[u8]> {
-    let mut b = vec![0u8; page_size].into_boxed_slice();
+/// Makes `b` an empty tree page (every byte rewritten).
+fn init_page(b: &mut [u8], is_leaf: bool) {
+    b.fill(0);
     b[16] = if is_leaf { KIND_LEAF } else { KIND_BRANCH };
-    put_u32(&mut b, 20, page_size as u32);
-    b
+    let len = b.len() as u32;
+    put_u32(b, 20, len);
 }
 
-/// A page built from `cells` in order. The caller guarantees they fit.
-pub(crate) fn build_page<C: AsRef<[u8]>>(
-    page_size: usize,
-    is_leaf: bool,
-    cells: &[C],
-) -> Box<[u8]> {
-    let mut b = new_page(page_size, is_leaf);
+/// Makes `b` a tree page holding `cells` in order. The caller guarantees
+/// they fit.
+pub(crate) fn fill_page<C: AsRef<[u8]>>(b: &mut [u8], is_leaf: bool, cells: &[C]) {
+    init_page(b, is_leaf);
     for (i, c) in cells.iter().enumerate() {
-        let ok = insert_cell(&mut b, i, c.as_ref());
-        assert!(ok, "cells given to build_page do not fit");
+        let ok = insert_cell(b, i, c.as_ref());
+        assert!(ok, "cells given to fill_page do not fit");
     }
-    b
 }
 
 fn count_of(b: &[u8]) -> usize {

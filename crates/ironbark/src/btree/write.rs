@@ -9,7 +9,7 @@
 
 use crate::btree::page::DIRTY_BIT;
 use crate::btree::page::{
-    self, branch_cell, build_page, cell_fits, cells_of, compare_keys, insert_cell,
+    self, branch_cell, cell_fits, cells_of, compare_keys, fill_page, insert_cell,
     insert_cell_parts, leaf_cell_header, leaf_cell_inline, leaf_cell_overflow, new_blob,
     overflow_ref, remove_cell, set_child, verify_page, LeafValue, Limits, Node, BRANCH_CELL_HEADER,
     LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
@@ -84,7 +84,7 @@ struct Step {
     slot: usize,
 }
 
-impl TreeWriter<'_> {
+impl<'a> TreeWriter<'a> {
     fn source(&self) -> WriteSource<'_> {
         WriteSource {
             base: self.base,
@@ -98,7 +98,8 @@ impl TreeWriter<'_> {
             return Ok(pgno);
         }
         let node = self.committed_node(pgno, txn, sum, level)?;
-        let copy: Box<[u8]> = node.bytes.into();
+        let bytes = node.bytes;
+        let copy = self.dirty.add_copy(bytes);
         self.freed.push(Freed {
             extent: Extent {
                 start: pgno,
@@ -106,14 +107,14 @@ impl TreeWriter<'_> {
             },
             born: txn,
         });
-        Ok(self.dirty.add(copy))
+        Ok(copy)
     }
 
     /// A committed page about to be copied into the write path. Its
     /// checksum is verified here, since the copy gets a new, valid checksum
     /// at commit: damage must not be laundered. Every cell and reference is
     /// validated too, because the editors trust dirty pages.
-    fn committed_node(&self, pgno: u64, txn: u64, sum: u64, level: u32) -> Result<Node<'_>> {
+    fn committed_node(&self, pgno: u64, txn: u64, sum: u64, level: u32) -> Result<Node<'a>> {
         let node = node_at(self.base, pgno, txn, level)?;
         verify_page(node.bytes, pgno, txn, sum)?;
         for i in 0..node.count {
@@ -184,9 +185,8 @@ impl TreeWriter<'_> {
         debug_assert!(self.check_sizes(key, value.len()).is_ok());
         if tree.root.is_empty() {
             let cell = self.new_cell(tree, key, value);
-            let leaf = build_page(self.limits.page_size, true, &[&cell]);
             tree.root = Root {
-                pgno: self.dirty.add(leaf),
+                pgno: self.dirty.add_page(self.limits.page_size, true, &[&cell]),
                 txn: 0,
                 sum: 0,
                 depth: 1,
@@ -267,8 +267,7 @@ impl TreeWriter<'_> {
             branch_cell(&[], tree.root.pgno, 0, 0),
             branch_cell(&sep, right, 0, 0),
         ];
-        let root = build_page(self.limits.page_size, false, &cells);
-        tree.root.pgno = self.dirty.add(root);
+        tree.root.pgno = self.dirty.add_page(self.limits.page_size, false, &cells);
         tree.root.depth += 1;
         tree.branch_pages += 1;
         if tree.root.depth as usize > MAX_DEPTH {
@@ -376,46 +375,65 @@ impl TreeWriter<'_> {
         if appending {
             return self.split_at_end(id, cell, is_leaf);
         }
-        let mut cells = cells_of(self.dirty.get(id));
-        cells.insert(slot, cell);
-        let n = cells.len();
-        assert!(n >= 2, "split of a page with fewer than two cells");
-        // Split by bytes in the middle: both halves fit (see `Limits`).
-        let total: usize = cells.iter().map(|c| page::slotted_size(c.len())).sum();
-        let mut acc = 0;
-        let mut k = n - 1;
-        for (i, c) in cells.iter().enumerate() {
-            acc += page::slotted_size(c.len());
-            if acc >= total / 2 {
-                k = (i + 1).clamp(1, n - 1);
-                break;
-            }
+        // The page's cells plus the new one, read from a copy of the page
+        // (the page itself is rewritten as the left half): no buffer per
+        // cell.
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
-        let page_size = self.limits.page_size;
-        let (sep, right_page) = if is_leaf {
-            let left_last = cell_key(&cells[k - 1], true);
-            let right_first = cell_key(&cells[k], true);
-            let sep = shortest_separator(left_last, right_first).to_vec();
-            (sep, build_page(page_size, true, &cells[k..]))
-        } else {
-            // The middle cell's key moves up; its child becomes the right
-            // page's first child, under the empty key.
-            let sep = cell_key(&cells[k], false).to_vec();
-            let mid = &cells[k];
-            let first = branch_cell(
-                &[],
-                page::u64_at(mid, 0),
-                page::u64_at(mid, 8),
-                page::u64_at(mid, 16),
-            );
-            let mut right_cells = vec![first];
-            right_cells.extend_from_slice(&cells[k + 1..]);
-            (sep, build_page(page_size, false, &right_cells))
-        };
-        let left = build_page(page_size, is_leaf, &cells[..k]);
-        self.dirty.get_mut(id).copy_from_slice(&left);
-        let right = self.dirty.add(right_page);
-        (sep, right)
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            scratch.clear();
+            scratch.extend_from_slice(self.dirty.get(id));
+            let old = Node::parse(&scratch, id, None).expect("dirty page is well formed");
+            let n = old.count + 1;
+            let cell_at = |i: usize| -> &[u8] {
+                match i.cmp(&slot) {
+                    std::cmp::Ordering::Less => old.cell(i).expect("dirty cell"),
+                    std::cmp::Ordering::Equal => &cell,
+                    std::cmp::Ordering::Greater => old.cell(i - 1).expect("dirty cell"),
+                }
+            };
+            assert!(n >= 2, "split of a page with fewer than two cells");
+            // Split by bytes in the middle: both halves fit (see `Limits`).
+            let total: usize = (0..n).map(|i| page::slotted_size(cell_at(i).len())).sum();
+            let mut acc = 0;
+            let mut k = n - 1;
+            for i in 0..n {
+                acc += page::slotted_size(cell_at(i).len());
+                if acc >= total / 2 {
+                    k = (i + 1).clamp(1, n - 1);
+                    break;
+                }
+            }
+            let page_size = self.limits.page_size;
+            let first;
+            let (sep, right) = if is_leaf {
+                let left_last = cell_key(cell_at(k - 1), true);
+                let right_first = cell_key(cell_at(k), true);
+                let sep = shortest_separator(left_last, right_first).to_vec();
+                let right: Vec<&[u8]> = (k..n).map(cell_at).collect();
+                (sep, self.dirty.add_page(page_size, true, &right))
+            } else {
+                // The middle cell's key moves up; its child becomes the
+                // right page's first child, under the empty key.
+                let mid = cell_at(k);
+                let sep = cell_key(mid, false).to_vec();
+                first = branch_cell(
+                    &[],
+                    page::u64_at(mid, 0),
+                    page::u64_at(mid, 8),
+                    page::u64_at(mid, 16),
+                );
+                let right: Vec<&[u8]> = std::iter::once(&first[..])
+                    .chain((k + 1..n).map(cell_at))
+                    .collect();
+                (sep, self.dirty.add_page(page_size, false, &right))
+            };
+            let left: Vec<&[u8]> = (0..k).map(cell_at).collect();
+            fill_page(self.dirty.get_mut(id), is_leaf, &left);
+            (sep, right)
+        })
     }
 
     /// The split of sequential inserts: the full page stays as it is, and
@@ -424,10 +442,10 @@ impl TreeWriter<'_> {
         let page_size = self.limits.page_size;
         let left = Node::parse(self.dirty.get(id), id, None).expect("dirty page is well formed");
         assert!(left.count >= 1, "split of an empty page");
-        let (sep, right_page) = if is_leaf {
+        if is_leaf {
             let left_last = left.key(left.count - 1).expect("dirty cell is well formed");
             let sep = shortest_separator(left_last, cell_key(&cell, true)).to_vec();
-            (sep, build_page(page_size, true, &[&cell]))
+            (sep, self.dirty.add_page(page_size, true, &[&cell]))
         } else {
             // The new cell's key moves up; its child is the right page's
             // first child, under the empty key.
@@ -438,10 +456,8 @@ impl TreeWriter<'_> {
                 page::u64_at(&cell, 8),
                 page::u64_at(&cell, 16),
             );
-            (sep, build_page(page_size, false, &[first]))
-        };
-        let right = self.dirty.add(right_page);
-        (sep, right)
+            (sep, self.dirty.add_page(page_size, false, &[first]))
+        }
     }
 
     /// Removes `key`; returns whether it was there.
@@ -562,8 +578,7 @@ impl TreeWriter<'_> {
                 left.push(c);
             }
         }
-        let merged = build_page(self.limits.page_size, is_leaf, &left);
-        self.dirty.get_mut(child).copy_from_slice(&merged);
+        fill_page(self.dirty.get_mut(child), is_leaf, &left);
         self.free_page(sib, sib_txn);
         let p = self.dirty.get_mut(parent.page);
         set_child(p, left_slot, child, 0, 0);

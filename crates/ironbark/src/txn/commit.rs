@@ -76,6 +76,7 @@ pub(crate) fn commit(
         &mut space,
         durability,
     );
+    w.page_pool = dirty.into_pool(shared.limits.page_size);
     finish(shared, w, base, catalog, &space, result)
 }
 

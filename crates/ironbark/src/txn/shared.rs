@@ -62,6 +62,8 @@ pub(crate) struct WriterState {
     /// The durable txn when writeback was last started early (under
     /// `Durability::None`, once per durable txn).
     pub(crate) writeback_for: u64,
+    /// Page buffers kept between write transactions (see `DirtyPages`).
+    pub(crate) page_pool: Vec<Box<[u8]>>,
     /// The newest commit known durable, and the meta slot that holds it
     /// (mirrored in the lock file for the other processes).
     pub(crate) durable_txn: u64,

@@ -59,16 +59,18 @@ impl<'db> WriteTxn<'db> {
         writer: WriterGuard<'db>,
         durability: Durability,
     ) -> Result<WriteTxn<'db>> {
+        let mut writer = writer;
         if writer.poisoned {
             return Err(Error::Poisoned);
         }
         let base = shared.published.load_full();
+        let dirty = DirtyPages::with_pool(std::mem::take(&mut writer.page_pool));
         Ok(WriteTxn {
             shared,
             catalog: base.catalog.clone(),
             base,
             writer,
-            dirty: DirtyPages::default(),
+            dirty,
             freed: Vec::new(),
             finger: Finger::default(),
             tree_hint: std::sync::atomic::AtomicUsize::new(0),
@@ -254,7 +256,7 @@ impl<'db> WriteTxn<'db> {
     pub fn commit(self) -> Result<()> {
         let WriteTxn {
             shared,
-            writer,
+            mut writer,
             base,
             catalog,
             dirty,
@@ -264,11 +266,12 @@ impl<'db> WriteTxn<'db> {
             durability,
             ..
         } = self;
-        if let Some(why) = failed {
-            return Err(Error::TxnFailed(why));
-        }
-        if !changed {
-            return Ok(());
+        if failed.is_some() || !changed {
+            writer.page_pool = dirty.into_pool(shared.limits.page_size);
+            return match failed {
+                Some(why) => Err(Error::TxnFailed(why)),
+                None => Ok(()),
+            };
         }
         crate::txn::commit::commit(shared, writer, &base, catalog, dirty, freed, durability)
     }
