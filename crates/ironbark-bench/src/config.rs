@@ -44,8 +44,8 @@ readwhilewriting, fillsync):
                            is measured after close (snapshot released), `held MiB`
                            after the last commit while the snapshot is still held. The
                            snapshot must still read the values it saw when taken, or
-                           the run fails. Engines that cannot hold a snapshot through
-                           the benchmark interface are reported as unsupported.
+                           the run fails. bdb cannot hold a snapshot next to its own
+                           writes and is reported as unsupported (skipped).
 
 FLAGS (db_bench names; `--flag=value` or `--flag value`):
     --preset=NAME          quick (default), inmem, malloc, rocksdb, smalltxn, readscale,
