@@ -387,7 +387,8 @@ fn long_reader(
         ))));
     }
     // The probes are the first keys the writer overwrites (it draws from
-    // the same generator), so each one changes under the snapshot.
+    // the same generator), so each one is rewritten under the snapshot
+    // (with another value, unless an earlier run left that very one).
     let mut rng = Rng::new(seed);
     let probes: Vec<Vec<u8>> = (0..PROBES)
         .map(|_| {
