@@ -101,6 +101,30 @@ void bdb_release(void *session) {
     }
 }
 
+/* No held snapshot: a BerkeleyDB read transaction holds page read locks
+ * that this same session's writes would wait on, and a lock-free snapshot
+ * (DB_TXN_SNAPSHOT) needs a multiversion database (DB_MULTIVERSION), which
+ * this shim does not open. longreader reports bdb as unsupported. */
+int bdb_snapshot_hold(void *session, char *err, size_t errlen) {
+    (void)session;
+    (void)err;
+    (void)errlen;
+    return 0;
+}
+
+int bdb_snapshot_get(void *session, const char *key, size_t key_len, const char **value,
+                     size_t *value_len, char *err, size_t errlen) {
+    (void)session;
+    (void)key;
+    (void)key_len;
+    (void)value;
+    (void)value_len;
+    snprintf(err, errlen, "bdb: no snapshot is held");
+    return -1;
+}
+
+void bdb_snapshot_release(void *session) { (void)session; }
+
 void bdb_session_close(void *session) {
     bdb_session *s = session;
     bdb_release(s);

@@ -4,7 +4,13 @@
  * Every function returns 0 on success (or 1 = found / entry, 0 = missing /
  * end for get and scan_next) and -1 on error, with a message in err.
  * Pointers returned by get and scan_next stay valid until the next call on
- * the same session (release, get, scan_*). */
+ * the same session (release, get, scan_*).
+ *
+ * snapshot_hold opens a read snapshot that the session keeps, while it goes
+ * on writing, until snapshot_release (or session_close): it returns 1 when
+ * held, 0 when the engine cannot hold one this way, -1 on error.
+ * snapshot_get looks a key up in it, as get does (its value stays valid
+ * until the next call on the session). */
 #ifndef IBSHIM_H
 #define IBSHIM_H
 
@@ -31,6 +37,10 @@ typedef struct ib_op {
                       char *err, size_t errlen);                                           \
     int P##scan_next(void *session, const char **key, size_t *key_len, const char **value, \
                      size_t *value_len, char *err, size_t errlen);                         \
-    void P##release(void *session);
+    void P##release(void *session);                                                        \
+    int P##snapshot_hold(void *session, char *err, size_t errlen);                         \
+    int P##snapshot_get(void *session, const char *key, size_t key_len, const char **value,\
+                        size_t *value_len, char *err, size_t errlen);                      \
+    void P##snapshot_release(void *session);
 
 #endif

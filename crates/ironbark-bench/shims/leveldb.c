@@ -25,6 +25,9 @@ typedef struct {
     leveldb_iterator_t *it;
     int reverse;
     int first;
+    /* The held snapshot and the read options that read through it. */
+    const leveldb_snapshot_t *snap;
+    leveldb_readoptions_t *snap_ropts;
 } ldb_session;
 
 static int fail(char *err, size_t errlen, char *msg) {
@@ -90,9 +93,47 @@ void ldb_release(void *session) {
     }
 }
 
+void ldb_snapshot_release(void *session) {
+    ldb_session *s = session;
+    if (s->snap) {
+        leveldb_readoptions_destroy(s->snap_ropts);
+        leveldb_release_snapshot(s->d->db, s->snap);
+        s->snap = NULL;
+        s->snap_ropts = NULL;
+    }
+}
+
+int ldb_snapshot_hold(void *session, char *err, size_t errlen) {
+    ldb_session *s = session;
+    (void)err;
+    (void)errlen;
+    ldb_snapshot_release(s);
+    s->snap = leveldb_create_snapshot(s->d->db);
+    s->snap_ropts = leveldb_readoptions_create();
+    leveldb_readoptions_set_snapshot(s->snap_ropts, s->snap);
+    return 1;
+}
+
+int ldb_snapshot_get(void *session, const char *key, size_t key_len, const char **value,
+                     size_t *value_len, char *err, size_t errlen) {
+    ldb_session *s = session;
+    char *msg = NULL;
+    ldb_release(s);
+    if (!s->snap) {
+        snprintf(err, errlen, "leveldb: no snapshot is held");
+        return -1;
+    }
+    s->value = leveldb_get(s->d->db, s->snap_ropts, key, key_len, value_len, &msg);
+    if (msg) return fail(err, errlen, msg);
+    if (!s->value) return 0;
+    *value = s->value;
+    return 1;
+}
+
 void ldb_session_close(void *session) {
     ldb_session *s = session;
     ldb_release(s);
+    ldb_snapshot_release(s);
     leveldb_readoptions_destroy(s->ropts);
     leveldb_writeoptions_destroy(s->wopts);
     leveldb_writebatch_destroy(s->batch);

@@ -23,6 +23,10 @@ typedef struct {
     int reverse;
     int first;
     int positioned;
+    /* The held snapshot: a session of its own with a snapshot-isolation
+     * transaction open, and its cursor (a session has one transaction). */
+    WT_SESSION *snap_session;
+    WT_CURSOR *snap_cursor;
 } wt_session;
 
 static int fail(char *err, size_t errlen, const char *what, int ret) {
@@ -93,8 +97,69 @@ void wt_release(void *session) {
     }
 }
 
+void wt_snapshot_release(void *session) {
+    wt_session *s = session;
+    if (s->snap_session) {
+        /* Closing the session rolls its transaction back. */
+        s->snap_session->close(s->snap_session, NULL);
+        s->snap_session = NULL;
+        s->snap_cursor = NULL;
+    }
+}
+
+int wt_snapshot_hold(void *session, char *err, size_t errlen) {
+    wt_session *s = session;
+    WT_CONNECTION *conn = s->session->connection;
+    WT_SESSION *ss = NULL;
+    WT_CURSOR *c = NULL;
+    int ret;
+    wt_snapshot_release(s);
+    if ((ret = conn->open_session(conn, NULL, NULL, &ss)) != 0)
+        return fail(err, errlen, "open_session", ret);
+    if ((ret = ss->begin_transaction(ss, "isolation=snapshot")) != 0 ||
+        (ret = ss->open_cursor(ss, URI, NULL, NULL, &c)) != 0) {
+        ss->close(ss, NULL);
+        return fail(err, errlen, "snapshot", ret);
+    }
+    /* The snapshot is taken at the transaction's first read. */
+    ret = c->next(c);
+    if (ret != 0 && ret != WT_NOTFOUND) {
+        ss->close(ss, NULL);
+        return fail(err, errlen, "snapshot read", ret);
+    }
+    c->reset(c);
+    s->snap_session = ss;
+    s->snap_cursor = c;
+    return 1;
+}
+
+int wt_snapshot_get(void *session, const char *key, size_t key_len, const char **value,
+                    size_t *value_len, char *err, size_t errlen) {
+    wt_session *s = session;
+    WT_CURSOR *c = s->snap_cursor;
+    WT_ITEM k, v;
+    int ret;
+    if (!c) {
+        snprintf(err, errlen, "wiredtiger: no snapshot is held");
+        return -1;
+    }
+    memset(&k, 0, sizeof k);
+    memset(&v, 0, sizeof v);
+    k.data = key;
+    k.size = key_len;
+    c->set_key(c, &k);
+    ret = c->search(c);
+    if (ret == WT_NOTFOUND) return 0;
+    if (ret != 0) return fail(err, errlen, "snapshot search", ret);
+    if ((ret = c->get_value(c, &v)) != 0) return fail(err, errlen, "get_value", ret);
+    *value = v.data;
+    *value_len = v.size;
+    return 1;
+}
+
 void wt_session_close(void *session) {
     wt_session *s = session;
+    wt_snapshot_release(s);
     s->session->close(s->session, NULL);
     free(s);
 }

@@ -22,6 +22,7 @@ pub const BENCHMARKS: &[&str] = &[
     "readwhilewriting",
     "fillsync",
     "smalltxn",
+    "longreader",
 ];
 
 pub const HELP: &str = "\
@@ -33,22 +34,37 @@ USAGE:
                                            markdown report with SVG/PNG charts from JSON lines
     ironbark-bench list                    engines in this build, benchmarks and presets
 
+BENCHMARKS (besides db_bench's fill*, overwrite, read*, seekrandom, deleterandom,
+readwhilewriting, fillsync):
+    smalltxn               --txns transactions of --batch_size random new keys
+    longreader             one read snapshot held while --txns commits of --batch_size
+                           random overwrites of loaded keys run, then released; measures
+                           how far the file grows behind a long-lived reader. Unless
+                           given, --num=10000, --txns=10000, --batch_size=10. `disk MiB`
+                           is measured after close (snapshot released), `held MiB`
+                           after the last commit while the snapshot is still held. The
+                           snapshot must still read the values it saw when taken, or
+                           the run fails. bdb cannot hold a snapshot next to its own
+                           writes and is reported as unsupported (skipped).
+
 FLAGS (db_bench names; `--flag=value` or `--flag value`):
-    --preset=NAME          quick (default), inmem, malloc, rocksdb, smalltxn, readscale
+    --preset=NAME          quick (default), inmem, malloc, rocksdb, smalltxn, readscale,
+                           longreader
     --engines=a,b          engines to run (default: every engine in this build)
     --benchmarks=a,b       workloads, run in order (a non-preset run when given)
-    --num=N                records in the database (default 1000000)
+    --num=N                records in the database (default 1000000; longreader 10000)
     --reads=N              operations per reader thread (default: num)
     --writes=N             operations of overwrite and deleterandom (default: num);
                            fillsync always does num/1000 durable commits
     --key_size=N           bytes per key (default 16)
     --value_size=N         bytes per value (default 100)
-    --batch_size=N         puts per transaction (default 1; *batch fills 1000; smalltxn 100)
+    --batch_size=N         puts per transaction (default 1; *batch fills 1000; smalltxn 100;
+                           longreader 10)
     --threads=1,2,4        reader threads; a list runs each count in turn
     --duration=SECS        run reads (and readwhilewriting) for this long instead of a count
     --writes_per_second=N  rate limit of the readwhilewriting writer (default: none)
     --seek_nexts=N         entries read after each seek in seekrandom (default 10)
-    --txns=N               transactions of smalltxn (default 100)
+    --txns=N               transactions of smalltxn (default 100) and longreader (10000)
     --sync                 durable commits (fsync) in every write benchmark
     --use_existing_db      do not rebuild; the databases in --db hold --num records
     --db=DIR               where the databases live (default: $TMPDIR/ironbark-bench)
@@ -81,6 +97,10 @@ pub struct Config {
     pub preset: Option<String>,
     pub cache_mb: Option<u64>,
     pub malloc: Vec<String>,
+    /// The flags set explicitly (by the user or a preset step), so that a
+    /// workload's own defaults apply only to the others.
+    #[serde(default)]
+    pub given: Vec<String>,
 }
 
 impl Default for Config {
@@ -110,6 +130,7 @@ impl Default for Config {
             preset: None,
             cache_mb: None,
             malloc: vec!["glibc".into()],
+            given: Vec::new(),
         }
     }
 }
@@ -198,7 +219,35 @@ impl Config {
             "malloc" => self.malloc = list(value),
             other => return Err(format!("unknown flag --{other} (try --help)").into()),
         }
+        if !self.given.iter().any(|g| g == name) {
+            self.given.push(name.to_string());
+        }
         Ok(())
+    }
+
+    fn is_given(&self, name: &str) -> bool {
+        self.given.iter().any(|g| g == name)
+    }
+
+    /// The configuration `benchmark` runs with: this one, with the
+    /// workload's own defaults for the flags nobody set. longreader's
+    /// defaults are the issue's workload: 10,000 records, 10,000 commits of
+    /// 10 overwrites. With --use_existing_db the databases hold --num
+    /// records, so --num stays as it is.
+    pub fn for_benchmark(&self, benchmark: &str) -> Config {
+        let mut c = self.clone();
+        if benchmark == "longreader" {
+            if !c.is_given("num") && !c.use_existing_db {
+                c.num = 10_000;
+            }
+            if !c.is_given("txns") {
+                c.txns = 10_000;
+            }
+            if !c.is_given("batch_size") {
+                c.batch_size = Some(10);
+            }
+        }
+        c
     }
 
     pub fn validate(&self) -> Result<()> {
@@ -265,5 +314,37 @@ impl Config {
             .num
             .saturating_mul((self.key_size + self.value_size) as u64 + 64);
         data.saturating_mul(8).max(4 << 30)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(flags: &[&str]) -> Config {
+        let owned: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+        let mut c = Config::default();
+        for (n, v) in split_flags(&owned).unwrap() {
+            c.apply(&n, &v).unwrap();
+        }
+        c
+    }
+
+    #[test]
+    fn longreader_has_its_own_defaults_for_flags_not_given() {
+        let c = config(&["--benchmarks=longreader"]).for_benchmark("longreader");
+        assert_eq!((c.num, c.txns, c.batch_size), (10_000, 10_000, Some(10)));
+        // Other workloads keep the global defaults.
+        let c = config(&[]).for_benchmark("smalltxn");
+        assert_eq!((c.num, c.txns, c.batch_size), (1_000_000, 100, None));
+    }
+
+    #[test]
+    fn flags_given_win_over_longreader_defaults() {
+        let c = config(&["--num=500", "--txns=7", "--batch_size=3"]).for_benchmark("longreader");
+        assert_eq!((c.num, c.txns, c.batch_size), (500, 7, Some(3)));
+        // An existing database holds --num records: the default is kept.
+        let c = config(&["--use_existing_db"]).for_benchmark("longreader");
+        assert_eq!(c.num, 1_000_000);
     }
 }

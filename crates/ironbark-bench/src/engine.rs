@@ -63,4 +63,23 @@ pub trait Session {
         limit: u64,
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<u64>;
+
+    /// Opens a read snapshot and keeps it open until
+    /// [`Session::release_snapshot`], while this session goes on writing:
+    /// the long-lived reader of `longreader`, which pins the pages (or
+    /// versions) of its commit. Returns `Ok(false)` when the engine cannot
+    /// hold one through this interface; `longreader` then reports the engine
+    /// as unsupported instead of measuring something else.
+    fn hold_snapshot(&mut self) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// Point lookup through the held snapshot: sees the data as it was when
+    /// [`Session::hold_snapshot`] ran, whatever was committed since.
+    fn snapshot_get(&mut self, _key: &[u8], _f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        Err("no snapshot is held".into())
+    }
+
+    /// Ends the held snapshot (no-op when none is held).
+    fn release_snapshot(&mut self) {}
 }

@@ -142,7 +142,26 @@ pub const PRESETS: &[Preset] = &[
             ],
         }],
     },
+    LONGREADER,
 ];
+
+/// Not in the seeds: the issue's long-lived reader.
+const LONGREADER: Preset = Preset {
+    name: "longreader",
+    about: "A read snapshot held over 10k commits of 10 random overwrites into 10k records: file growth.",
+    steps: &[Step {
+        title: "long-lived reader",
+        note: "10k records (16-byte keys, 100-byte values); one snapshot taken, then 10k transactions of \
+               10 random overwrites of loaded keys, then the snapshot is released. `held MiB` is the \
+               database size after the last commit with the snapshot still held; `disk MiB` after close.",
+        flags: &[
+            "--num=10000",
+            "--txns=10000",
+            "--batch_size=10",
+            "--benchmarks=longreader",
+        ],
+    }],
+};
 
 pub fn find(name: &str) -> Option<&'static Preset> {
     PRESETS.iter().find(|p| p.name == name)

@@ -728,4 +728,30 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn longreader_shows_the_size_held_and_after_close() {
+        let mut rs = Vec::new();
+        for (e, held, closed) in [
+            ("ironbark", 3u64 << 20, 2u64 << 20),
+            ("lmdb", 6 << 20, 6 << 20),
+        ] {
+            let mut r = run(e, "longreader", 1, 1000.0);
+            r.held_disk_bytes = Some(held);
+            r.disk_bytes = closed;
+            rs.push(r);
+        }
+        let md = crate::tables::summary(&rs);
+        let label = "longreader: MiB on disk, snapshot held";
+        assert_eq!(row(&md, label), [label, "**3.0**", "6.0", "0.50x", "0.50x"]);
+        let label = "longreader: MiB on disk after close";
+        assert_eq!(row(&md, label), [label, "**2.0**", "6.0", "0.33x", "0.33x"]);
+        let table = crate::tables::markdown(&rs);
+        assert!(table.contains("| disk MiB | held MiB |"), "{table}");
+        // A result written before the field existed still reads.
+        let mut v: serde_json::Value = serde_json::to_value(RunResult::default()).unwrap();
+        v.as_object_mut().unwrap().remove("held_disk_bytes");
+        let r: RunResult = serde_json::from_value(v).unwrap();
+        assert_eq!(r.held_disk_bytes, None);
+    }
 }

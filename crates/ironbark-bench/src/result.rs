@@ -55,6 +55,10 @@ pub struct RunResult {
     pub end_rss_bytes: u64,
     pub disk_bytes: u64,
     pub disk_apparent_bytes: u64,
+    /// longreader: allocated bytes of the database after the last commit,
+    /// while the snapshot is still held (`disk_bytes` is after close).
+    #[serde(default)]
+    pub held_disk_bytes: Option<u64>,
 
     /// `wchar` of /proc/self/io from the start of the timed phase through close.
     pub bytes_written: u64,
@@ -81,3 +85,20 @@ pub struct RunResult {
 }
 
 pub const RESULT_PREFIX: &str = "IRONBARK-BENCH-RESULT ";
+
+/// The line a child prints instead of a result when the engine cannot run
+/// the workload at all (followed by the reason).
+pub const UNSUPPORTED_PREFIX: &str = "IRONBARK-BENCH-UNSUPPORTED ";
+
+/// An engine that cannot run a workload: reported and skipped, not a
+/// failed run.
+#[derive(Debug)]
+pub struct Unsupported(pub String);
+
+impl std::fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unsupported {}

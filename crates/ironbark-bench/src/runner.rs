@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use crate::config::{split_flags, Config};
 use crate::engine::Result;
 use crate::presets;
-use crate::result::{RunResult, RESULT_PREFIX};
+use crate::result::{RunResult, Unsupported, RESULT_PREFIX, UNSUPPORTED_PREFIX};
 use crate::tables;
 use crate::workload::{self, Job, Kind};
 
@@ -81,6 +81,12 @@ pub fn spawn_child(job: &Job) -> Result<RunResult> {
     }
     let out = cmd.output()?;
     let stdout = String::from_utf8_lossy(&out.stdout);
+    if let Some(why) = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(UNSUPPORTED_PREFIX))
+    {
+        return Err(Box::new(Unsupported(why.to_string())));
+    }
     let line = stdout.lines().find_map(|l| l.strip_prefix(RESULT_PREFIX));
     match (out.status.success(), line) {
         (true, Some(json)) => Ok(serde_json::from_str(json)?),
@@ -96,7 +102,16 @@ pub fn spawn_child(job: &Job) -> Result<RunResult> {
 pub fn child_main(job_json: &str) -> Result<()> {
     let job: Job = serde_json::from_str(job_json)?;
     check_allocator_loaded(&job.allocator)?;
-    let result = workload::run_child(&job)?;
+    let result = match workload::run_child(&job) {
+        Ok(r) => r,
+        Err(e) => match e.downcast_ref::<Unsupported>() {
+            Some(why) => {
+                println!("{UNSUPPORTED_PREFIX}{why}");
+                return Ok(());
+            }
+            None => return Err(e),
+        },
+    };
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{RESULT_PREFIX}{}", serde_json::to_string(&result)?)?;
     stdout.flush()?;
@@ -229,6 +244,8 @@ pub fn run(raw_args: &[String]) -> Result<Vec<RunResult>> {
                 None
             });
             for bench in &cfg.benchmarks {
+                // Flags the workload has its own defaults for (longreader).
+                let cfg = &cfg.for_benchmark(bench);
                 let threads: Vec<usize> = if workload::uses_threads(bench) {
                     cfg.threads.clone()
                 } else {
@@ -283,7 +300,12 @@ pub fn run(raw_args: &[String]) -> Result<Vec<RunResult>> {
                                     tables::si(r.ops_per_sec),
                                     r.usec_per_op,
                                     r.found,
-                                    r.ops
+                                    // longreader's lookups are its probes.
+                                    if r.benchmark == "longreader" {
+                                        r.expected_found
+                                    } else {
+                                        r.ops
+                                    }
                                 );
                                 writeln!(json, "{}", serde_json::to_string(&r)?)?;
                                 json.flush()?;
@@ -293,6 +315,12 @@ pub fn run(raw_args: &[String]) -> Result<Vec<RunResult>> {
                                 } else {
                                     None
                                 };
+                            }
+                            Err(e) if e.downcast_ref::<Unsupported>().is_some() => {
+                                // The run failed before changing the
+                                // database: the engine is skipped, not failed.
+                                eprintln!("  skipped: {e}");
+                                skipped.push(e.to_string());
                             }
                             Err(e) => {
                                 eprintln!("  error: {e}");

@@ -100,7 +100,8 @@ pub fn markdown(results: &[RunResult]) -> String {
             first.batch_size,
         );
         let rww = first.benchmark == "readwhilewriting";
-        let txn = first.benchmark == "smalltxn" || first.benchmark == "fillsync";
+        let long = first.benchmark == "longreader";
+        let txn = first.benchmark == "smalltxn" || first.benchmark == "fillsync" || long;
         let mut head = vec![
             "engine", "ops/sec", "vs lmdb", "MB/s", "usec/op", "p50", "p75", "p99", "p99.9",
             "p99.99",
@@ -118,9 +119,12 @@ pub fn markdown(results: &[RunResult]) -> String {
             "peak RSS MiB",
             "end RSS MiB",
             "disk MiB",
-            "written MiB",
-            "W-Amp",
         ]);
+        if long {
+            // After the last commit, the snapshot still held.
+            head.push("held MiB");
+        }
+        head.extend(["written MiB", "W-Amp"]);
         if txn || rww {
             head.extend(["KiB/commit", "writes/commit"]);
         }
@@ -158,6 +162,11 @@ pub fn markdown(results: &[RunResult]) -> String {
                 mib(r.peak_rss_bytes),
                 mib(r.end_rss_bytes),
                 mib(r.disk_bytes),
+            ]);
+            if long {
+                row.push(r.held_disk_bytes.map_or("-".into(), mib));
+            }
+            row.extend([
                 mib(r.bytes_written),
                 if r.write_amp > 0.0 {
                     format!("{:.1}", r.write_amp)
@@ -171,7 +180,10 @@ pub fn markdown(results: &[RunResult]) -> String {
                     format!("{:.1}", r.write_calls_per_commit),
                 ]);
             }
-            let found = if r.read_ops > 0 {
+            let found = if long {
+                // Values the held snapshot read back unchanged.
+                format!("{}/{}", r.found, r.expected_found)
+            } else if r.read_ops > 0 {
                 format!("{}/{}", r.found, r.read_ops)
             } else {
                 "-".into()
@@ -361,7 +373,8 @@ fn summary_row(
 
 /// The headline summary: for each preset step, one table with a row per
 /// workload and a column per engine (ops/s; reads/s and writes/s for
-/// readwhilewriting; KiB and write calls per commit for smalltxn), the best
+/// readwhilewriting; KiB and write calls per commit for smalltxn; the
+/// database size with the snapshot held and after close for longreader), the best
 /// of each row in bold, then ironbark's ratio to lmdb and to the best peer.
 pub fn summary(results: &[RunResult]) -> String {
     let mut s = String::from(
@@ -411,6 +424,18 @@ pub fn summary(results: &[RunResult]) -> String {
                 let _ = writeln!(s, "{}", summary_row(&l, &engines, &kib, true, &one));
                 let l = format!("{label}: write calls per commit");
                 let _ = writeln!(s, "{}", summary_row(&l, &engines, &calls, true, &two));
+            }
+            if bench == "longreader" {
+                // What the workload is for: how far the file grew behind
+                // the reader.
+                let to_mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+                let held = |e: &str| pick(e).and_then(|r| r.held_disk_bytes).map(to_mib);
+                let closed = |e: &str| pick(e).map(|r| to_mib(r.disk_bytes));
+                let one = |v: f64| format!("{v:.1}");
+                let l = format!("{label}: MiB on disk, snapshot held");
+                let _ = writeln!(s, "{}", summary_row(&l, &engines, &held, true, &one));
+                let l = format!("{label}: MiB on disk after close");
+                let _ = writeln!(s, "{}", summary_row(&l, &engines, &closed, true, &one));
             }
         }
     }

@@ -13,7 +13,7 @@ use crate::engine::{Engine, EngineConfig, Op, Result, Session};
 use crate::keys::{self, Permutation, Rng, Values};
 use crate::metrics;
 use crate::progress;
-use crate::result::RunResult;
+use crate::result::{RunResult, Unsupported};
 
 /// What the parent asks one child process to do.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -41,7 +41,9 @@ pub enum Kind {
 pub fn kind(benchmark: &str) -> Kind {
     match benchmark {
         "fillseq" | "fillrandom" | "fillseqbatch" | "fillrandbatch" | "fillsync" => Kind::Fill,
-        "overwrite" | "deleterandom" | "smalltxn" | "readwhilewriting" => Kind::Update,
+        "overwrite" | "deleterandom" | "smalltxn" | "readwhilewriting" | "longreader" => {
+            Kind::Update
+        }
         _ => Kind::Read,
     }
 }
@@ -57,6 +59,7 @@ pub fn leaves_full_db(benchmark: &str) -> bool {
             | "fillrandbatch"
             | "overwrite"
             | "readwhilewriting"
+            | "longreader"
     ) || kind(benchmark) == Kind::Read
 }
 
@@ -360,6 +363,81 @@ fn write_loop(ctx: &Ctx<'_>, s: &mut dyn Session, plan: WritePlan<'_>) -> Result
     Ok(t)
 }
 
+/// How many keys longreader reads through its snapshot, before and after
+/// the commits.
+const PROBES: usize = 16;
+
+/// longreader: takes a snapshot, runs `txns` commits of `batch` random
+/// overwrites while holding it, measures the database's size, checks that
+/// the snapshot still reads what it read at the start, then releases it.
+/// Returns the write tally (its `found` counts the probes that passed) and
+/// the size measured while the snapshot was held.
+fn long_reader(
+    ctx: &Ctx<'_>,
+    engine: &dyn Engine,
+    engine_name: &str,
+    seed: u64,
+    batch: u64,
+) -> Result<(Tally, u64)> {
+    let cfg = ctx.cfg;
+    let mut s = engine.session()?;
+    if !s.hold_snapshot()? {
+        return Err(Box::new(Unsupported(format!(
+            "{engine_name} cannot hold a read snapshot in this benchmark (longreader unsupported)"
+        ))));
+    }
+    // The probes are the first keys the writer overwrites (it draws from
+    // the same generator), so each one is rewritten under the snapshot
+    // (with another value, unless an earlier run left that very one).
+    let mut rng = Rng::new(seed);
+    let probes: Vec<Vec<u8>> = (0..PROBES)
+        .map(|_| {
+            let mut k = vec![0u8; cfg.key_size];
+            keys::key_into(rng.below(cfg.num), &mut k);
+            k
+        })
+        .collect();
+    let mut seen = Vec::with_capacity(probes.len());
+    for k in &probes {
+        let mut v = None;
+        s.snapshot_get(k, &mut |x| v = Some(x.to_vec()))?;
+        match v {
+            Some(v) if ctx.values.matches(k, &v) => seen.push(v),
+            Some(_) => return Err(wrong_value(k)),
+            None => return Err(format!("{engine_name}: the snapshot misses a loaded key").into()),
+        }
+    }
+    let plan = WritePlan {
+        order: Order::Uniform(Rng::new(seed)),
+        batch,
+        limit: Limit {
+            count: cfg.txns.saturating_mul(batch),
+            deadline: None,
+            stop: None,
+        },
+        write: WriteKind::Overwrite,
+        append: false,
+        rate: None,
+    };
+    let mut t = write_loop(ctx, s.as_mut(), plan)?;
+    let held_disk = metrics::allocated_bytes(&engine_dir(cfg, engine_name));
+    for (k, before) in probes.iter().zip(&seen) {
+        let mut now = None;
+        s.snapshot_get(k, &mut |x| now = Some(x.to_vec()))?;
+        if now.as_ref() != Some(before) {
+            return Err(format!(
+                "{engine_name}: the held snapshot reads a different value for key {:?} \
+                 after the commits",
+                String::from_utf8_lossy(k)
+            )
+            .into());
+        }
+        t.found += 1;
+    }
+    s.release_snapshot();
+    Ok((t, held_disk))
+}
+
 /// A full forward scan: pages the database in before timed reads (this
 /// machine pages out idle memory), and checks the record count.
 fn warm(engine: &dyn Engine) -> Result<u64> {
@@ -381,6 +459,8 @@ struct Measured {
     wall: Duration,
     /// Lookups that had to find their key.
     expected_found: u64,
+    /// longreader: database size while the snapshot was held.
+    held_disk_bytes: Option<u64>,
 }
 
 fn run_benchmark(job: &Job, engine: &dyn Engine, values: &Values) -> Result<Measured> {
@@ -403,6 +483,7 @@ fn run_benchmark(job: &Job, engine: &dyn Engine, values: &Values) -> Result<Meas
     };
     let seed = |t: usize| thread_seed(cfg, b, t);
     let batch_default = |d: u64| cfg.batch_size.unwrap_or(d);
+    let mut held_disk_bytes = None;
     let t0 = Instant::now();
     let single =
         |order: Order, count: u64, batch: u64, write: WriteKind, append: bool| -> Result<Tally> {
@@ -571,6 +652,11 @@ fn run_benchmark(job: &Job, engine: &dyn Engine, values: &Values) -> Result<Meas
             let expected = total.ops;
             (total, Some(writer?), expected)
         }
+        "longreader" => {
+            let (t, held) = long_reader(&ctx, engine, &job.engine, seed(0), batch_default(10))?;
+            held_disk_bytes = Some(held);
+            (t, None, PROBES as u64)
+        }
         other => return Err(format!("unknown benchmark `{other}`").into()),
     };
     Ok(Measured {
@@ -578,6 +664,7 @@ fn run_benchmark(job: &Job, engine: &dyn Engine, values: &Values) -> Result<Meas
         writes,
         wall: t0.elapsed(),
         expected_found,
+        held_disk_bytes,
     })
 }
 
@@ -625,6 +712,7 @@ pub fn run_child(job: &Job) -> Result<RunResult> {
         "readrandom" | "readmissing" | "seekrandom" | "readseq" | "readreverse"
         | "readwhilewriting" => cfg.reads.unwrap_or(cfg.num) * job.threads.max(1) as u64,
         "smalltxn" => cfg.txns * cfg.batch_size.unwrap_or(100),
+        "longreader" => cfg.txns * cfg.batch_size.unwrap_or(10),
         "fillsync" => (cfg.num / 1000).max(1),
         "overwrite" | "deleterandom" => cfg.writes.unwrap_or(cfg.num),
         _ => cfg.num,
@@ -656,6 +744,7 @@ pub fn run_child(job: &Job) -> Result<RunResult> {
         writes,
         wall,
         expected_found,
+        held_disk_bytes,
     } = measured;
     let wall_s = wall.as_secs_f64().max(1e-9);
     let user_s = u1.user_s - u0.user_s;
@@ -731,6 +820,7 @@ pub fn run_child(job: &Job) -> Result<RunResult> {
         end_rss_bytes: end_rss,
         disk_bytes,
         disk_apparent_bytes,
+        held_disk_bytes,
         bytes_written,
         write_calls,
         storage_bytes_written: io1.write_bytes.saturating_sub(io0.write_bytes),

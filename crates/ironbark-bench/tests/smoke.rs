@@ -199,3 +199,87 @@ fn every_workload_on_every_engine() {
         assert!(md.contains(".svg)"));
     }
 }
+
+/// longreader at a tiny size on every engine of the build: the engines that
+/// can hold a snapshot report the commits, a size measured with the snapshot
+/// held and one after close, and the snapshot read its values back unchanged;
+/// the others are skipped as unsupported without failing the run.
+#[test]
+fn longreader_holds_a_snapshot_over_the_commits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("results.jsonl");
+    let engines = built_engines();
+    let out = Command::new(bench_exe())
+        .arg("--benchmarks=longreader")
+        .arg("--num=500")
+        .arg("--txns=40")
+        .arg(format!("--db={}", dir.path().join("db").display()))
+        .arg(format!("--json={}", json.display()))
+        .output()
+        .expect("run ironbark-bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ironbark-bench failed:\n{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("| held MiB |"),
+        "no held-size column:\n{stdout}"
+    );
+
+    let text = std::fs::read_to_string(&json).expect("json file");
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    // Every engine but BerkeleyDB holds a snapshot (see shims/bdb.c).
+    let holders = [
+        "ironbark",
+        "lmdb",
+        "redb",
+        "fjall",
+        "sqlite",
+        "rocksdb",
+        "rocksdb-tuned",
+        "leveldb",
+        "wiredtiger",
+    ];
+    for engine in &engines {
+        let row = rows
+            .iter()
+            .find(|r| r["engine"] == engine.as_str() && r["benchmark"] == "longreader");
+        let Some(row) = row else {
+            assert!(
+                !holders.contains(&engine.as_str()),
+                "no longreader result for {engine}"
+            );
+            assert!(
+                stdout.contains(&format!("Skipped: {engine} cannot hold a read snapshot")),
+                "{engine}: neither a result nor a skip:\n{stdout}"
+            );
+            continue;
+        };
+        // The workload's own batch default (10), the given sizes.
+        assert_eq!(row["num"], 500, "{engine}");
+        assert_eq!(row["batch_size"], 10, "{engine}");
+        assert_eq!(row["commits"], 40, "{engine}: commits");
+        assert_eq!(row["write_ops"], 400, "{engine}: overwrites");
+        assert_eq!(row["ops"], 400, "{engine}: ops");
+        assert!(row["ops_per_sec"].as_f64().unwrap() > 0.0, "{engine}");
+        // Every probe read through the held snapshot returned its old value.
+        assert_eq!(row["expected_found"], 16, "{engine}: probes");
+        assert_eq!(row["found"], row["expected_found"], "{engine}: probes");
+        let held = row["held_disk_bytes"].as_u64().expect("held size");
+        assert!(held > 0, "{engine}: no size while the snapshot was held");
+        assert!(row["disk_bytes"].as_u64().unwrap() > 0, "{engine}: no size");
+        assert!(
+            row["bytes_written"].as_u64().unwrap() > 0,
+            "{engine}: nothing written"
+        );
+    }
+    for e in ["ironbark", "lmdb"] {
+        assert!(
+            rows.iter()
+                .any(|r| r["engine"] == e && r["benchmark"] == "longreader"),
+            "no longreader result for {e}"
+        );
+    }
+}

@@ -50,6 +50,10 @@ extern "C" {
 #define IRONBARK_ETXNENDED (-19)      /* the cursor's transaction has ended */
 #define IRONBARK_EPANIC (-20)         /* internal error (a bug): caught, not propagated */
 #define IRONBARK_EUNKNOWN (-21)       /* an error kind newer than this header */
+#define IRONBARK_ESTALETREE (-22)     /* tree handle of a tree dropped in an earlier txn */
+#define IRONBARK_EFOREIGNTREE (-23)   /* tree handle of another database */
+#define IRONBARK_ELOCKLESSREADER (-24) /* a lockless read-only process keeps writers out */
+#define IRONBARK_EWRITETXNTHREAD (-25) /* this thread already holds the write txn */
 
 /* Flags of ironbark_txn_begin. */
 #define IRONBARK_TXN_WRITE 0u         /* a write transaction, waiting for the lock */

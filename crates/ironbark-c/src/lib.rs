@@ -69,6 +69,14 @@ pub const IRONBARK_ETXNENDED: c_int = -19;
 pub const IRONBARK_EPANIC: c_int = -20;
 /// An error kind newer than this library's list.
 pub const IRONBARK_EUNKNOWN: c_int = -21;
+/// A tree handle whose tree was dropped in an earlier transaction.
+pub const IRONBARK_ESTALETREE: c_int = -22;
+/// A tree handle used with another database than its own.
+pub const IRONBARK_EFOREIGNTREE: c_int = -23;
+/// A read-only process without the lock file keeps writers out.
+pub const IRONBARK_ELOCKLESSREADER: c_int = -24;
+/// This thread already holds the write transaction: waiting would never end.
+pub const IRONBARK_EWRITETXNTHREAD: c_int = -25;
 
 /// `ironbark_txn_begin`: a read snapshot.
 pub const IRONBARK_TXN_READ_ONLY: c_uint = 1;
@@ -233,6 +241,11 @@ fn code_of(e: &Error) -> c_int {
         Error::Poisoned => IRONBARK_EPOISONED,
         Error::InvalidOption(_) => IRONBARK_EOPTION,
         Error::TxnFailed(_) => IRONBARK_ETXNFAILED,
+        Error::StaleTree(_) => IRONBARK_ESTALETREE,
+        Error::ForeignTree(_) => IRONBARK_EFOREIGNTREE,
+        Error::LocklessReader => IRONBARK_ELOCKLESSREADER,
+        Error::WriteTxnOnThisThread => IRONBARK_EWRITETXNTHREAD,
+        // The engine's error is non-exhaustive: kinds newer than this list.
         _ => IRONBARK_EUNKNOWN,
     }
 }
@@ -401,6 +414,12 @@ pub extern "C" fn ironbark_strerror(code: c_int) -> *const c_char {
         IRONBARK_ETXNENDED => c"the transaction has ended",
         IRONBARK_EPANIC => c"internal error",
         IRONBARK_EUNKNOWN => c"unknown error",
+        IRONBARK_ESTALETREE => c"stale tree handle: the tree was dropped in an earlier transaction",
+        IRONBARK_EFOREIGNTREE => c"the tree handle belongs to another database",
+        IRONBARK_ELOCKLESSREADER => {
+            c"a read-only process without the lock file is reading; writers wait until it closes"
+        }
+        IRONBARK_EWRITETXNTHREAD => c"this thread already holds the write transaction",
         _ => c"unknown status code",
     };
     s.as_ptr()

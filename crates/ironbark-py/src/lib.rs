@@ -142,6 +142,35 @@ create_exception!(
 );
 create_exception!(
     ironbark,
+    StaleTreeError,
+    Error,
+    "A tree handle whose tree was dropped in an earlier transaction."
+);
+create_exception!(
+    ironbark,
+    ForeignTreeError,
+    Error,
+    "A tree handle used with another database than its own."
+);
+// A LockedError: like another process's writer, it keeps writers out, so
+// code that retries on LockedError retries on it too.
+create_exception!(
+    ironbark,
+    LocklessReaderError,
+    LockedError,
+    "A read-only process reading without the lock file keeps writers out (nowait=True)."
+);
+// A BusyError: the write transaction in progress is this thread's own, and
+// this is what `begin(write=True)` raised for it before the engine had a
+// kind of its own.
+create_exception!(
+    ironbark,
+    WriteTxnOnThisThreadError,
+    BusyError,
+    "This thread already holds the write transaction: waiting would never end."
+);
+create_exception!(
+    ironbark,
     ClosedError,
     Error,
     "The transaction has ended, or the database is closed."
@@ -168,6 +197,11 @@ fn to_py(e: EngineError) -> PyErr {
         EngineError::Poisoned => PoisonedError::new_err(msg),
         EngineError::InvalidOption(_) => InvalidOptionError::new_err(msg),
         EngineError::TxnFailed(_) => TxnFailedError::new_err(msg),
+        EngineError::StaleTree(_) => StaleTreeError::new_err(msg),
+        EngineError::ForeignTree(_) => ForeignTreeError::new_err(msg),
+        EngineError::LocklessReader => LocklessReaderError::new_err(msg),
+        EngineError::WriteTxnOnThisThread => WriteTxnOnThisThreadError::new_err(msg),
+        // The engine's error is non-exhaustive: kinds newer than this list.
         _ => Error::new_err(msg),
     }
 }
@@ -233,7 +267,7 @@ impl PyDatabase {
         let mut main = None;
         let state = if write {
             if !nowait && holds_writer(db.path()) {
-                return Err(BusyError::new_err(
+                return Err(WriteTxnOnThisThreadError::new_err(
                     "this thread already holds the write transaction of this database \
                      (waiting for it would wait forever)",
                 ));
@@ -1108,6 +1142,13 @@ fn _ironbark(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PoisonedError", py.get_type::<PoisonedError>())?;
     m.add("InvalidOptionError", py.get_type::<InvalidOptionError>())?;
     m.add("TxnFailedError", py.get_type::<TxnFailedError>())?;
+    m.add("StaleTreeError", py.get_type::<StaleTreeError>())?;
+    m.add("ForeignTreeError", py.get_type::<ForeignTreeError>())?;
+    m.add("LocklessReaderError", py.get_type::<LocklessReaderError>())?;
+    m.add(
+        "WriteTxnOnThisThreadError",
+        py.get_type::<WriteTxnOnThisThreadError>(),
+    )?;
     m.add("ClosedError", py.get_type::<ClosedError>())?;
     Ok(())
 }

@@ -322,19 +322,30 @@ def test_limits_and_types(db):
 
 def test_every_error_is_an_ironbark_error():
     names = [n for n in ironbark.__all__ if n.endswith("Error")]
-    assert len(names) == 19
+    assert len(names) == 23
     for name in names:
         cls = getattr(ironbark, name)
         assert issubclass(cls, ironbark.Error) and issubclass(cls, Exception)
+    # Each engine error kind has its own class; the two that refine an
+    # older one stay catchable as it.
+    assert issubclass(ironbark.WriteTxnOnThisThreadError, ironbark.BusyError)
+    assert issubclass(ironbark.LocklessReaderError, ironbark.LockedError)
+    assert not issubclass(ironbark.StaleTreeError, ironbark.TreeDroppedError)
 
 
 def test_one_writer_at_a_time(db):
     w = db.begin(write=True)
     with pytest.raises(ironbark.BusyError):
         db.begin(write=True, nowait=True)
-    # Waiting for itself would never end: refused at once.
-    with pytest.raises(ironbark.BusyError, match="already holds the write transaction"):
+    # Waiting for itself would never end: refused at once, with its own
+    # class (a BusyError, as before it had one).
+    with pytest.raises(
+        ironbark.WriteTxnOnThisThreadError, match="already holds the write transaction"
+    ):
         db.begin(write=True)
+    # A sync would wait for the write lock too: the engine refuses it.
+    with pytest.raises(ironbark.WriteTxnOnThisThreadError, match="already holds"):
+        db.sync()
     # A writer in another thread waits (with the interpreter lock released)
     # until this one commits.
     done = []

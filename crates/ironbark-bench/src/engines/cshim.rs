@@ -46,6 +46,7 @@ type ScanNextFn = unsafe extern "C" fn(
     usize,
 ) -> c_int;
 type ReleaseFn = unsafe extern "C" fn(*mut c_void);
+type SnapshotHoldFn = unsafe extern "C" fn(*mut c_void, *mut c_char, usize) -> c_int;
 
 /// The functions of one shim (the same signatures, a different prefix).
 pub struct Api {
@@ -59,12 +60,16 @@ pub struct Api {
     scan_start: ScanStartFn,
     scan_next: ScanNextFn,
     release: ReleaseFn,
+    snapshot_hold: SnapshotHoldFn,
+    snapshot_get: GetFn,
+    snapshot_release: ReleaseFn,
 }
 
 macro_rules! shim {
     ($feature:literal, $module:ident, $api:ident, $name:literal,
      $open:ident, $close:ident, $session_open:ident, $session_close:ident, $write:ident,
-     $get:ident, $scan_start:ident, $scan_next:ident, $release:ident) => {
+     $get:ident, $scan_start:ident, $scan_next:ident, $release:ident,
+     $snapshot_hold:ident, $snapshot_get:ident, $snapshot_release:ident) => {
         #[cfg(feature = $feature)]
         mod $module {
             use super::*;
@@ -119,6 +124,17 @@ macro_rules! shim {
                     errlen: usize,
                 ) -> c_int;
                 fn $release(s: *mut c_void);
+                fn $snapshot_hold(s: *mut c_void, err: *mut c_char, errlen: usize) -> c_int;
+                fn $snapshot_get(
+                    s: *mut c_void,
+                    k: *const c_char,
+                    kl: usize,
+                    v: *mut *const c_char,
+                    vl: *mut usize,
+                    err: *mut c_char,
+                    errlen: usize,
+                ) -> c_int;
+                fn $snapshot_release(s: *mut c_void);
             }
             pub static $api: Api = Api {
                 name: $name,
@@ -131,6 +147,9 @@ macro_rules! shim {
                 scan_start: $scan_start,
                 scan_next: $scan_next,
                 release: $release,
+                snapshot_hold: $snapshot_hold,
+                snapshot_get: $snapshot_get,
+                snapshot_release: $snapshot_release,
             };
         }
         #[cfg(feature = $feature)]
@@ -151,7 +170,10 @@ shim!(
     ldb_get,
     ldb_scan_start,
     ldb_scan_next,
-    ldb_release
+    ldb_release,
+    ldb_snapshot_hold,
+    ldb_snapshot_get,
+    ldb_snapshot_release
 );
 shim!(
     "wiredtiger",
@@ -166,7 +188,10 @@ shim!(
     wt_get,
     wt_scan_start,
     wt_scan_next,
-    wt_release
+    wt_release,
+    wt_snapshot_hold,
+    wt_snapshot_get,
+    wt_snapshot_release
 );
 shim!(
     "bdb",
@@ -181,7 +206,10 @@ shim!(
     bdb_get,
     bdb_scan_start,
     bdb_scan_next,
-    bdb_release
+    bdb_release,
+    bdb_snapshot_hold,
+    bdb_snapshot_get,
+    bdb_snapshot_release
 );
 
 const ERR_LEN: usize = 512;
@@ -271,8 +299,45 @@ struct ShimSession<'a> {
 
 impl Drop for ShimSession<'_> {
     fn drop(&mut self) {
+        // session_close releases a snapshot still held.
         // SAFETY: `self.s` came from session_open and is closed once, here.
         unsafe { (self.api.session_close)(self.s) }
+    }
+}
+
+impl ShimSession<'_> {
+    /// A point lookup through `get` (the session's `get` or its
+    /// `snapshot_get`), which share one contract.
+    fn lookup(&mut self, get: GetFn, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let mut v: *const c_char = std::ptr::null();
+        let mut vl = 0usize;
+        let mut err = [0 as c_char; ERR_LEN];
+        // SAFETY: `key` is valid for `key.len()` bytes; out-pointers valid.
+        let rc = unsafe {
+            get(
+                self.s,
+                key.as_ptr().cast(),
+                key.len(),
+                &mut v,
+                &mut vl,
+                err.as_mut_ptr(),
+                ERR_LEN,
+            )
+        };
+        let out = match rc {
+            1 => {
+                // SAFETY: on 1 the shim points `v` at `vl` bytes that stay
+                // valid until the next call on this session (the release below).
+                let value = unsafe { std::slice::from_raw_parts(v.cast::<u8>(), vl) };
+                f(value);
+                Ok(true)
+            }
+            0 => Ok(false),
+            _ => Err(error(&err)),
+        };
+        // SAFETY: the value slice is no longer used.
+        unsafe { (self.api.release)(self.s) };
+        out
     }
 }
 
@@ -312,35 +377,28 @@ impl Session for ShimSession<'_> {
     }
 
     fn get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
-        let mut v: *const c_char = std::ptr::null();
-        let mut vl = 0usize;
+        self.lookup(self.api.get, key, f)
+    }
+
+    fn hold_snapshot(&mut self) -> Result<bool> {
         let mut err = [0 as c_char; ERR_LEN];
-        // SAFETY: `key` is valid for `key.len()` bytes; out-pointers valid.
-        let rc = unsafe {
-            (self.api.get)(
-                self.s,
-                key.as_ptr().cast(),
-                key.len(),
-                &mut v,
-                &mut vl,
-                err.as_mut_ptr(),
-                ERR_LEN,
-            )
-        };
-        let out = match rc {
-            1 => {
-                // SAFETY: on 1 the shim points `v` at `vl` bytes that stay
-                // valid until the next call on this session (the release below).
-                let value = unsafe { std::slice::from_raw_parts(v.cast::<u8>(), vl) };
-                f(value);
-                Ok(true)
-            }
+        // SAFETY: `self.s` is this session's live handle; `err` is valid
+        // for ERR_LEN bytes.
+        match unsafe { (self.api.snapshot_hold)(self.s, err.as_mut_ptr(), ERR_LEN) } {
+            1 => Ok(true),
             0 => Ok(false),
             _ => Err(error(&err)),
-        };
-        // SAFETY: the value slice is no longer used.
-        unsafe { (self.api.release)(self.s) };
-        out
+        }
+    }
+
+    fn snapshot_get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        self.lookup(self.api.snapshot_get, key, f)
+    }
+
+    fn release_snapshot(&mut self) {
+        // SAFETY: `self.s` is this session's live handle; releasing when
+        // nothing is held is a no-op in every shim.
+        unsafe { (self.api.snapshot_release)(self.s) }
     }
 
     fn scan(

@@ -8,7 +8,9 @@
 //! journal reaches the OS, no sync), as RocksDB without `sync`. Close
 //! persists the journal with `SyncAll`. Lookups read the latest committed
 //! state; each scan iterates its own snapshot. Flushes and compactions run on
-//! fjall's background threads, as they do for RocksDB.
+//! fjall's background threads, as they do for RocksDB. `longreader` keeps one
+//! partition snapshot open in the session, which holds back garbage
+//! collection of the versions it can see.
 
 use fjall::{
     CompressionType, Config, Keyspace, PartitionCreateOptions, PartitionHandle, PersistMode,
@@ -45,7 +47,10 @@ pub fn open(cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
 
 impl Engine for Fjall {
     fn session(&self) -> Result<Box<dyn Session + '_>> {
-        Ok(Box::new(FjallSession { e: self }))
+        Ok(Box::new(FjallSession {
+            e: self,
+            held: None,
+        }))
     }
 
     fn counters(&self) -> Vec<(String, u64)> {
@@ -84,6 +89,8 @@ fn check_sizes(key: &[u8], value_len: usize) -> Result<()> {
 
 struct FjallSession<'a> {
     e: &'a Fjall,
+    /// The snapshot of `longreader`.
+    held: Option<fjall::Snapshot>,
 }
 
 impl Session for FjallSession<'_> {
@@ -104,6 +111,26 @@ impl Session for FjallSession<'_> {
         }
         batch.commit()?;
         Ok(())
+    }
+
+    fn hold_snapshot(&mut self) -> Result<bool> {
+        self.held = Some(self.e.partition.snapshot());
+        Ok(true)
+    }
+
+    fn snapshot_get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let snap = self.held.as_ref().ok_or("no snapshot is held")?;
+        match snap.get(key)? {
+            Some(v) => {
+                f(&v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn release_snapshot(&mut self) {
+        self.held = None;
     }
 
     fn get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {

@@ -2,9 +2,10 @@
 //!
 //! Non-durable runs open with `Durability::None`; durable runs commit with
 //! one fdatasync each. There is no append flag: the engine detects
-//! sequential inserts itself. One read transaction per lookup.
+//! sequential inserts itself. One read transaction per lookup; `longreader`
+//! keeps one more `ReadTxn` open in the session while it commits.
 
-use ironbark::{Database, Durability, Options, Tree};
+use ironbark::{Database, Durability, Options, ReadTxn, Tree};
 
 use crate::engine::{Engine, EngineConfig, Op, Result, Session};
 
@@ -34,7 +35,10 @@ pub fn open(cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
 
 impl Engine for Ironbark {
     fn session(&self) -> Result<Box<dyn Session + '_>> {
-        Ok(Box::new(IronbarkSession { e: self }))
+        Ok(Box::new(IronbarkSession {
+            e: self,
+            held: None,
+        }))
     }
 
     fn counters(&self) -> Vec<(String, u64)> {
@@ -62,6 +66,8 @@ impl Engine for Ironbark {
 
 struct IronbarkSession<'a> {
     e: &'a Ironbark,
+    /// The snapshot of `longreader`; its reader slot pins its commit.
+    held: Option<ReadTxn>,
 }
 
 impl Session for IronbarkSession<'_> {
@@ -78,6 +84,26 @@ impl Session for IronbarkSession<'_> {
         }
         tx.commit()?;
         Ok(())
+    }
+
+    fn hold_snapshot(&mut self) -> Result<bool> {
+        self.held = Some(self.e.db.begin_read()?);
+        Ok(true)
+    }
+
+    fn snapshot_get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let rx = self.held.as_ref().ok_or("no snapshot is held")?;
+        match rx.get(&self.e.tree, key)? {
+            Some(v) => {
+                f(v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn release_snapshot(&mut self) {
+        self.held = None;
     }
 
     fn get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {

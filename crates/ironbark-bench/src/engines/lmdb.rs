@@ -2,12 +2,14 @@
 //!
 //! As in Symas' drivers: `MDB_NOSYNC` for non-durable runs, `MDB_APPEND` for
 //! sequential fills, `MDB_NORDAHEAD` (the data set fits in memory), one read
-//! transaction per lookup.
+//! transaction per lookup. `longreader` keeps one `RoTxn` open in the
+//! session; LMDB (without `MDB_NOTLS`) allows one read transaction per
+//! thread, so that session must not call `get` or `scan` while it holds it.
 
 use std::ops::Bound;
 
 use heed::types::Bytes;
-use heed::{Database, Env, EnvFlags, EnvOpenOptions, PutFlags};
+use heed::{Database, Env, EnvFlags, EnvOpenOptions, PutFlags, RoTxn};
 
 use crate::engine::{Engine, EngineConfig, Op, Result, Session};
 
@@ -46,7 +48,10 @@ pub fn open(cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
 
 impl Engine for Lmdb {
     fn session(&self) -> Result<Box<dyn Session + '_>> {
-        Ok(Box::new(LmdbSession { e: self }))
+        Ok(Box::new(LmdbSession {
+            e: self,
+            held: None,
+        }))
     }
 
     fn close(self: Box<Self>) -> Result<()> {
@@ -63,6 +68,9 @@ impl Engine for Lmdb {
 
 struct LmdbSession<'a> {
     e: &'a Lmdb,
+    /// The snapshot of `longreader`; it borrows the environment, as the
+    /// session does.
+    held: Option<RoTxn<'a>>,
 }
 
 impl Session for LmdbSession<'_> {
@@ -80,6 +88,27 @@ impl Session for LmdbSession<'_> {
         }
         wtxn.commit()?;
         Ok(())
+    }
+
+    fn hold_snapshot(&mut self) -> Result<bool> {
+        self.held = None;
+        self.held = Some(self.e.env.read_txn()?);
+        Ok(true)
+    }
+
+    fn snapshot_get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let rtxn = self.held.as_ref().ok_or("no snapshot is held")?;
+        match self.e.db.get(rtxn, key)? {
+            Some(v) => {
+                f(v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn release_snapshot(&mut self) {
+        self.held = None;
     }
 
     fn get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {

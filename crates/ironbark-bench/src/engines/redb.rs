@@ -1,9 +1,10 @@
 //! redb: copy-on-write B-trees with its own page cache.
 //!
 //! Non-durable runs commit with `Durability::None`; close makes one durable
-//! commit so the next process sees the data.
+//! commit so the next process sees the data. `longreader` keeps one
+//! `ReadTransaction` open in the session.
 
-use redb::{Database, Durability, ReadableTable, TableDefinition};
+use redb::{Database, Durability, ReadTransaction, ReadableTable, TableDefinition};
 
 use crate::engine::{Engine, EngineConfig, Op, Result, Session};
 
@@ -26,7 +27,10 @@ pub fn open(cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
 
 impl Engine for Redb {
     fn session(&self) -> Result<Box<dyn Session + '_>> {
-        Ok(Box::new(RedbSession { e: self }))
+        Ok(Box::new(RedbSession {
+            e: self,
+            held: None,
+        }))
     }
 
     fn close(self: Box<Self>) -> Result<()> {
@@ -40,6 +44,8 @@ impl Engine for Redb {
 
 struct RedbSession<'a> {
     e: &'a Redb,
+    /// The snapshot of `longreader`.
+    held: Option<ReadTransaction>,
 }
 
 impl Session for RedbSession<'_> {
@@ -63,6 +69,27 @@ impl Session for RedbSession<'_> {
         }
         tx.commit()?;
         Ok(())
+    }
+
+    fn hold_snapshot(&mut self) -> Result<bool> {
+        self.held = Some(self.e.db.begin_read()?);
+        Ok(true)
+    }
+
+    fn snapshot_get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let rx = self.held.as_ref().ok_or("no snapshot is held")?;
+        let t = rx.open_table(TABLE)?;
+        match t.get(key)? {
+            Some(v) => {
+                f(v.value());
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn release_snapshot(&mut self) {
+        self.held = None;
     }
 
     fn get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {

@@ -7,9 +7,12 @@
 //! 1 GiB level base, 4 background jobs, 10-bit bloom filters with locality 1,
 //! mmap reads, unlimited open files). Its plain table and prefix-hash
 //! memtable are left out: they give up total-order iteration, which
-//! readseq and seekrandom need.
+//! readseq and seekrandom need. `longreader` keeps one `Snapshot` in the
+//! session, which keeps compaction from dropping the versions it can see.
 
-use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, WriteBatch, WriteOptions, DB};
+use rocksdb::{
+    BlockBasedOptions, Cache, DBCompressionType, Options, Snapshot, WriteBatch, WriteOptions, DB,
+};
 
 use crate::engine::{Engine, EngineConfig, Op, Result, Session};
 
@@ -56,7 +59,10 @@ pub fn open(cfg: &EngineConfig, tuned: bool) -> Result<Box<dyn Engine>> {
 
 impl Engine for Rocks {
     fn session(&self) -> Result<Box<dyn Session + '_>> {
-        Ok(Box::new(RocksSession { e: self }))
+        Ok(Box::new(RocksSession {
+            e: self,
+            held: None,
+        }))
     }
 
     fn close(self: Box<Self>) -> Result<()> {
@@ -68,6 +74,9 @@ impl Engine for Rocks {
 
 struct RocksSession<'a> {
     e: &'a Rocks,
+    /// The snapshot of `longreader`; it borrows the database, as the
+    /// session does.
+    held: Option<Snapshot<'a>>,
 }
 
 impl Session for RocksSession<'_> {
@@ -81,6 +90,26 @@ impl Session for RocksSession<'_> {
         }
         self.e.db.write_opt(batch, &self.e.write_options)?;
         Ok(())
+    }
+
+    fn hold_snapshot(&mut self) -> Result<bool> {
+        self.held = Some(self.e.db.snapshot());
+        Ok(true)
+    }
+
+    fn snapshot_get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let snap = self.held.as_ref().ok_or("no snapshot is held")?;
+        match snap.get_pinned(key)? {
+            Some(v) => {
+                f(&v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn release_snapshot(&mut self) {
+        self.held = None;
     }
 
     fn get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {

@@ -1,6 +1,8 @@
 //! SQLite (bundled) as a key/value table: `WITHOUT ROWID`, WAL mode, one
 //! connection per thread. `synchronous=OFF` for non-durable runs, `FULL`
-//! (an fsync per commit) for durable ones.
+//! (an fsync per commit) for durable ones. `longreader` holds its snapshot
+//! on a second connection of the session: a read transaction (`BEGIN` and a
+//! `SELECT`), which keeps checkpoints from recycling the WAL behind it.
 
 use std::path::PathBuf;
 
@@ -59,6 +61,10 @@ impl Engine for SqliteShared {
         };
         Ok(Box::new(SqliteSession {
             conn: connect(&path, sync, cache_kib)?,
+            path,
+            sync,
+            cache_kib,
+            held: None,
         }))
     }
 
@@ -76,6 +82,13 @@ impl Engine for SqliteShared {
 
 struct SqliteSession {
     conn: Connection,
+    path: PathBuf,
+    sync: bool,
+    cache_kib: u64,
+    /// The connection whose open read transaction is `longreader`'s
+    /// snapshot (a connection cannot read in one transaction and commit in
+    /// others).
+    held: Option<Connection>,
 }
 
 impl Session for SqliteSession {
@@ -97,6 +110,41 @@ impl Session for SqliteSession {
         }
         tx.commit()?;
         Ok(())
+    }
+
+    fn hold_snapshot(&mut self) -> Result<bool> {
+        self.release_snapshot();
+        let conn = connect(&self.path, self.sync, self.cache_kib)?;
+        // A deferred BEGIN takes its snapshot at the first read.
+        conn.execute_batch("BEGIN")?;
+        conn.query_row(
+            "SELECT count(*) FROM (SELECT 1 FROM kv LIMIT 1)",
+            [],
+            |_| Ok(()),
+        )?;
+        self.held = Some(conn);
+        Ok(true)
+    }
+
+    fn snapshot_get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let conn = self.held.as_ref().ok_or("no snapshot is held")?;
+        let mut stmt = conn.prepare_cached("SELECT v FROM kv WHERE k = ?1")?;
+        let mut rows = stmt.query(params![key])?;
+        match rows.next()? {
+            Some(row) => {
+                f(row.get_ref(0)?.as_blob()?);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn release_snapshot(&mut self) {
+        if let Some(conn) = self.held.take() {
+            // Ending the read transaction cannot lose data; closing the
+            // connection ends it in any case.
+            let _ = conn.execute_batch("COMMIT");
+        }
     }
 
     fn get(&mut self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {

@@ -60,7 +60,8 @@ static void test_errors_and_strings(void) {
                    IRONBARK_ETREEDROPPED, IRONBARK_EREADERSFULL, IRONBARK_EBUSY,
                    IRONBARK_ELOCKED,     IRONBARK_EREADONLY,    IRONBARK_EPOISONED,
                    IRONBARK_EOPTION,     IRONBARK_ETXNFAILED,   IRONBARK_ETXNENDED,
-                   IRONBARK_EPANIC,      IRONBARK_EUNKNOWN};
+                   IRONBARK_EPANIC,      IRONBARK_EUNKNOWN,     IRONBARK_ESTALETREE,
+                   IRONBARK_EFOREIGNTREE, IRONBARK_ELOCKLESSREADER, IRONBARK_EWRITETXNTHREAD};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         const char *s = ironbark_strerror(codes[i]);
         CHECK(s != NULL && strlen(s) > 0);
@@ -419,6 +420,56 @@ static void test_read_only_and_readers(const char *dir) {
     ironbark_close(db);
 }
 
+/* Misuse the engine detects gets its own code, not IRONBARK_EUNKNOWN: a
+ * blocking second write transaction (or a sync) on the thread that holds
+ * the write transaction, and a tree handle used with another database. */
+static void test_thread_and_handle_misuse(const char *dir) {
+    ironbark_db *a = NULL, *b = NULL;
+    ironbark_txn *w = NULL, *w2 = NULL, *r = NULL;
+    ironbark_tree *t = NULL;
+    const uint8_t *v;
+    size_t vl;
+
+    CHECK_RC(ironbark_open(db_path(dir, "misuse-a.ib"), NULL, &a), IRONBARK_OK);
+    CHECK_RC(ironbark_open(db_path(dir, "misuse-b.ib"), NULL, &b), IRONBARK_OK);
+
+    CHECK_RC(ironbark_txn_begin(a, IRONBARK_TXN_WRITE, &w), IRONBARK_OK);
+    /* Waiting for the lock this thread holds would never end. */
+    CHECK_RC(ironbark_txn_begin(a, IRONBARK_TXN_WRITE, &w2), IRONBARK_EWRITETXNTHREAD);
+    CHECK(w2 == NULL);
+    CHECK(strstr(ironbark_last_error(), "already holds the write transaction") != NULL);
+    CHECK_RC(ironbark_sync(a), IRONBARK_EWRITETXNTHREAD);
+    /* Without waiting it is still plain EBUSY. */
+    CHECK_RC(ironbark_txn_begin(a, IRONBARK_TXN_NOWAIT, &w2), IRONBARK_EBUSY);
+    CHECK_RC(ironbark_tree_open(w, "t", IRONBARK_TREE_CREATE, &t), IRONBARK_OK);
+    CHECK_RC(ironbark_put(w, t, B("k"), 1, B("v"), 1), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_commit(w), IRONBARK_OK);
+    /* Once the writer is gone, both work again. */
+    CHECK_RC(ironbark_sync(a), IRONBARK_OK);
+
+    /* A handle of database a, used in a transaction of database b (which
+     * has a tree of the same name). */
+    ironbark_tree *tb = NULL;
+    CHECK_RC(ironbark_txn_begin(b, IRONBARK_TXN_WRITE, &w), IRONBARK_OK);
+    CHECK_RC(ironbark_tree_open(w, "t", IRONBARK_TREE_CREATE, &tb), IRONBARK_OK);
+    CHECK_RC(ironbark_put(w, t, B("k"), 1, B("x"), 1), IRONBARK_EFOREIGNTREE);
+    CHECK(strstr(ironbark_last_error(), "belongs to another database") != NULL);
+    CHECK_RC(ironbark_put(w, tb, B("k"), 1, B("x"), 1), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_commit(w), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_begin(b, IRONBARK_TXN_READ_ONLY, &r), IRONBARK_OK);
+    CHECK_RC(ironbark_get(r, t, B("k"), 1, &v, &vl), IRONBARK_EFOREIGNTREE);
+    CHECK_RC(ironbark_get(r, tb, B("k"), 1, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(v, vl, "x"));
+    ironbark_txn_abort(r);
+
+    CHECK(strcmp(ironbark_strerror(IRONBARK_EFOREIGNTREE),
+                 "the tree handle belongs to another database") == 0);
+    ironbark_tree_close(tb);
+    ironbark_tree_close(t);
+    ironbark_close(b);
+    ironbark_close(a);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s DIRECTORY\n", argv[0]);
@@ -429,6 +480,7 @@ int main(int argc, char **argv) {
     test_null_handles();
     test_main_flow(argv[1]);
     test_read_only_and_readers(argv[1]);
+    test_thread_and_handle_misuse(argv[1]);
     printf("%d checks passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

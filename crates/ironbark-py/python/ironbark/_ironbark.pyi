@@ -20,9 +20,11 @@ __all__ = [
     "InvalidOptionError",
     "InvalidPageSizeError",
     "InvalidTreeNameError",
+    "ForeignTreeError",
     "IoError",
     "KeyTooLargeError",
     "LockedError",
+    "LocklessReaderError",
     "MAX_VALUE_LEN",
     "NoSuchTreeError",
     "NotAnIronbarkFileError",
@@ -30,10 +32,12 @@ __all__ = [
     "RangeIterator",
     "ReadOnlyError",
     "ReadersFullError",
+    "StaleTreeError",
     "Transaction",
     "TreeDroppedError",
     "TxnFailedError",
     "ValueTooLargeError",
+    "WriteTxnOnThisThreadError",
     "open",
 ]
 
@@ -58,6 +62,10 @@ class ReadOnlyError(Error): ...
 class PoisonedError(Error): ...
 class InvalidOptionError(Error): ...
 class TxnFailedError(Error): ...
+class StaleTreeError(Error): ...
+class ForeignTreeError(Error): ...
+class LocklessReaderError(LockedError): ...
+class WriteTxnOnThisThreadError(BusyError): ...
 class ClosedError(Error): ...
 
 def open(
