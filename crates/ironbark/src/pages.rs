@@ -107,6 +107,20 @@ impl DirtyPages {
         }
     }
 
+    /// Adds an overflow blob holding `value` (see `blobs_added`); a
+    /// one-page blob reuses a pooled buffer.
+    pub(crate) fn add_blob(&mut self, page_size: usize, value: &[u8]) -> u64 {
+        self.blobs_added += 1;
+        let blob = if BLOB_HEADER_LEN + value.len() <= page_size {
+            let mut b = self.buffer(page_size);
+            crate::btree::page::fill_blob(&mut b, page_size, value);
+            b
+        } else {
+            crate::btree::page::new_blob(page_size, value, 1)
+        };
+        self.add(blob)
+    }
+
     /// Adds a copy of the committed page `bytes`.
     pub(crate) fn add_copy(&mut self, bytes: &[u8]) -> u64 {
         let mut b = self.buffer(bytes.len());
@@ -139,12 +153,6 @@ impl DirtyPages {
                 .take(room),
         );
         pool
-    }
-
-    /// Adds an overflow blob (see `blobs_added`).
-    pub(crate) fn add_blob(&mut self, blob: Box<[u8]>) -> u64 {
-        self.blobs_added += 1;
-        self.add(blob)
     }
 
     pub(crate) fn get(&self, id: u64) -> &[u8] {

@@ -583,11 +583,20 @@ pub(crate) fn new_blob(page_size: usize, data: &[u8], min_pages: usize) -> Box<[
         .div_ceil(page_size)
         .max(min_pages);
     let mut b = vec![0u8; pages * page_size].into_boxed_slice();
-    b[16] = KIND_BLOB;
-    put_u32(&mut b, 20, pages as u32);
-    put_u64(&mut b, 32, data.len() as u64);
-    b[BLOB_HEADER_LEN..BLOB_HEADER_LEN + data.len()].copy_from_slice(data);
+    fill_blob(&mut b, page_size, data);
     b
+}
+
+/// Makes `b` (whole pages of `page_size`, large enough) a blob run holding
+/// `data`; every byte is rewritten.
+pub(crate) fn fill_blob(b: &mut [u8], page_size: usize, data: &[u8]) {
+    let end = BLOB_HEADER_LEN + data.len();
+    b[..BLOB_HEADER_LEN].fill(0);
+    b[16] = KIND_BLOB;
+    put_u32(b, 20, (b.len() / page_size) as u32);
+    put_u64(b, 32, data.len() as u64);
+    b[BLOB_HEADER_LEN..end].copy_from_slice(data);
+    b[end..].fill(0);
 }
 
 /// Pages in the blob run whose first page is `first` (header not trusted).

@@ -10,8 +10,8 @@
 use crate::btree::page::DIRTY_BIT;
 use crate::btree::page::{
     self, branch_cell, cell_fits, cells_of, compare_keys, fill_page, insert_cell,
-    insert_cell_parts, leaf_cell_header, leaf_cell_inline, leaf_cell_overflow, new_blob,
-    overflow_ref, remove_cell, set_child, verify_page, LeafValue, Limits, Node, BRANCH_CELL_HEADER,
+    insert_cell_parts, leaf_cell_header, leaf_cell_inline, leaf_cell_overflow, overflow_ref,
+    remove_cell, set_child, verify_page, LeafValue, Limits, Node, BRANCH_CELL_HEADER,
     LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
 };
 use crate::btree::search::{check_root, find_leaf, node_at, Root};
@@ -291,9 +291,8 @@ impl<'a> TreeWriter<'a> {
     }
 
     fn new_overflow(&mut self, tree: &mut TreeState, value: &[u8]) -> u64 {
-        let blob = new_blob(self.limits.page_size, value, 1);
-        tree.overflow_pages += (blob.len() / self.limits.page_size) as u64;
-        self.dirty.add_blob(blob)
+        tree.overflow_pages += self.limits.blob_pages(value.len());
+        self.dirty.add_blob(self.limits.page_size, value)
     }
 
     /// Puts `key` into dirty leaf `id` if it fits there without a split:
