@@ -291,7 +291,7 @@ impl PyDatabase {
             // (field order, and `end` drops it explicitly).
             let w = unsafe { std::mem::transmute::<WriteTxn<'_>, WriteTxn<'static>>(w) };
             note_writer(db.path(), true);
-            TxnState::Write(w)
+            TxnState::Write(Box::new(w))
         } else {
             if nowait || !sync {
                 return Err(PyValueError::new_err(
@@ -435,7 +435,8 @@ fn open(
 
 enum TxnState {
     Read(Arc<ReadTxn>),
-    Write(WriteTxn<'static>),
+    // Boxed: a write transaction is large, and most are reads.
+    Write(Box<WriteTxn<'static>>),
     Ended,
 }
 
@@ -595,7 +596,7 @@ impl PyTransaction {
 
     fn writer(&mut self, what: &str) -> PyResult<&mut WriteTxn<'static>> {
         match self.state_mut()? {
-            TxnState::Write(w) => Ok(w),
+            TxnState::Write(w) => Ok(&mut **w),
             TxnState::Read(_) => Err(ReadOnlyError::new_err(format!(
                 "{what} in a read transaction (begin(write=True) to write)"
             ))),
@@ -619,7 +620,7 @@ impl PyTransaction {
         }
         match state {
             TxnState::Write(w) if commit => {
-                let w = SameThread(w);
+                let w = SameThread(*w);
                 py.detach(move || w.into_inner().commit()).or_raise()
             }
             TxnState::Ended => Err(closed()),
