@@ -281,12 +281,13 @@ impl Database {
     /// waits; fails only with `ReadersFull` (after clearing slots of dead
     /// processes if it can).
     ///
-    /// Space: while a read transaction lives, the pages that commits after
-    /// its snapshot free cannot be reused, so a long-lived reader beside a
-    /// busy writer makes the file grow by about the pages those commits
-    /// rewrite (`Stats::pages_pinned_by_readers` shows how many). They
-    /// become reusable when it ends; the file does not shrink. Keep read
-    /// transactions short where writes are heavy.
+    /// Space: while a read transaction lives, the pages of its snapshot that
+    /// later commits replace cannot be reused, so a long-lived reader beside
+    /// a busy writer makes the file grow by up to one copy of the data it
+    /// sees (`Stats::pages_pinned_by_readers` shows how many pages); pages
+    /// written and freed after it began are reused as usual. They become
+    /// reusable when it ends, and `Database::shrink_to_fit` gives a free
+    /// tail of the file back.
     pub fn begin_read(&self) -> Result<ReadTxn> {
         ReadTxn::begin(self.shared.clone())
     }
