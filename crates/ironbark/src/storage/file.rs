@@ -1,6 +1,10 @@
 //! The data file: create (crash-safely), lock, positioned reads and writes,
 //! growth and sync. Every system call the engine makes on the file goes
 //! through [`DataFile`], so that fault injection has one seam to replace.
+//! The redo log beside it (`log.rs`) is a [`DataFile`] too, opened with
+//! [`DataFile::open_log`]: its writes, syncs and length changes call the
+//! hook's `on_log_*` methods instead, so a test can fail or record either
+//! file's operations alone.
 //!
 //! Creation is atomic: a file appears under its name complete and synced,
 //! or not at all. It is written as an unnamed file (`O_TMPFILE`) and linked
@@ -49,8 +53,22 @@ pub trait IoHook:
     fn on_set_len(&self, _len: u64) -> io::Result<()> {
         Ok(())
     }
-    /// Before `len` bytes are read at `offset` (meta pages at open).
+    /// Before `len` bytes are read at `offset` (meta pages at open, and
+    /// the redo log's records when it is scanned).
     fn on_read(&self, _offset: u64, _len: usize) -> io::Result<()> {
+        Ok(())
+    }
+    /// Before `bufs` are written back to back at byte `offset` of the redo
+    /// log (records, and the zeros that grow it).
+    fn on_log_write(&self, _offset: u64, _bufs: &[&[u8]]) -> io::Result<()> {
+        Ok(())
+    }
+    /// Before an `fdatasync` of the redo log.
+    fn on_log_sync(&self) -> io::Result<()> {
+        Ok(())
+    }
+    /// Before the redo log's length is set to `len`.
+    fn on_log_set_len(&self, _len: u64) -> io::Result<()> {
         Ok(())
     }
 }
@@ -66,11 +84,22 @@ impl std::fmt::Debug for IoHookHandle {
     }
 }
 
-/// An open data file.
+/// Which file a [`DataFile`] is: it picks the hook methods its operations
+/// call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FileKind {
+    /// The database's data file.
+    Data,
+    /// The redo log beside it (`<data file>-log`).
+    Log,
+}
+
+/// An open data file (or redo log: see [`FileKind`]).
 #[derive(Debug)]
 pub(crate) struct DataFile {
     file: File,
     hook: Option<IoHookHandle>,
+    kind: FileKind,
 }
 
 /// The identity of a file on this machine: (device, inode).
@@ -84,7 +113,30 @@ impl DataFile {
         hook: Option<IoHookHandle>,
     ) -> io::Result<DataFile> {
         let file = OpenOptions::new().read(true).write(writable).open(path)?;
-        Ok(DataFile { file, hook })
+        Ok(DataFile {
+            file,
+            hook,
+            kind: FileKind::Data,
+        })
+    }
+
+    /// Opens the redo log at `path` for reading and writing, creating it
+    /// (empty, mode 0o600) if missing. Not created atomically: an empty or
+    /// half-grown log holds no valid record, which is what a log that was
+    /// never written means anyway.
+    pub(crate) fn open_log(path: &Path, hook: Option<IoHookHandle>) -> io::Result<DataFile> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)?;
+        Ok(DataFile {
+            file,
+            hook,
+            kind: FileKind::Log,
+        })
     }
 
     fn hook(&self) -> Option<&dyn IoHook> {
@@ -185,8 +237,10 @@ impl DataFile {
     /// Writes `bufs` back to back starting at `offset`, in as few `pwritev`
     /// calls as the kernel allows. Returns the number of calls made.
     pub(crate) fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<u64> {
-        if let Some(h) = self.hook() {
-            h.on_write(offset, bufs)?;
+        match (self.hook(), self.kind) {
+            (Some(h), FileKind::Data) => h.on_write(offset, bufs)?,
+            (Some(h), FileKind::Log) => h.on_log_write(offset, bufs)?,
+            (None, _) => {}
         }
         let mut calls = 0u64;
         let mut offset = offset;
@@ -244,8 +298,10 @@ impl DataFile {
     }
 
     pub(crate) fn set_len(&self, len: u64) -> Result<()> {
-        if let Some(h) = self.hook() {
-            h.on_set_len(len)?;
+        match (self.hook(), self.kind) {
+            (Some(h), FileKind::Data) => h.on_set_len(len)?,
+            (Some(h), FileKind::Log) => h.on_log_set_len(len)?,
+            (None, _) => {}
         }
         self.file.set_len(len)?;
         Ok(())
@@ -253,8 +309,10 @@ impl DataFile {
 
     /// Makes every write so far durable (`fdatasync`: data and the size).
     pub(crate) fn sync_data(&self) -> Result<()> {
-        if let Some(h) = self.hook() {
-            h.on_sync()?;
+        match (self.hook(), self.kind) {
+            (Some(h), FileKind::Data) => h.on_sync()?,
+            (Some(h), FileKind::Log) => h.on_log_sync()?,
+            (None, _) => {}
         }
         self.file.sync_data()?;
         Ok(())

@@ -1,0 +1,876 @@
+//! The redo log (`<data file>-log`): one record per logged commit, appended
+//! and synced instead of writing the commit's pages; the data file catches
+//! up only at checkpoints, after which the log restarts from offset 0.
+//!
+//! Invariant: [`RedoLog::scan`] returns exactly the chain of records the
+//! last [`RedoLog::restart`] began, up to the first record that is not
+//! wholly and validly on disk, and nothing after it. Each record names the
+//! chain (its epoch: the txn id of the checkpoint the chain starts from),
+//! carries the next txn id, and is checksummed with the previous record's
+//! checksum as the seed (the epoch for the first record), so a record
+//! counts only if every record before it does.
+//!
+//! Layout (little-endian): records back to back from offset 0, each at a
+//! multiple of 8:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | XXH3-64 of bytes 8..(32 + payload length), seeded with the previous record's checksum (the first record of a chain: with the epoch) |
+//! | 8 | 4 | magic `IBLG` |
+//! | 12 | 4 | payload length in bytes (at most [`MAX_PAYLOAD`]) |
+//! | 16 | 8 | txn id of the commit (the first record: epoch + 1; then the previous one's + 1) |
+//! | 24 | 8 | epoch: the txn id of the checkpoint the chain starts from |
+//! | 32 | len | payload |
+//! | 32 + len | 0-7 | zeros, to a multiple of 8 (checked by the scan, not checksummed) |
+//!
+//! Recycling: after `restart(E)` the new chain overwrites the old one from
+//! offset 0, and the old chain's bytes after the new chain's end stay in
+//! the file. They can never continue the new chain: the old records carry
+//! an older epoch and txn ids at most E (the checkpoint E covers every
+//! commit logged before it), while the new chain wants epoch E and txn ids
+//! above E; a record torn in the middle of the file fails its checksum
+//! just the same. So the scan stops at the new chain's end.
+//!
+//! The one continuation the checks cannot rule out is a record of the
+//! *same* chain left past the end after a crash, when the process that
+//! resumed the chain then wrote a record byte for byte identical to the
+//! one the old record was chained to (same txn id, same payload): the
+//! chain is then the same history as before, and the old record is a
+//! commit the crashed process made on exactly that state.
+//!
+//! The file only grows, by written zeros (not holes), and is reused from
+//! offset 0 by every restart: in steady state an append overwrites
+//! allocated blocks, so the `fdatasync` of a record has no file metadata to
+//! write.
+
+// Nothing calls the log yet: it is wired into commits next.
+#![allow(dead_code)]
+
+use std::io;
+use std::path::Path;
+
+use crate::checksum::{checksum_seeded, checksum_seeded_parts};
+use crate::error::{Error, Result};
+use crate::storage::file::{DataFile, IoHookHandle};
+
+/// The magic of every record.
+pub(crate) const MAGIC: [u8; 4] = *b"IBLG";
+/// Bytes of a record before its payload.
+pub(crate) const HEADER_LEN: usize = 32;
+/// The largest payload of one record (64 MiB). A commit whose payload is
+/// larger is not logged (the caller checkpoints it instead); the scan
+/// takes a larger length for garbage.
+pub(crate) const MAX_PAYLOAD: usize = 64 << 20;
+/// Every record starts at a multiple of this.
+const ALIGN: usize = 8;
+/// The least the file grows by at a time (unless a quarter of its length
+/// is more): growth is rare and the log is recycled, so it pays to grow
+/// in big steps.
+const GROW_MIN: u64 = 1 << 20;
+/// Zeros for padding and for growing the file; the file grows to a
+/// multiple of its length.
+static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+/// How much the scan reads at a time (more for a larger record).
+const SCAN_CHUNK: usize = 1 << 20;
+
+/// The redo log, open for appending. Keeps, for the chain being written,
+/// where the next record goes and what it chains to; the file itself is
+/// only read by [`RedoLog::scan`].
+#[derive(Debug)]
+pub(crate) struct RedoLog {
+    /// The log file (a [`DataFile`] of kind log: the hooks see it apart).
+    file: DataFile,
+    /// The file's length: appends below it overwrite written blocks, and
+    /// the file is grown (with zeros) before an append past it.
+    file_len: u64,
+    /// Where the next record goes: the end of the chain's last record.
+    next: u64,
+    /// The seed of the next record: the chain's last checksum, or the
+    /// epoch before the chain's first record.
+    last_sum: u64,
+    /// The chain's epoch.
+    epoch: u64,
+    /// The chain's last txn id, or the epoch before its first record.
+    last_txn: u64,
+}
+
+/// One record of the log: the commit of `txn`, and what it logged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LogRecord {
+    /// The txn id of the commit.
+    pub(crate) txn: u64,
+    /// What the commit logged (opaque here).
+    pub(crate) payload: Vec<u8>,
+}
+
+/// The valid chain found at the start of the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Scan {
+    /// The chain's epoch (the checkpoint it starts from); 0 when there are
+    /// no records.
+    pub(crate) epoch: u64,
+    /// The chain's records, in order: txn ids epoch + 1, epoch + 2, ...
+    pub(crate) records: Vec<LogRecord>,
+    /// The offset after the last valid record (0 when there is none).
+    pub(crate) end: u64,
+    /// The last valid record's checksum (the epoch when there is none):
+    /// the seed of the record that continues the chain.
+    pub(crate) last_sum: u64,
+}
+
+impl RedoLog {
+    /// Opens (creating if missing) the log at `path`. The log is then as
+    /// after `restart(0)`: call [`RedoLog::scan`] and then
+    /// [`RedoLog::resume`] or [`RedoLog::restart`] before appending.
+    pub(crate) fn open(path: &Path, hook: Option<IoHookHandle>) -> Result<RedoLog> {
+        let file = DataFile::open_log(path, hook).map_err(|e| Error::file(path, "log file", e))?;
+        let file_len = file.len()?;
+        Ok(RedoLog {
+            file,
+            file_len,
+            next: 0,
+            last_sum: 0,
+            epoch: 0,
+            last_txn: 0,
+        })
+    }
+
+    /// Reads the valid chain from offset 0: the first record fixes the
+    /// epoch E and must have txn E + 1; each next record must have the same
+    /// epoch and the next txn id; every record must have the magic, a
+    /// length at most [`MAX_PAYLOAD`] that fits in the file, the checksum
+    /// seeded with the previous record's (with E for the first), and zero
+    /// padding. Stops, without error, at the first record that fails any
+    /// check: torn tails, zeros, garbage and the stale records of an older
+    /// chain all end the chain. Never panics on any file content; an empty
+    /// or all-zero file gives no records. Errors only when reading fails.
+    ///
+    /// The records may include commits the data file already holds (a
+    /// checkpoint newer than the chain's epoch, written before the restart's
+    /// first append): the caller skips those by txn id.
+    pub(crate) fn scan(&self) -> Result<Scan> {
+        let len = self.file.len()?;
+        let mut window = Window {
+            file: &self.file,
+            len,
+            start: 0,
+            buf: Vec::new(),
+        };
+        let mut scan = Scan {
+            epoch: 0,
+            records: Vec::new(),
+            end: 0,
+            last_sum: 0,
+        };
+        loop {
+            let at = scan.end;
+            let Some(h) = window.get(at, HEADER_LEN)? else {
+                break;
+            };
+            let sum = u64_at(h, 0);
+            let magic_ok = h[8..12] == MAGIC;
+            let payload_len = u32_at(h, 12) as usize;
+            let txn = u64_at(h, 16);
+            let epoch = u64_at(h, 24);
+            if !magic_ok || payload_len > MAX_PAYLOAD {
+                break;
+            }
+            let (seed, prev_txn) = match scan.records.last() {
+                None => (epoch, epoch),
+                Some(last) if epoch == scan.epoch => (scan.last_sum, last.txn),
+                Some(_) => break,
+            };
+            if prev_txn.checked_add(1) != Some(txn) {
+                break;
+            }
+            let body_end = HEADER_LEN + payload_len;
+            let Some(rec) = window.get(at, padded(payload_len))? else {
+                break;
+            };
+            if checksum_seeded(&rec[8..body_end], seed) != sum
+                || rec[body_end..].iter().any(|&b| b != 0)
+            {
+                break;
+            }
+            scan.records.push(LogRecord {
+                txn,
+                payload: rec[HEADER_LEN..body_end].to_vec(),
+            });
+            scan.epoch = epoch;
+            scan.last_sum = sum;
+            // Cannot overflow: the record lies within the file.
+            scan.end = at + rec.len() as u64;
+        }
+        Ok(scan)
+    }
+
+    /// Starts a new chain after the checkpoint of txn `epoch`: the next
+    /// append writes at offset 0, and must be of txn `epoch + 1`. No I/O.
+    ///
+    /// The checkpoint must be durable before that append, which overwrites
+    /// the old chain; and it must cover every commit the log holds (so
+    /// `epoch` is at least the last txn appended), which is what keeps the
+    /// old chain's leftovers out of the new chain (see the module header).
+    pub(crate) fn restart(&mut self, epoch: u64) {
+        assert!(
+            epoch >= self.last_txn,
+            "log restarted at checkpoint {epoch} behind its last record {}",
+            self.last_txn
+        );
+        self.next = 0;
+        self.last_sum = epoch;
+        self.epoch = epoch;
+        self.last_txn = epoch;
+    }
+
+    /// Continues the chain `scan` found (a scan of this log): the next
+    /// append goes at `scan.end`, over whatever torn or stale bytes follow
+    /// the chain. Resuming a scan without records is `restart(scan.epoch)`.
+    /// No I/O.
+    pub(crate) fn resume(&mut self, scan: &Scan) {
+        self.next = scan.end;
+        self.epoch = scan.epoch;
+        match scan.records.last() {
+            Some(last) => {
+                self.last_sum = scan.last_sum;
+                self.last_txn = last.txn;
+            }
+            None => {
+                self.last_sum = scan.epoch;
+                self.last_txn = scan.epoch;
+            }
+        }
+    }
+
+    /// Appends the record of `txn` with `payload`. See
+    /// [`RedoLog::append_parts`].
+    pub(crate) fn append(&mut self, txn: u64, payload: &[u8]) -> Result<()> {
+        self.append_parts(txn, &[payload])
+    }
+
+    /// Appends the record of `txn`, whose payload is `parts` back to back,
+    /// with one positioned write (after growing the file with written
+    /// zeros, in steps of at least [`GROW_MIN`] or a quarter of its length,
+    /// if the record passes its end). Does not sync. On error the chain is
+    /// as before (the file may have grown): the same txn can be appended
+    /// again, at the same offset.
+    /// Refuses a payload over [`MAX_PAYLOAD`] (an `InvalidInput` I/O error).
+    ///
+    /// Panics unless `txn` is the last txn + 1 (a bug in the caller).
+    pub(crate) fn append_parts(&mut self, txn: u64, parts: &[&[u8]]) -> Result<()> {
+        assert_eq!(
+            self.last_txn.checked_add(1),
+            Some(txn),
+            "log record out of order"
+        );
+        let payload_len: usize = parts.iter().map(|p| p.len()).sum();
+        if payload_len > MAX_PAYLOAD {
+            return Err(Error::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "log record of {payload_len} bytes is larger than the limit of {MAX_PAYLOAD}"
+                ),
+            )));
+        }
+        let total = padded(payload_len);
+        let end = self.next + total as u64;
+        self.grow_to(end)?;
+
+        // The header in two: the checksum, and the rest it covers.
+        let mut rest = [0u8; HEADER_LEN - 8];
+        rest[0..4].copy_from_slice(&MAGIC);
+        rest[4..8].copy_from_slice(&(payload_len as u32).to_le_bytes());
+        rest[8..16].copy_from_slice(&txn.to_le_bytes());
+        rest[16..24].copy_from_slice(&self.epoch.to_le_bytes());
+        let mut bufs: Vec<&[u8]> = Vec::with_capacity(parts.len() + 3);
+        bufs.push(&[]);
+        bufs.push(&rest);
+        // Empty slices are left out: a write whose last buffers are empty
+        // would be taken for a write that wrote nothing.
+        bufs.extend(parts.iter().copied().filter(|p| !p.is_empty()));
+        let sum = checksum_seeded_parts(&bufs[1..], self.last_sum);
+        let sum_bytes = sum.to_le_bytes();
+        bufs[0] = &sum_bytes;
+        let pad = total - HEADER_LEN - payload_len;
+        if pad > 0 {
+            bufs.push(&ZEROS[..pad]);
+        }
+        self.file.write_vectored_at(&bufs, self.next)?;
+
+        self.next = end;
+        self.last_sum = sum;
+        self.last_txn = txn;
+        Ok(())
+    }
+
+    /// Makes every record appended so far durable (`fdatasync` of the log).
+    pub(crate) fn sync(&self) -> Result<()> {
+        self.file.sync_data()
+    }
+
+    /// Bytes of records since the last restart (the caller checkpoints
+    /// when this passes its bound).
+    pub(crate) fn len_used(&self) -> u64 {
+        self.next
+    }
+
+    /// The last txn appended (or resumed), or the epoch right after a
+    /// restart.
+    pub(crate) fn last_txn(&self) -> u64 {
+        self.last_txn
+    }
+
+    /// The epoch of the chain being written.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The log file's length (grown ahead of the records, never shrunk).
+    pub(crate) fn file_len(&self) -> u64 {
+        self.file_len
+    }
+
+    /// Grows the file to hold `end` bytes, if it does not, by writing
+    /// zeros past its end, in one step of at least [`GROW_MIN`] or a quarter
+    /// of its length. On error the length is left as known: what was
+    /// written is zeros past every record, written again on the next try.
+    fn grow_to(&mut self, end: u64) -> Result<()> {
+        if end <= self.file_len {
+            return Ok(());
+        }
+        let step = GROW_MIN.max(self.file_len / 4);
+        let target = end
+            .max(self.file_len.saturating_add(step))
+            .next_multiple_of(ZEROS.len() as u64);
+        let mut bufs: Vec<&[u8]> = Vec::new();
+        let mut left = target - self.file_len;
+        while left > 0 {
+            let n = left.min(ZEROS.len() as u64);
+            bufs.push(&ZEROS[..n as usize]);
+            left -= n;
+        }
+        self.file.write_vectored_at(&bufs, self.file_len)?;
+        self.file_len = target;
+        Ok(())
+    }
+}
+
+/// The bytes a record with a payload of `payload_len` takes: header,
+/// payload and padding to [`ALIGN`]. At most `HEADER_LEN + MAX_PAYLOAD`
+/// for lengths the format allows.
+fn padded(payload_len: usize) -> usize {
+    (HEADER_LEN + payload_len).next_multiple_of(ALIGN)
+}
+
+/// A window of the file for the scan: reads ahead in chunks, so a scan of
+/// many small records makes few reads.
+struct Window<'a> {
+    file: &'a DataFile,
+    /// The file's length when the scan began.
+    len: u64,
+    /// The file offset of `buf[0]`.
+    start: u64,
+    buf: Vec<u8>,
+}
+
+impl Window<'_> {
+    /// The `n` bytes at `offset`, or `None` if they pass the file's end.
+    fn get(&mut self, offset: u64, n: usize) -> Result<Option<&[u8]>> {
+        let Some(end) = offset.checked_add(n as u64).filter(|&e| e <= self.len) else {
+            return Ok(None);
+        };
+        if offset < self.start || end > self.start + self.buf.len() as u64 {
+            // Within the file, so it fits in a usize as `n` does.
+            let want = (self.len - offset).min(n.max(SCAN_CHUNK) as u64) as usize;
+            self.buf.resize(want, 0);
+            self.file.read_exact_at(&mut self.buf, offset)?;
+            self.start = offset;
+        }
+        let at = (offset - self.start) as usize;
+        Ok(Some(&self.buf[at..at + n]))
+    }
+}
+
+/// The little-endian u32 at `at` of `b` (in bounds: a header's field).
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+
+/// The little-endian u64 at `at` of `b` (in bounds: a header's field).
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::file::IoHook;
+    use std::fs;
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    /// A deterministic payload of `len` bytes for record `txn`.
+    fn payload(txn: u64, len: usize) -> Vec<u8> {
+        (0..len)
+            .map(|i| (txn as usize * 131 + i * 7 + 1) as u8)
+            .collect()
+    }
+
+    /// xorshift64*: reproducible garbage.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn bytes(&mut self, n: usize) -> Vec<u8> {
+            (0..n).map(|_| self.next() as u8).collect()
+        }
+    }
+
+    fn temp_log() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.ib-log");
+        (dir, path)
+    }
+
+    fn scan_of(path: &Path) -> Scan {
+        RedoLog::open(path, None).unwrap().scan().unwrap()
+    }
+
+    /// Writes a chain after checkpoint `epoch` with payloads of `sizes`;
+    /// returns the records and the offset each one starts at.
+    fn write_chain(log: &mut RedoLog, epoch: u64, sizes: &[usize]) -> (Vec<LogRecord>, Vec<u64>) {
+        log.restart(epoch);
+        let mut records = Vec::new();
+        let mut starts = Vec::new();
+        for (i, &len) in sizes.iter().enumerate() {
+            let txn = epoch + 1 + i as u64;
+            let p = payload(txn, len);
+            starts.push(log.len_used());
+            log.append(txn, &p).unwrap();
+            records.push(LogRecord { txn, payload: p });
+        }
+        log.sync().unwrap();
+        (records, starts)
+    }
+
+    #[test]
+    fn records_round_trip_through_reopen_and_resume() {
+        let (_dir, path) = temp_log();
+        let sizes = [0, 1, 7, 8, 9, 24, 25, 100 * 1024, 3, 0];
+        let mut log = RedoLog::open(&path, None).unwrap();
+        assert_eq!(log.scan().unwrap().records, vec![]);
+        let (mut records, _) = write_chain(&mut log, 41, &sizes);
+        let used = log.len_used();
+        let expect: u64 = sizes.iter().map(|&s| padded(s) as u64).sum();
+        assert_eq!(used, expect);
+        assert_eq!(log.last_txn(), 41 + sizes.len() as u64);
+        drop(log);
+
+        let mut log = RedoLog::open(&path, None).unwrap();
+        let scan = log.scan().unwrap();
+        assert_eq!(scan.epoch, 41);
+        assert_eq!(scan.end, used);
+        assert_eq!(scan.records, records);
+
+        // Resume the chain, with a payload in parts.
+        log.resume(&scan);
+        assert_eq!(log.last_txn(), 51);
+        assert_eq!(log.epoch(), 41);
+        log.append_parts(52, &[b"ab", b"", b"cde"]).unwrap();
+        log.append_parts(53, &[]).unwrap();
+        log.sync().unwrap();
+        records.push(LogRecord {
+            txn: 52,
+            payload: b"abcde".to_vec(),
+        });
+        records.push(LogRecord {
+            txn: 53,
+            payload: vec![],
+        });
+        let scan = scan_of(&path);
+        assert_eq!(scan.records, records);
+        assert_eq!(scan.end, log.len_used());
+        assert_eq!(scan.end % 8, 0);
+    }
+
+    #[test]
+    fn a_restart_hides_the_old_chain() {
+        let (_dir, path) = temp_log();
+        let mut log = RedoLog::open(&path, None).unwrap();
+        let (a, _) = write_chain(&mut log, 1000, &[20_000; 50]);
+        assert_eq!(scan_of(&path).records, a);
+        let a_end = log.len_used();
+
+        // A restart alone writes nothing: the old chain is still there,
+        // and the caller skips it by txn id (all at most the checkpoint).
+        log.restart(1050);
+        assert_eq!(log.len_used(), 0);
+        assert_eq!(log.last_txn(), 1050);
+        assert_eq!(scan_of(&path).records, a);
+
+        let (b, _) = write_chain(&mut log, 1050, &[10, 0, 33]);
+        let scan = scan_of(&path);
+        assert_eq!(scan.epoch, 1050);
+        assert_eq!(scan.records, b);
+        assert_eq!(scan.end, log.len_used());
+        assert!(scan.end < a_end);
+        // Recycled: no growth past what chain A needed.
+        assert_eq!(fs::metadata(&path).unwrap().len(), log.file_len());
+
+        // A third chain whose records line up with B's offsets exactly
+        // (same sizes): B's leftovers past it are still no part of it.
+        let (c, _) = write_chain(&mut log, 1053, &[10]);
+        assert_eq!(scan_of(&path).records, c);
+    }
+
+    #[test]
+    #[should_panic(expected = "behind its last record")]
+    fn a_restart_behind_the_log_is_a_bug() {
+        let (_dir, path) = temp_log();
+        let mut log = RedoLog::open(&path, None).unwrap();
+        write_chain(&mut log, 10, &[1, 2]);
+        log.restart(11);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of order")]
+    fn an_append_out_of_order_is_a_bug() {
+        let (_dir, path) = temp_log();
+        let mut log = RedoLog::open(&path, None).unwrap();
+        log.restart(10);
+        let _ = log.append(12, b"x");
+    }
+
+    #[test]
+    fn a_torn_last_record_ends_the_chain_at_every_cut() {
+        let (_dir, path) = temp_log();
+        let mut log = RedoLog::open(&path, None).unwrap();
+        let (records, starts) = write_chain(&mut log, 5, &[5, 40, 13, 100]);
+        let end = log.len_used() as usize;
+        let last = starts[3] as usize;
+        drop(log);
+        let original = fs::read(&path).unwrap();
+        for cut in last..end {
+            // Truncated at the cut.
+            fs::write(&path, &original[..cut]).unwrap();
+            let scan = scan_of(&path);
+            assert_eq!(scan.records, records[..3], "truncated at {cut}");
+            assert_eq!(scan.end, last as u64);
+            // Written up to the cut, the rest of the record as it was
+            // before (anything but the record's bytes).
+            let mut torn = original.clone();
+            for b in &mut torn[cut..end] {
+                *b = !*b;
+            }
+            fs::write(&path, &torn).unwrap();
+            assert_eq!(scan_of(&path).records, records[..3], "garbled from {cut}");
+        }
+        fs::write(&path, &original).unwrap();
+        assert_eq!(scan_of(&path).records, records);
+
+        // Resuming after a torn tail overwrites it.
+        fs::write(&path, &original[..end - 1]).unwrap();
+        let mut log = RedoLog::open(&path, None).unwrap();
+        let scan = log.scan().unwrap();
+        log.resume(&scan);
+        assert_eq!(log.last_txn(), 8);
+        log.append(9, b"again").unwrap();
+        let scan = scan_of(&path);
+        assert_eq!(scan.records.len(), 4);
+        assert_eq!(scan.records[3].payload, b"again");
+    }
+
+    #[test]
+    fn any_flipped_byte_ends_the_chain_at_its_record() {
+        let (_dir, path) = temp_log();
+        let mut log = RedoLog::open(&path, None).unwrap();
+        let (records, starts) = write_chain(&mut log, 77, &[0, 3, 9, 17, 8]);
+        let end = log.len_used();
+        drop(log);
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        for pos in 0..end {
+            let record = starts.iter().rposition(|&s| s <= pos).unwrap();
+            let mut byte = [0u8];
+            file.read_exact_at(&mut byte, pos).unwrap();
+            for flip in [0x01u8, 0x80, 0xff] {
+                file.write_all_at(&[byte[0] ^ flip], pos).unwrap();
+                let scan = scan_of(&path);
+                // Every byte counts (the padding is checked for zeros):
+                // the chain ends exactly before the damaged record.
+                assert_eq!(scan.records, records[..record], "byte {pos} ^ {flip:#x}");
+                assert_eq!(scan.end, starts[record]);
+            }
+            file.write_all_at(&byte, pos).unwrap();
+        }
+        assert_eq!(scan_of(&path).records, records);
+    }
+
+    #[test]
+    fn garbage_zeros_and_short_files_hold_no_records() {
+        let (_dir, path) = temp_log();
+        let check = |bytes: &[u8], what: &str| {
+            fs::write(&path, bytes).unwrap();
+            let scan = scan_of(&path);
+            assert_eq!(scan.records, vec![], "{what}");
+            assert_eq!(scan.end, 0, "{what}");
+        };
+        check(&[], "empty");
+        for len in [8, 31, 32, 33, 4096, 3 << 20] {
+            check(&vec![0; len], "zeros");
+        }
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for i in 0..200 {
+            let len = (rng.next() % 4096) as usize;
+            check(&rng.bytes(len), &format!("random #{i}"));
+        }
+        check(&rng.bytes(2 << 20), "random 2 MiB");
+        check(&[b'I'; 5000], "text");
+
+        // Every prefix of a valid record shorter than it.
+        let mut log = RedoLog::open(&path, None).unwrap();
+        log.restart(3);
+        log.append(4, b"0123456789").unwrap();
+        drop(log);
+        let whole = fs::read(&path).unwrap();
+        for cut in 0..padded(10) {
+            check(&whole[..cut], &format!("prefix {cut}"));
+        }
+
+        // Headers that pass the magic but lie: lengths past the limit or
+        // the file, a txn id that overflows, a wrong first txn.
+        let header = |sum: u64, len: u32, txn: u64, epoch: u64| {
+            let mut h = vec![0u8; 64];
+            h[..8].copy_from_slice(&sum.to_le_bytes());
+            h[8..12].copy_from_slice(&MAGIC);
+            h[12..16].copy_from_slice(&len.to_le_bytes());
+            h[16..24].copy_from_slice(&txn.to_le_bytes());
+            h[24..32].copy_from_slice(&epoch.to_le_bytes());
+            h
+        };
+        check(&header(0, u32::MAX, 1, 0), "length u32::MAX");
+        check(
+            &header(0, MAX_PAYLOAD as u32 + 1, 1, 0),
+            "length over the limit",
+        );
+        check(&header(0, 33, 1, 0), "length past the file");
+        check(&header(0, 0, 0, u64::MAX), "txn overflow");
+        check(&header(0, 0, 1, u64::MAX), "txn wrapped");
+        check(&header(0, 0, 3, 1), "not the first txn");
+        // The same header with the right checksum is a record: the checks
+        // above fail for the reason named, not the checksum alone.
+        let mut ok = header(0, 0, 2, 1);
+        let sum = checksum_seeded(&ok[8..32], 1);
+        ok[..8].copy_from_slice(&sum.to_le_bytes());
+        fs::write(&path, &ok).unwrap();
+        assert_eq!(scan_of(&path).records.len(), 1);
+    }
+
+    #[test]
+    fn the_file_grows_by_written_zeros_in_big_steps() {
+        let (_dir, path) = temp_log();
+        let mut log = RedoLog::open(&path, None).unwrap();
+        assert_eq!(log.file_len(), 0);
+        log.restart(0);
+        let chunk = vec![7u8; 100 * 1024];
+        let mut lengths = vec![0u64];
+        let mut txn = 0;
+        while log.len_used() < 6 << 20 {
+            txn += 1;
+            log.append(txn, &chunk).unwrap();
+            let len = fs::metadata(&path).unwrap().len();
+            assert_eq!(len, log.file_len());
+            assert!(len >= log.len_used());
+            if len != *lengths.last().unwrap() {
+                lengths.push(len);
+            }
+        }
+        // 1 MiB steps until a quarter of the length is more.
+        let mib = 1u64 << 20;
+        assert_eq!(
+            lengths,
+            [
+                0,
+                mib,
+                2 * mib,
+                3 * mib,
+                4 * mib,
+                5 * mib,
+                5 * mib + 5 * mib / 4
+            ]
+        );
+        // Written, not holes: every block is allocated.
+        let meta = fs::metadata(&path).unwrap();
+        assert!(
+            meta.blocks() * 512 >= meta.len(),
+            "{} blocks",
+            meta.blocks()
+        );
+        assert!(fs::read(&path).unwrap()[log.len_used() as usize..]
+            .iter()
+            .all(|&b| b == 0));
+
+        // A record bigger than a step grows the file past it at once.
+        let big = vec![1u8; 9 << 20];
+        txn += 1;
+        log.append(txn, &big).unwrap();
+        assert!(log.file_len() >= log.len_used());
+        assert_eq!(log.file_len() % ZEROS.len() as u64, 0);
+        assert_eq!(scan_of(&path).records.len(), txn as usize);
+
+        // Recycled after a restart: no growth.
+        let len = log.file_len();
+        log.restart(txn);
+        for _ in 0..50 {
+            txn += 1;
+            log.append(txn, &chunk).unwrap();
+        }
+        assert_eq!(fs::metadata(&path).unwrap().len(), len);
+    }
+
+    #[test]
+    fn a_payload_over_the_limit_is_refused() {
+        let (_dir, path) = temp_log();
+        let mut log = RedoLog::open(&path, None).unwrap();
+        log.restart(0);
+        let half = vec![0u8; MAX_PAYLOAD / 2 + 1];
+        let err = log.append_parts(1, &[&half, &half]).unwrap_err();
+        assert!(
+            matches!(&err, Error::Io(e) if e.kind() == io::ErrorKind::InvalidInput),
+            "{err}"
+        );
+        assert_eq!((log.len_used(), log.last_txn(), log.file_len()), (0, 0, 0));
+        log.append(1, b"fits").unwrap();
+        assert_eq!(scan_of(&path).records.len(), 1);
+    }
+
+    /// Counts the hook calls of each kind, and fails log write number
+    /// `fail_write` (from 1) and log sync number `fail_sync`.
+    #[derive(Default)]
+    struct Counter {
+        writes: AtomicU64,
+        syncs: AtomicU64,
+        log_writes: AtomicU64,
+        log_syncs: AtomicU64,
+        log_set_lens: AtomicU64,
+        fail_write: u64,
+        fail_sync: u64,
+    }
+
+    impl IoHook for Counter {
+        fn on_write(&self, _: u64, _: &[&[u8]]) -> io::Result<()> {
+            self.writes.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        fn on_sync(&self) -> io::Result<()> {
+            self.syncs.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        fn on_log_write(&self, _: u64, _: &[&[u8]]) -> io::Result<()> {
+            let n = self.log_writes.fetch_add(1, Ordering::SeqCst) + 1;
+            if n == self.fail_write {
+                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            Ok(())
+        }
+        fn on_log_sync(&self) -> io::Result<()> {
+            let n = self.log_syncs.fetch_add(1, Ordering::SeqCst) + 1;
+            if n == self.fail_sync {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            Ok(())
+        }
+        fn on_log_set_len(&self, _: u64) -> io::Result<()> {
+            self.log_set_lens.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_failed_write_can_be_retried() {
+        // Write 1 grows the file, write 2 is the first record, write 3
+        // the second.
+        for fail_write in 1..=3 {
+            let (_dir, path) = temp_log();
+            let hook = Arc::new(Counter {
+                fail_write,
+                ..Counter::default()
+            });
+            let mut log = RedoLog::open(&path, Some(IoHookHandle(hook.clone()))).unwrap();
+            log.restart(7);
+            for txn in [8, 9] {
+                let before = (log.len_used(), log.last_txn());
+                match log.append(txn, &payload(txn, 20)) {
+                    Ok(()) => {}
+                    // The chain is as before (a growth that succeeded
+                    // before the record's write failed stays: zeros).
+                    Err(Error::Io(e)) if e.raw_os_error() == Some(libc::ENOSPC) => {
+                        assert_eq!((log.len_used(), log.last_txn()), before);
+                        log.append(txn, &payload(txn, 20)).unwrap();
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            log.sync().unwrap();
+            let scan = log.scan().unwrap();
+            let txns: Vec<u64> = scan.records.iter().map(|r| r.txn).collect();
+            assert_eq!(txns, [8, 9], "failing write {fail_write}");
+            assert_eq!(scan.records[1].payload, payload(9, 20));
+            assert_eq!(hook.log_writes.load(Ordering::SeqCst), 4);
+        }
+    }
+
+    #[test]
+    fn the_log_calls_its_own_hooks_and_the_data_file_its_own() {
+        let (dir, path) = temp_log();
+        let hook = Arc::new(Counter {
+            fail_sync: 1,
+            ..Counter::default()
+        });
+        let handle = IoHookHandle(hook.clone());
+        let mut log = RedoLog::open(&path, Some(handle.clone())).unwrap();
+        log.restart(0);
+        log.append(1, b"x").unwrap();
+        assert!(matches!(log.sync(), Err(Error::Io(_))));
+        log.sync().unwrap();
+        let log_file = DataFile::open_log(&path, Some(handle.clone())).unwrap();
+        log_file.set_len(4096).unwrap();
+        assert_eq!(hook.log_writes.load(Ordering::SeqCst), 2);
+        assert_eq!(hook.log_syncs.load(Ordering::SeqCst), 2);
+        assert_eq!(hook.log_set_lens.load(Ordering::SeqCst), 1);
+        assert_eq!(hook.writes.load(Ordering::SeqCst), 0);
+        assert_eq!(hook.syncs.load(Ordering::SeqCst), 0);
+
+        let data_path = dir.path().join("db.ib");
+        fs::write(&data_path, [0u8; 16]).unwrap();
+        let data = DataFile::open(&data_path, true, Some(handle)).unwrap();
+        data.write_vectored_at(&[b"ab"], 0).unwrap();
+        data.sync_data().unwrap();
+        assert_eq!(hook.writes.load(Ordering::SeqCst), 1);
+        assert_eq!(hook.syncs.load(Ordering::SeqCst), 1);
+        assert_eq!(hook.log_writes.load(Ordering::SeqCst), 2);
+        assert_eq!(hook.log_syncs.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn the_log_is_created_private() {
+        let (_dir, path) = temp_log();
+        RedoLog::open(&path, None).unwrap();
+        let mode = fs::metadata(&path).unwrap().mode() & 0o777;
+        assert_eq!(mode & !0o600, 0, "mode {mode:o}");
+    }
+}
