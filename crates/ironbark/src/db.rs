@@ -34,6 +34,7 @@ use crate::stats::{CommitCounters, ReaderInfo, Stats, TreeStats};
 use crate::storage::file::{DataFile, FileId};
 use crate::storage::freespace::FreeSpace;
 use crate::storage::lockfile;
+use crate::storage::log::RedoLog;
 use crate::storage::map::Map;
 use crate::storage::meta::{
     page_size_is_valid, Meta, MAX_PAGE_SIZE, META_LEN, META_SLOTS, MIN_PAGE_SIZE,
@@ -170,6 +171,12 @@ impl Database {
         drop(reg);
         let db = Database::handle(shared, options);
         if let Some(lock) = db.shared.readers.lock_file() {
+            if !db.shared.read_only && lock.header().logged_by.load(Ordering::Acquire) != 0 {
+                // Logged commits this process cannot read (after a crash,
+                // or in another process's arena): taking the write lock
+                // replays them into a checkpoint.
+                drop(db.shared.lock_writer(true)?);
+            }
             // Another process's commit: load it as a reader would, which
             // also validates its state blob now rather than later.
             drop(ReadTxn::begin(db.shared.clone())?);
@@ -292,9 +299,16 @@ impl Database {
         ReadTxn::begin(self.shared.clone())
     }
 
-    /// Makes every commit so far durable (one `fdatasync` if any commit is
-    /// not yet durable). Nothing to do on a read-only handle. Waits for the
-    /// write lock (`WriteTxnOnThisThread` on the thread that holds it).
+    /// Makes every commit so far durable in the data file: a checkpoint if
+    /// logged commits are pending (their pages written to the file, one
+    /// `fdatasync`), else one `fdatasync` if any commit is not yet durable.
+    /// Nothing to do on a read-only handle. Waits for the write lock
+    /// (`WriteTxnOnThisThread` on the thread that holds it).
+    pub fn checkpoint(&self) -> Result<()> {
+        self.sync()
+    }
+
+    /// The same as [`Database::checkpoint`]: every commit so far durable.
     pub fn sync(&self) -> Result<()> {
         if self.read_only {
             return Ok(());
@@ -389,6 +403,12 @@ impl Database {
         &self,
         f: impl FnOnce(&Snapshot, Option<usize>) -> Result<T>,
     ) -> Result<T> {
+        if !self.shared.read_only && self.shared.published.load().source.arena.is_some() {
+            // Pages of logged commits are not in the file yet: the file's
+            // accounting (and so `check` and `stats`) describes a
+            // checkpoint.
+            self.sync()?;
+        }
         match self.begin_read() {
             Ok(rx) => f(rx.snapshot(), Some(rx.slot())),
             Err(Error::ReadersFull { .. }) if !self.shared.read_only => {
@@ -582,7 +602,7 @@ fn open_instance(
         file.lock_writer_shared()?;
         let loaded = load(&file)?;
         let readers = ReaderTable::private(options.max_readers, loaded.meta.txn);
-        return Ok(assemble(path, file, options, db_id, loaded, readers));
+        return Ok(assemble(path, file, options, db_id, loaded, readers, None));
     };
     if gated.alone {
         let first = || -> Result<Loaded> {
@@ -621,10 +641,23 @@ fn open_instance(
             loaded.meta.txn,
             loaded.slot,
         )?;
-        let readers = ReaderTable::shared(Arc::new(lock));
-        return Ok(assemble(path, file, options, db_id, loaded, readers));
+        let log = open_log(path, options)?;
+        let lock = Arc::new(lock);
+        if log
+            .as_ref()
+            .is_some_and(|l| l.has_records_after(loaded.meta.txn))
+        {
+            // A crash left logged commits past the file's newest commit:
+            // `open_with` replays them (the writer of any process would).
+            lock.header().logged_by.store(u64::MAX, Ordering::Release);
+        }
+        let readers = ReaderTable::shared(lock);
+        return Ok(assemble(path, file, options, db_id, loaded, readers, log));
     }
     let lock = gated.attach(file_id)?;
+    // Under the gate: from now on no process makes logged commits, which
+    // only the process that made them could read (`Shared::may_log`).
+    lock.header().processes.fetch_add(1, Ordering::SeqCst);
     let readers = ReaderTable::shared(Arc::new(lock));
     let page_size = read_meta(&file, file.len()?, 0, 0)
         .map(|m| m.page_size as usize)
@@ -646,6 +679,7 @@ fn open_instance(
             map: map.clone(),
             page_count: 0,
             page_size,
+            arena: None,
         },
         catalog: Catalog::default(),
     };
@@ -653,6 +687,7 @@ fn open_instance(
         path: path.to_path_buf(),
         limits: Limits::new(page_size),
         broken_protocol: options.broken_protocol,
+        logged_commits: options.logged_commits,
         read_only: options.read_only,
         db_id,
         max_readers_option: options.max_readers,
@@ -660,22 +695,27 @@ fn open_instance(
         published: ArcSwap::from_pointee(placeholder),
         map: Mutex::new(map),
         readers,
-        writer: Mutex::new(WriterState {
-            free: FreeSpace::default(),
-            chain: Chain::default(),
-            protectors: Vec::new(),
-            writeback_for: 0,
-            page_pool: Vec::new(),
-            state_txn: 0,
-            durable_txn: 0,
-            durable_slot: 0,
+        writer: Mutex::new(WriterState::new(
+            FreeSpace::default(),
+            Chain::default(),
+            0,
+            0,
             file_len,
-            poisoned: false,
-            stale_checked: None,
-        }),
+            open_log(path, options)?,
+        )),
+        arena: OnceLock::new(),
         counters: Counters::default(),
         file,
     })
+}
+
+/// The redo log of a writable instance (`None` for a read-only one).
+fn open_log(path: &Path, options: &Options) -> Result<Option<RedoLog>> {
+    if options.read_only {
+        return Ok(None);
+    }
+    let log_path = crate::storage::log::log_path(path);
+    RedoLog::open(&log_path, options.io_hook.clone()).map(Some)
 }
 
 /// The instance of a process that loaded the commit itself.
@@ -686,6 +726,7 @@ fn assemble(
     db_id: u64,
     loaded: Loaded,
     readers: ReaderTable,
+    log: Option<RedoLog>,
 ) -> Shared {
     let Loaded {
         meta,
@@ -703,6 +744,7 @@ fn assemble(
         path: path.to_path_buf(),
         limits: Limits::new(meta.page_size as usize),
         broken_protocol: options.broken_protocol,
+        logged_commits: options.logged_commits,
         read_only: options.read_only,
         db_id,
         max_readers_option: options.max_readers,
@@ -714,19 +756,8 @@ fn assemble(
             catalog,
         }),
         readers,
-        writer: Mutex::new(WriterState {
-            free,
-            chain,
-            protectors: Vec::new(),
-            writeback_for: 0,
-            page_pool: Vec::new(),
-            state_txn: meta.txn,
-            durable_txn: meta.txn,
-            durable_slot: slot,
-            file_len,
-            poisoned: false,
-            stale_checked: None,
-        }),
+        writer: Mutex::new(WriterState::new(free, chain, meta.txn, slot, file_len, log)),
+        arena: OnceLock::new(),
         counters: Counters::default(),
         file,
     }
@@ -903,6 +934,7 @@ fn load(file: &DataFile) -> Result<Loaded> {
             map: map.clone(),
             page_count: meta.page_count,
             page_size,
+            arena: None,
         };
         let state = match state::load(&source, &meta, true).and_then(|s| {
             if meta.last_synced_txn < meta.txn {

@@ -4,13 +4,15 @@
 //!
 //! Invariant: a committed page number is only resolved if it lies in
 //! `[META_SLOTS, page_count)` of the snapshot being read, so every byte
-//! returned is inside the file; dirty page numbers carry [`DIRTY_BIT`] and
-//! never reach the file.
+//! returned is inside the file, or, carrying [`ARENA_BIT`], in the page
+//! arena of logged commits (`storage::arena`), bounds-checked there too;
+//! dirty page numbers carry [`DIRTY_BIT`] and never reach either.
 
 use std::sync::Arc;
 
 use crate::btree::page::{blob_run_pages, BLOB_HEADER_LEN, DIRTY_BIT};
 use crate::error::{Error, Result};
+use crate::storage::arena::{Arena, ARENA_BIT};
 use crate::storage::map::Map;
 use crate::storage::meta::META_SLOTS;
 
@@ -28,6 +30,9 @@ pub(crate) struct MapSource {
     pub(crate) map: Arc<Map>,
     pub(crate) page_count: u64,
     pub(crate) page_size: usize,
+    /// The arena holding the pages of logged commits not yet checkpointed
+    /// (`None` when the snapshot has none).
+    pub(crate) arena: Option<Arc<Arena>>,
 }
 
 impl MapSource {
@@ -35,6 +40,12 @@ impl MapSource {
     fn range(&self, pgno: u64, pages: u64) -> Result<&[u8]> {
         let end = pgno.checked_add(pages);
         if pgno < META_SLOTS || pages == 0 || end.is_none_or(|e| e > self.page_count) {
+            // Off the hot path: an arena page number fails the file's test.
+            if pgno & ARENA_BIT != 0 {
+                if let Some(run) = self.arena.as_ref().and_then(|a| a.run(pgno, pages)) {
+                    return Ok(run);
+                }
+            }
             return Err(Error::corrupted_page(
                 pgno,
                 format!(

@@ -68,7 +68,7 @@ pub(crate) struct TableHeader {
 }
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ibLOCK\0\0");
-const LOCK_FORMAT_VERSION: u64 = 1;
+const LOCK_FORMAT_VERSION: u64 = 2;
 /// Bytes before the first reader slot.
 pub(crate) const HEADER_LEN: usize = 4096;
 const SLOT_LEN: usize = 64;
@@ -95,7 +95,17 @@ pub(crate) struct Header {
     /// Non-zero after an fsync failed in any process: no process commits
     /// again until the database is reopened by a first process.
     pub(crate) poisoned: AtomicU64,
-    _reserved: [AtomicU64; 5],
+    /// The processes with the database open (set to 1 by the first, one
+    /// more per joining process, one less per closing one; a crashed
+    /// process leaves it too high, which only disables logged commits
+    /// until the next first process). Changed under the gate.
+    pub(crate) processes: AtomicU64,
+    /// Non-zero while the newest commits are logged commits whose pages
+    /// live in one process's arena: that process's `ProcessId` word (or
+    /// `u64::MAX`: an unknown, crashed one). A writer of any other process
+    /// first replays the log into a checkpoint (`txn::recovery`).
+    pub(crate) logged_by: AtomicU64,
+    _reserved: [AtomicU64; 3],
     /// Copies of the two newest metas, by txn parity. Word 0 is a stamp: the
     /// meta's txn when the copy is whole, 0 while it is being written.
     metas: [[AtomicU64; META_WORDS]; 2],
@@ -228,6 +238,7 @@ impl Gated {
         h.data_ino.store(data_id.1, Ordering::Relaxed);
         h.durable_txn.store(durable_txn, Ordering::Relaxed);
         h.durable_slot.store(durable_slot, Ordering::Relaxed);
+        h.processes.store(1, Ordering::Relaxed);
         lock.store_meta(meta);
         h.table.published_txn.store(meta.txn, Ordering::SeqCst);
         h.magic.store(MAGIC, Ordering::SeqCst);

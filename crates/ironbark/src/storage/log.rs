@@ -43,9 +43,6 @@
 //! allocated blocks, so the `fdatasync` of a record has no file metadata to
 //! write.
 
-// Nothing calls the log yet: it is wired into commits next.
-#![allow(dead_code)]
-
 use std::io;
 use std::path::Path;
 
@@ -118,7 +115,35 @@ pub(crate) struct Scan {
     pub(crate) last_sum: u64,
 }
 
+/// The log's path for the data file `data`: `<data file>-log`.
+pub(crate) fn log_path(data: &Path) -> std::path::PathBuf {
+    let mut name = data.file_name().unwrap_or_default().to_os_string();
+    name.push("-log");
+    data.with_file_name(name)
+}
+
 impl RedoLog {
+    /// Whether the log holds a record of a txn after `txn` (a read error
+    /// counts as yes: the replay then reports it).
+    pub(crate) fn has_records_after(&self, txn: u64) -> bool {
+        self.scan()
+            .map(|s| s.records.last().is_some_and(|r| r.txn > txn))
+            .unwrap_or(true)
+    }
+
+    /// Restarts the chain after the durable checkpoint `epoch` and zeroes
+    /// the first record's header, so that the next open finds no record
+    /// without reading further (a clean close). Not synced: if the zeros
+    /// are lost, the next open reads the old records and skips them, as
+    /// the checkpoint covers them.
+    pub(crate) fn clear(&mut self, epoch: u64) -> Result<()> {
+        self.restart(epoch);
+        if self.file_len >= HEADER_LEN as u64 {
+            self.file.write_vectored_at(&[&ZEROS[..HEADER_LEN]], 0)?;
+        }
+        Ok(())
+    }
+
     /// Opens (creating if missing) the log at `path`. The log is then as
     /// after `restart(0)`: call [`RedoLog::scan`] and then
     /// [`RedoLog::resume`] or [`RedoLog::restart`] before appending.
@@ -223,6 +248,7 @@ impl RedoLog {
         self.last_txn = epoch;
     }
 
+    #[cfg(test)]
     /// Continues the chain `scan` found (a scan of this log): the next
     /// append goes at `scan.end`, over whatever torn or stale bytes follow
     /// the chain. Resuming a scan without records is `restart(scan.epoch)`.
@@ -320,11 +346,13 @@ impl RedoLog {
         self.last_txn
     }
 
+    #[cfg(test)]
     /// The epoch of the chain being written.
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch
     }
 
+    #[cfg(test)]
     /// The log file's length (grown ahead of the records, never shrunk).
     pub(crate) fn file_len(&self) -> u64 {
         self.file_len

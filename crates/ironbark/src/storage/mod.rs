@@ -1,6 +1,6 @@
 //! Storage: the data file, the read-only memory map over it, the two meta
-//! pages, the free-space map, the lock file processes share, and the redo
-//! log beside the data file.
+//! pages, the free-space map, the lock file processes share, the redo log
+//! beside the data file, and the page arena of logged commits.
 //!
 //! Invariant kept by this layer: bytes are only ever written to the file
 //! with positioned writes (`pwritev`) by the single writer, and only to pages
@@ -8,6 +8,7 @@
 //! written only past its valid chain, or from its start once a durable
 //! checkpoint covers the whole chain.
 
+pub(crate) mod arena;
 pub(crate) mod file;
 pub(crate) mod freespace;
 pub(crate) mod lockfile;

@@ -29,8 +29,10 @@ use crate::error::Result;
 use crate::options::{BrokenProtocol, Durability};
 use crate::pages::{DirtyPages, MapSource};
 use crate::state::{self, BlobRef, Chain, Plan};
+use crate::storage::arena::ARENA_BIT;
 use crate::storage::freespace::{Extent, FreeSpace, Freed, Pending};
 use crate::storage::meta::Meta;
+use crate::txn::logged;
 use crate::txn::shared::{Shared, Snapshot, WriterGuard, WriterState, THOROUGH_INTERVAL};
 
 /// Bytes of pages held back only for crash safety (under
@@ -47,20 +49,66 @@ const HELD_BYTES: u64 = 64 << 20;
 /// The smallest step by which the file grows.
 const GROWTH_MIN_BYTES: u64 = 1 << 20;
 
+/// What a write transaction changed, handed to the commit.
+pub(crate) struct Changes {
+    pub(crate) catalog: Catalog,
+    pub(crate) dirty: DirtyPages,
+    /// Committed pages (file pages, or arena pages) it stopped using.
+    pub(crate) freed: Vec<Freed>,
+    /// Its redo record, if it recorded one (small enough to log).
+    pub(crate) redo: Option<Vec<u8>>,
+}
+
 /// Commits a write transaction's changes (the caller checked that there
-/// are some and that no mutation failed part-way).
+/// are some and that no mutation failed part-way): logged (the redo
+/// record to the log, the pages to the arena) when that is possible, else
+/// as a checkpoint (every page to the file).
 pub(crate) fn commit(
     shared: &Shared,
     mut writer: WriterGuard<'_>,
     base: &Snapshot,
-    mut catalog: Catalog,
-    mut dirty: DirtyPages,
-    mut freed: Vec<Freed>,
+    changes: Changes,
     durability: Durability,
 ) -> Result<()> {
     let w = &mut *writer;
     if w.poisoned {
         return Err(crate::Error::Poisoned);
+    }
+    let Changes {
+        mut catalog,
+        mut dirty,
+        mut freed,
+        redo,
+    } = changes;
+    if let Some(payload) = &redo {
+        if shared.may_log(w) {
+            let logged = logged::write(
+                shared,
+                w,
+                base,
+                &mut catalog,
+                &mut dirty,
+                &freed,
+                payload,
+                durability,
+            );
+            match logged {
+                Ok(Some(snapshot)) => {
+                    w.page_pool = dirty.into_pool(shared.limits.page_size);
+                    w.redo_buffer = redo.unwrap_or_default();
+                    shared.publish(snapshot);
+                    w.state_txn = base.txn() + 1;
+                    shared.counters.commits.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    w.page_pool = dirty.into_pool(shared.limits.page_size);
+                    return Err(e);
+                }
+            }
+        }
+        w.redo_buffer = redo.unwrap_or_default();
     }
     let mut space = SpaceLog {
         freed: std::mem::take(&mut freed),
@@ -92,6 +140,11 @@ fn finish(
     let outcome = match result {
         Ok((meta, chain)) => {
             w.chain = chain;
+            // Every page of the logged commits is in the file now.
+            w.arena_space.retire_all(meta.txn);
+            w.logged_freed.clear();
+            w.checkpoint_catalog = None;
+            shared.set_logged_by(0);
             let map = shared.map.lock().unwrap_or_else(|e| e.into_inner()).clone();
             shared.publish(Snapshot {
                 meta,
@@ -99,6 +152,7 @@ fn finish(
                     map,
                     page_count: meta.page_count,
                     page_size: shared.limits.page_size,
+                    arena: None,
                 },
                 catalog,
             });
@@ -244,7 +298,7 @@ impl Allocator<'_> {
 
 /// The live dirty tree pages in pre-order (so leaves land in key order) and
 /// the dirty blobs they reference.
-fn order_dirty(catalog: &Catalog, dirty: &DirtyPages) -> Result<(Vec<u64>, Vec<u64>)> {
+pub(crate) fn order_dirty(catalog: &Catalog, dirty: &DirtyPages) -> Result<(Vec<u64>, Vec<u64>)> {
     let mut order = Vec::new();
     let mut blobs = Vec::new();
     let mut stack = Vec::new();
@@ -329,6 +383,38 @@ fn patch_and_seal(
     Ok(seal(buf, real_of(id), txn))
 }
 
+/// Gives every dirty page its real number `real[index]` (a file page or an
+/// arena slot): patches parents, stamps and checksums every page, blobs
+/// first, then tree pages children before parents (reversed pre-order),
+/// since each parent records its children's checksums; then the roots.
+pub(crate) fn seal_all(
+    dirty: &mut DirtyPages,
+    catalog: &mut Catalog,
+    order: &[u64],
+    blobs: &[u64],
+    real: &[u64],
+    txn: u64,
+) -> Result<()> {
+    let mut sums = vec![0u64; dirty.pages.len()];
+    for &b in blobs {
+        let i = (b & !DIRTY_BIT) as usize;
+        sums[i] = seal(dirty.get_mut(b), real[i], txn);
+    }
+    for &id in order.iter().rev() {
+        sums[(id & !DIRTY_BIT) as usize] = patch_and_seal(dirty, id, real, &sums, txn)?;
+    }
+    for t in catalog.trees.iter_mut() {
+        let root = &mut t.state.root;
+        if root.pgno & DIRTY_BIT != 0 {
+            let i = (root.pgno & !DIRTY_BIT) as usize;
+            root.pgno = real[i];
+            root.txn = txn;
+            root.sum = sums[i];
+        }
+    }
+    Ok(())
+}
+
 fn write_commit(
     shared: &Shared,
     w: &mut WriterState,
@@ -344,6 +430,15 @@ fn write_commit(
 
     // 1. Free space: what no protector can read becomes reusable.
     release_space(shared, w, durability, base.txn(), dirty.pages.len() as u64)?;
+
+    // A checkpoint: the pages of logged commits join this commit's dirty
+    // pages, and the file pages those commits stopped using are freed here
+    // (as if by this commit, which only makes their reuse wait longer).
+    if w.arena_space.live_pages() > 0 {
+        logged::pull_arena(catalog, dirty, &base.source)?;
+    }
+    space.freed.retain(|f| f.extent.start & ARENA_BIT == 0);
+    space.freed.extend_from_slice(&w.logged_freed);
 
     // 2. Page numbers. A shrinking commit first takes the free tail off
     // the end of the file (given back if the commit fails).
@@ -371,37 +466,22 @@ fn write_commit(
         real[(id & !DIRTY_BIT) as usize] = next.next().expect("enough pages allocated");
     }
 
-    // 3. Patch, stamp, checksum: blobs first, then tree pages children
-    // before parents (reversed pre-order), since each parent records its
-    // children's checksums.
-    let mut sums = vec![0u64; dirty.pages.len()];
-    for &b in &blobs {
-        let i = (b & !DIRTY_BIT) as usize;
-        sums[i] = seal(dirty.get_mut(b), real[i], txn);
-    }
-    for &id in order.iter().rev() {
-        sums[(id & !DIRTY_BIT) as usize] = patch_and_seal(dirty, id, &real, &sums, txn)?;
-    }
-    for t in catalog.trees.iter_mut() {
-        let root = &mut t.state.root;
-        if root.pgno & DIRTY_BIT != 0 {
-            let i = (root.pgno & !DIRTY_BIT) as usize;
-            root.pgno = real[i];
-            root.txn = txn;
-            root.sum = sums[i];
-        }
-    }
+    // 3. Patch, stamp, checksum.
+    seal_all(dirty, catalog, &order, &blobs, &real, txn)?;
 
     // 4. The state chain: this commit's record of what it changed (or a new
     // base), after its own allocation, so it describes exactly the free
     // space that remains.
     let freed = merge_freed(&mut space.freed);
+    // The state chain describes file commits: after logged commits, this
+    // record's catalog changes are those since the last file commit.
+    let chain_catalog = w.checkpoint_catalog.as_ref().unwrap_or(&base.catalog);
     let mut record = Vec::new();
     state::encode_record(
         &mut record,
         txn,
         catalog,
-        &base.catalog,
+        chain_catalog,
         &freed,
         &alloc.taken[..],
     );
@@ -440,7 +520,7 @@ fn write_commit(
                     &mut record,
                     txn,
                     catalog,
-                    &base.catalog,
+                    chain_catalog,
                     &freed,
                     &alloc.taken[..],
                 );
@@ -635,10 +715,14 @@ fn sync_file(shared: &Shared, w: &mut WriterState) -> Result<()> {
     Ok(())
 }
 
-/// Makes the newest commit durable (`Database::sync`).
+/// Makes the newest commit durable in the file (`Database::sync`): by a
+/// checkpoint if logged commits are pending.
 pub(crate) fn sync_published(shared: &Shared, w: &mut WriterState) -> Result<()> {
     if w.poisoned {
         return Err(crate::Error::Poisoned);
+    }
+    if w.checkpoint_catalog.is_some() {
+        return checkpoint(shared, w);
     }
     let txn = shared.readers.published_txn();
     if w.durable_txn < txn {
@@ -650,11 +734,50 @@ pub(crate) fn sync_published(shared: &Shared, w: &mut WriterState) -> Result<()>
     Ok(())
 }
 
-/// At close: if the newest commit is durable, records that in the other
-/// meta slot, so the next open need not verify the commit's pages.
-pub(crate) fn mark_clean(shared: &Shared) -> Result<()> {
-    let mut w = shared.lock_writer(true)?;
+/// Writes the pages of the pending logged commits to the file in one
+/// durable commit (changing nothing else).
+fn checkpoint(shared: &Shared, w: &mut WriterState) -> Result<()> {
+    let base = shared.published.load_full();
+    let mut catalog = base.catalog.clone();
+    let mut space = SpaceLog {
+        freed: Vec::new(),
+        taken: Vec::new(),
+        shrink: false,
+    };
+    let result = write_commit(
+        shared,
+        w,
+        &base,
+        &mut catalog,
+        &mut DirtyPages::default(),
+        &mut space,
+        Durability::Immediate,
+    );
+    finish(shared, w, &base, catalog, &space, result)
+}
+
+/// At close: writes the pending logged commits to the file (a checkpoint);
+/// then, if this is the last process and the newest commit is durable,
+/// records that in the other meta slot, so the next open need not verify
+/// the commit's pages, and empties the log, so it need not read it.
+pub(crate) fn close(shared: &Shared, alone: bool) -> Result<()> {
+    // Not alone, this process cannot have logged commits pending (a
+    // writable process joining replays them), unless a read-only one
+    // joined: never wait for another process's writer then.
+    let mut w = shared.lock_writer(alone)?;
+    if w.checkpoint_catalog.is_some() && !w.poisoned {
+        checkpoint(shared, &mut w)?;
+        shared.save_durable(&w);
+    }
+    if !alone {
+        return Ok(());
+    }
     let snap = shared.published.load_full();
+    if !w.poisoned && w.durable_txn == snap.txn() {
+        if let Some(log) = w.log.as_mut() {
+            log.clear(snap.txn())?;
+        }
+    }
     if w.poisoned || w.durable_txn != snap.txn() || snap.meta.last_synced_txn == snap.txn() {
         return Ok(());
     }
@@ -684,7 +807,7 @@ fn write_clean_mark(shared: &Shared, w: &mut WriterState, meta: &Meta) -> Result
 }
 
 /// Closing the last instance of any process records a clean shutdown
-/// (`mark_clean`): part of the commit protocol, so it lives here.
+/// (`close`): part of the commit protocol, so it lives here.
 impl Drop for Shared {
     fn drop(&mut self) {
         let Some(lock) = self.readers.lock_file() else {
@@ -694,8 +817,11 @@ impl Drop for Shared {
         // to close records that the newest commit is durable, so the next
         // open need not verify its pages. A failure here only means the
         // next open verifies them, as after a crash.
-        if lock.take_gate().is_ok() && lock.alone().unwrap_or(false) && !self.read_only {
-            let _ = mark_clean(self);
+        if lock.take_gate().is_ok() {
+            lock.header().processes.fetch_sub(1, Ordering::SeqCst);
+            if !self.read_only {
+                let _ = close(self, lock.alone().unwrap_or(false));
+            }
         }
         // Dropping the lock file (with the table) releases both locks.
     }

@@ -1,5 +1,5 @@
 //! Transactions: the reader table, read snapshots, the write transaction,
-//! and the commit protocol.
+//! its redo record, and the commit protocol.
 //!
 //! Invariant: any number of read snapshots and at most one write
 //! transaction; a reader never waits, and the writer never waits for a
@@ -8,8 +8,11 @@
 //! tree it was made for (its id), never to a later tree of the same name.
 
 pub(crate) mod commit;
+pub(crate) mod logged;
 pub(crate) mod read;
 pub(crate) mod readers;
+pub(crate) mod recovery;
+pub(crate) mod redo;
 pub(crate) mod shared;
 pub(crate) mod write;
 

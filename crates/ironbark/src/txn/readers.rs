@@ -55,6 +55,11 @@ impl ProcessId {
         })
     }
 
+    /// The word stored for this process in shared memory (never 0).
+    pub(crate) fn word(self) -> u64 {
+        self.0
+    }
+
     pub(crate) fn pid(self) -> u32 {
         (self.0 & ((1 << PID_BITS) - 1)) as u32
     }

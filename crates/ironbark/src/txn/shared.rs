@@ -15,7 +15,7 @@
 use crate::sync::{AtomicU64, Ordering};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
@@ -26,8 +26,11 @@ use crate::error::{Error, Result};
 use crate::options::BrokenProtocol;
 use crate::pages::MapSource;
 use crate::state::{self, Chain};
+use crate::storage::arena::{Arena, ArenaSpace};
 use crate::storage::file::DataFile;
 use crate::storage::freespace::FreeSpace;
+use crate::storage::freespace::Freed;
+use crate::storage::log::RedoLog;
 use crate::storage::map::Map;
 use crate::storage::meta::Meta;
 use crate::txn::readers::ReaderTable;
@@ -76,6 +79,59 @@ pub(crate) struct WriterState {
     pub(crate) poisoned: bool,
     /// When the reader table was last searched for slots of dead processes.
     pub(crate) stale_checked: Option<Instant>,
+    /// The redo log (`None` for an instance that cannot write).
+    pub(crate) log: Option<RedoLog>,
+    /// The arena's slots: live, retired, free (`txn::logged`).
+    pub(crate) arena_space: ArenaSpace,
+    /// File pages that logged commits since the last checkpoint stopped
+    /// using: freed by the next checkpoint.
+    pub(crate) logged_freed: Vec<Freed>,
+    /// The catalog of the last file commit, while logged commits followed
+    /// it (the state chain records changes against it).
+    pub(crate) checkpoint_catalog: Option<Catalog>,
+    /// The redo buffer kept between write transactions.
+    pub(crate) redo_buffer: Vec<u8>,
+}
+
+impl WriterState {
+    /// The state of a writer that knows nothing yet: `refresh_writer` or
+    /// the open fills it in.
+    pub(crate) fn new(
+        free: FreeSpace,
+        chain: Chain,
+        txn: u64,
+        durable_slot: u64,
+        file_len: u64,
+        log: Option<RedoLog>,
+    ) -> WriterState {
+        WriterState {
+            free,
+            chain,
+            protectors: Vec::new(),
+            writeback_for: 0,
+            page_pool: Vec::new(),
+            state_txn: txn,
+            durable_txn: txn,
+            durable_slot,
+            file_len,
+            poisoned: false,
+            stale_checked: None,
+            log,
+            arena_space: ArenaSpace::default(),
+            logged_freed: Vec::new(),
+            checkpoint_catalog: None,
+            redo_buffer: Vec::new(),
+        }
+    }
+
+    /// Forgets the logged commits this process made: another process
+    /// replayed them into a checkpoint at `txn`, so every arena slot retires
+    /// there.
+    fn forget_logged(&mut self, txn: u64) {
+        self.arena_space.retire_all(txn);
+        self.logged_freed.clear();
+        self.checkpoint_catalog = None;
+    }
 }
 
 /// Counters of the commit path, for `stats()`.
@@ -88,6 +144,7 @@ pub(crate) struct Counters {
     pub(crate) syncs: AtomicU64,
     pub(crate) state_bases: AtomicU64,
     pub(crate) state_seals: AtomicU64,
+    pub(crate) logged_commits: AtomicU64,
 }
 
 pub(crate) struct Shared {
@@ -95,6 +152,8 @@ pub(crate) struct Shared {
     pub(crate) file: DataFile,
     pub(crate) limits: Limits,
     pub(crate) broken_protocol: Option<BrokenProtocol>,
+    /// `Options::logged_commits` of the first open in this process.
+    pub(crate) logged_commits: bool,
     /// The instance has no write access (the first open was read-only).
     pub(crate) read_only: bool,
     /// This database's identity in this process, carried by its tree
@@ -115,6 +174,9 @@ pub(crate) struct Shared {
     pub(crate) readers: ReaderTable,
     pub(crate) writer: Mutex<WriterState>,
     pub(crate) counters: Counters,
+    /// The page arena of logged commits, reserved at the first one (`None`
+    /// inside: it could not be reserved, and commits write the file).
+    pub(crate) arena: OnceLock<Option<Arc<Arena>>>,
 }
 
 /// The write lock: this process's writer mutex and, across processes, the
@@ -210,8 +272,62 @@ impl Shared {
             shared: self,
             guard,
         };
+        if self.foreign_logged() {
+            // The newest commits live in the log and another process's
+            // arena (or a crashed one's): replay them into a checkpoint
+            // first. That commit releases the lock; take it again.
+            crate::txn::recovery::replay_log(self, w)?;
+            return self.lock_writer(wait);
+        }
         self.refresh_writer(&mut w)?;
         Ok(w)
+    }
+
+    /// Whether the newest commits are logged commits of another process.
+    fn foreign_logged(&self) -> bool {
+        self.readers.lock_file().is_some_and(|l| {
+            let by = l.header().logged_by.load(Ordering::Acquire);
+            by != 0 && by != crate::txn::readers::ProcessId::current().word()
+        })
+    }
+
+    /// Records which process's arena holds the newest commits (0: none).
+    pub(crate) fn set_logged_by(&self, word: u64) {
+        if let Some(l) = self.readers.lock_file() {
+            let h = &l.header().logged_by;
+            if h.load(Ordering::Relaxed) != word {
+                h.store(word, Ordering::Release);
+            }
+        }
+    }
+
+    /// Whether a commit may be logged: this instance can write, has its log,
+    /// is the only process with the database open (other processes cannot
+    /// read this process's arena), and the protocol is not broken on
+    /// purpose for a test.
+    pub(crate) fn may_log(&self, w: &WriterState) -> bool {
+        self.logged_commits
+            && w.log.is_some()
+            && !w.poisoned
+            && self.broken_protocol.is_none()
+            && self
+                .readers
+                .lock_file()
+                .is_some_and(|l| l.header().processes.load(Ordering::Acquire) == 1)
+    }
+
+    /// The page arena, reserved on first use.
+    pub(crate) fn arena(&self) -> Option<Arc<Arena>> {
+        self.arena
+            .get_or_init(|| {
+                Arena::new(
+                    self.limits.page_size,
+                    crate::storage::arena::RESERVATION_BYTES,
+                )
+                .ok()
+                .map(Arc::new)
+            })
+            .clone()
     }
 
     /// Loads what other processes changed since this process last wrote:
@@ -240,6 +356,7 @@ impl Shared {
         })?;
         let snapshot = self.install_snapshot(meta)?;
         let state = state::load(&snapshot.source, &meta, true)?;
+        w.forget_logged(txn);
         w.free = state.free;
         w.chain = state.chain;
         w.file_len = self.file.len()?;
@@ -312,6 +429,7 @@ impl Shared {
             map: self.map_covering(meta.page_count)?,
             page_count: meta.page_count,
             page_size: self.limits.page_size,
+            arena: None,
         };
         let state = state::load(&source, &meta, false)?;
         let snapshot = Arc::new(Snapshot {

@@ -18,6 +18,7 @@ use crate::options::Durability;
 use crate::pages::{DirtyPages, PageSource, WriteSource};
 use crate::storage::freespace::Freed;
 use crate::txn::read::copied;
+use crate::txn::redo::{self, RedoOp};
 use crate::txn::shared::{Shared, Snapshot, WriterGuard};
 use crate::txn::Tree;
 
@@ -41,7 +42,17 @@ pub struct WriteTxn<'db> {
     /// inconsistent, so the transaction can only be aborted.
     pub(crate) failed: Option<String>,
     pub(crate) durability: Durability,
+    /// The changes as redo-log operations (`txn::redo`), while `logging`:
+    /// recording stops (and the commit writes pages instead) once a
+    /// transaction outgrows `MAX_LOGGED_BYTES`.
+    pub(crate) redo: Vec<u8>,
+    pub(crate) logging: bool,
 }
+
+/// The largest redo record a commit logs; a larger transaction writes its
+/// pages at once (a checkpoint), which costs less than logging its bytes
+/// and writing its pages later too.
+pub(crate) const MAX_LOGGED_BYTES: usize = 256 << 10;
 
 impl std::fmt::Debug for WriteTxn<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -65,7 +76,12 @@ impl<'db> WriteTxn<'db> {
         }
         let base = shared.published.load_full();
         let dirty = DirtyPages::with_pool(std::mem::take(&mut writer.page_pool));
+        let mut redo = std::mem::take(&mut writer.redo_buffer);
+        redo.clear();
+        let logging = shared.may_log(&writer);
         Ok(WriteTxn {
+            redo,
+            logging,
             shared,
             catalog: base.catalog.clone(),
             base,
@@ -136,6 +152,9 @@ impl<'db> WriteTxn<'db> {
                     },
                 );
                 self.changed = true;
+                if self.logging {
+                    redo::create(&mut self.redo, id, name);
+                }
                 i
             }
         };
@@ -169,6 +188,9 @@ impl<'db> WriteTxn<'db> {
         self.changed = true;
         let result = self.tree_writer().free_tree(&state);
         self.note_failure(result)?;
+        if self.logging {
+            redo::drop_tree(&mut self.redo, self.catalog.trees[i].id);
+        }
         self.catalog.trees.remove(i);
         Ok(true)
     }
@@ -192,7 +214,70 @@ impl<'db> WriteTxn<'db> {
         let result = self.tree_writer().put(&mut state, key, value);
         self.catalog.trees[i].state = state;
         self.changed = true;
+        if self.logging {
+            redo::put(&mut self.redo, tree.id, key, value);
+            self.check_log_size();
+        }
         self.note_failure(result)
+    }
+
+    /// Stops recording redo operations once the record would be too large
+    /// to be worth logging.
+    fn check_log_size(&mut self) {
+        if self.redo.len() > MAX_LOGGED_BYTES {
+            self.logging = false;
+            self.redo.clear();
+        }
+    }
+
+    /// Applies the operations of a redo record (recovery), resolving trees
+    /// by id in this transaction's catalog.
+    pub(crate) fn apply_redo(&mut self, payload: &[u8]) -> Result<()> {
+        let tree_of = |txn: &WriteTxn<'_>, id: u64| -> Result<Tree> {
+            let e = txn
+                .catalog
+                .trees
+                .iter()
+                .find(|t| t.id == id)
+                .ok_or_else(|| Error::Corrupted {
+                    page: None,
+                    detail: format!("redo log record names tree id {id}, which does not exist"),
+                })?;
+            Ok(Tree {
+                id,
+                name: e.name.clone(),
+                db: txn.shared.db_id,
+            })
+        };
+        for op in redo::decode(payload) {
+            match op? {
+                RedoOp::Put { tree, key, value } => {
+                    let t = tree_of(self, tree)?;
+                    self.put(&t, key, value)?;
+                }
+                RedoOp::Delete { tree, key } => {
+                    let t = tree_of(self, tree)?;
+                    self.delete(&t, key)?;
+                }
+                RedoOp::Create { tree, name } => {
+                    let t = self.open_tree(name)?;
+                    if t.id != tree {
+                        return Err(Error::Corrupted {
+                            page: None,
+                            detail: format!(
+                                "redo log record creates tree {name:?} as id {tree}, replay made {}",
+                                t.id
+                            ),
+                        });
+                    }
+                }
+                RedoOp::Drop { tree } => {
+                    let name = tree_of(self, tree)?.name;
+                    self.drop_tree(&name)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Records that a mutation failed part-way.
@@ -211,6 +296,10 @@ impl<'db> WriteTxn<'db> {
         self.catalog.trees[i].state = state;
         if !matches!(result, Ok(false)) {
             self.changed = true;
+        }
+        if self.logging && matches!(result, Ok(true)) {
+            redo::delete(&mut self.redo, tree.id, key);
+            self.check_log_size();
         }
         self.note_failure(result)
     }
@@ -264,16 +353,25 @@ impl<'db> WriteTxn<'db> {
             changed,
             failed,
             durability,
+            redo,
+            logging,
             ..
         } = self;
         if failed.is_some() || !changed {
             writer.page_pool = dirty.into_pool(shared.limits.page_size);
+            writer.redo_buffer = redo;
             return match failed {
                 Some(why) => Err(Error::TxnFailed(why)),
                 None => Ok(()),
             };
         }
-        crate::txn::commit::commit(shared, writer, &base, catalog, dirty, freed, durability)
+        let changes = crate::txn::commit::Changes {
+            catalog,
+            dirty,
+            freed,
+            redo: logging.then_some(redo),
+        };
+        crate::txn::commit::commit(shared, writer, &base, changes, durability)
     }
 
     /// Discards every change (the same as dropping the transaction).

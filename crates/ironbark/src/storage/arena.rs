@@ -1,0 +1,303 @@
+//! The page arena: the page versions of logged commits, kept in memory
+//! until a checkpoint writes them to the data file (see `txn::commit`).
+//!
+//! A logged commit does not write its pages to the file: they go to slots
+//! of this arena, sealed exactly as file pages are (stamped with their
+//! number, `ARENA_BIT | slot`, and their txn, and checksummed), and parents
+//! reference them by that number. A reader resolves such a number by
+//! arithmetic (`base + slot * page_size`): no table, no lock, no system
+//! call. Published versions are never changed; a superseded one is
+//! *retired* with the txn that stopped using it and becomes reusable once
+//! no live reader's snapshot is older than that txn (the rule file pages
+//! follow, without the durable commit as a protector: the arena is never
+//! durable, the redo log is).
+//!
+//! The arena is one private anonymous mapping reserved once (address space
+//! only; memory is used by the slots touched). It belongs to one process:
+//! logged commits are made only while one process has the database open
+//! (see docs/design.md, "Logged commits").
+//!
+//! Soundness (the same argument as `storage::map`): readers borrow `&[u8]`
+//! of published slots; the writer only writes slots handed out by
+//! [`ArenaSpace::alloc`], which never hands out a slot a live snapshot can
+//! reach, and a [`Fresh`] run is the only way to write. Every read is
+//! bounds-checked against the reservation.
+
+use std::collections::VecDeque;
+use std::io;
+
+use crate::error::{Error, Result};
+
+/// Marks a page number as an arena slot (the dirty bit is `1 << 63`).
+pub(crate) const ARENA_BIT: u64 = 1 << 62;
+
+/// Address space reserved for the arena: 16 GiB, of which only the slots in
+/// use cost memory.
+pub(crate) const RESERVATION_BYTES: usize = 16 << 30;
+
+/// The arena's mapping.
+#[derive(Debug)]
+pub(crate) struct Arena {
+    ptr: *mut u8,
+    len: usize,
+    page_size: usize,
+    slots: u64,
+}
+
+// SAFETY: the mapping lives until `Drop`; readers only read published
+// slots, and the one writer only writes `Fresh` runs no reader can reach
+// (module doc), so sharing it between threads is sound.
+unsafe impl Send for Arena {}
+// SAFETY: as above.
+unsafe impl Sync for Arena {}
+
+impl Arena {
+    /// Reserves an arena of `RESERVATION_BYTES` (or `reserve` bytes) for
+    /// pages of `page_size`.
+    pub(crate) fn new(page_size: usize, reserve: usize) -> Result<Arena> {
+        assert!(page_size.is_power_of_two());
+        let len = reserve.max(page_size) / page_size * page_size;
+        // SAFETY: a fresh private anonymous mapping; the kernel picks the
+        // address and the result is checked for MAP_FAILED. NORESERVE: only
+        // the pages touched take memory.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::Io(io::Error::last_os_error()));
+        }
+        Ok(Arena {
+            ptr: ptr as *mut u8,
+            len,
+            page_size,
+            slots: (len / page_size) as u64,
+        })
+    }
+
+    /// The number of slots reserved.
+    pub(crate) fn slots(&self) -> u64 {
+        self.slots
+    }
+
+    /// The bytes of `pages` slots from the one numbered `pgno` (which
+    /// carries `ARENA_BIT`), or `None` if out of the reservation.
+    #[inline]
+    pub(crate) fn run(&self, pgno: u64, pages: u64) -> Option<&[u8]> {
+        let slot = pgno & !ARENA_BIT;
+        if pgno & ARENA_BIT == 0 || pages == 0 || slot.checked_add(pages)? > self.slots {
+            return None;
+        }
+        let ps = self.page_size as u64;
+        // SAFETY: the range lies within the mapping, which lives as long as
+        // `self`; published slots are not written while borrowed (module
+        // doc).
+        Some(unsafe {
+            std::slice::from_raw_parts(self.ptr.add((slot * ps) as usize), (pages * ps) as usize)
+        })
+    }
+
+    /// Copies `bytes` (whole pages) into the run `fresh` was handed out for.
+    pub(crate) fn write(&self, fresh: &Fresh, bytes: &[u8]) {
+        assert_eq!(
+            bytes.len() as u64,
+            fresh.pages * self.page_size as u64,
+            "arena write of another length than its run"
+        );
+        assert!(fresh.slot + fresh.pages <= self.slots);
+        // SAFETY: in bounds (asserted); `Fresh` runs are reachable by no
+        // snapshot and handed to one writer (`ArenaSpace::alloc`), so no
+        // reference to these bytes exists while they are written.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.ptr.add((fresh.slot * self.page_size as u64) as usize),
+                bytes.len(),
+            );
+        }
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the range we mapped; no slice outlives `self`
+        // (snapshots hold the arena by `Arc`).
+        unsafe {
+            libc::munmap(self.ptr as *mut libc::c_void, self.len);
+        }
+    }
+}
+
+/// A run of slots just handed out: reachable by no snapshot, so it may be
+/// written. Not `Clone`: only [`ArenaSpace::alloc`] makes one.
+#[derive(Debug)]
+pub(crate) struct Fresh {
+    slot: u64,
+    pages: u64,
+}
+
+impl Fresh {
+    /// The page number of the run's first slot.
+    pub(crate) fn pgno(&self) -> u64 {
+        ARENA_BIT | self.slot
+    }
+}
+
+/// Which slots are free, in use, or retired (the writer's alone).
+///
+/// Invariants: a slot is in exactly one of: beyond `next` (never used since
+/// the last reset), `free`, `live` (set bit), or `retired`; `retired` is in
+/// order of txn; `live_count` counts the set bits.
+#[derive(Debug, Default)]
+pub(crate) struct ArenaSpace {
+    next: u64,
+    free: Vec<u64>,
+    retired: VecDeque<(u64, u64, u64)>,
+    live: Vec<u64>,
+    live_count: u64,
+}
+
+impl ArenaSpace {
+    /// Slots in use by the newest commit's trees.
+    pub(crate) fn live_pages(&self) -> u64 {
+        self.live_count
+    }
+
+    fn set_live(&mut self, slot: u64, pages: u64, live: bool) {
+        for s in slot..slot + pages {
+            let (word, bit) = ((s / 64) as usize, 1u64 << (s % 64));
+            if word >= self.live.len() {
+                self.live.resize(word + 1, 0);
+            }
+            assert_eq!(self.live[word] & bit != 0, !live, "arena slot {s} state");
+            if live {
+                self.live[word] |= bit;
+            } else {
+                self.live[word] &= !bit;
+            }
+        }
+        if live {
+            self.live_count += pages;
+        } else {
+            self.live_count -= pages;
+        }
+    }
+
+    /// `pages` contiguous slots of `arena` no snapshot can reach, or `None`
+    /// when the arena is full (the caller then checkpoints instead).
+    pub(crate) fn alloc(&mut self, arena: &Arena, pages: u64, limit: u64) -> Option<Fresh> {
+        assert!(pages > 0);
+        let slot = if pages == 1 && !self.free.is_empty() {
+            self.free.pop().expect("non-empty")
+        } else if self.next + pages <= arena.slots().min(limit) {
+            self.next += pages;
+            self.next - pages
+        } else {
+            return None;
+        };
+        self.set_live(slot, pages, true);
+        Some(Fresh { slot, pages })
+    }
+
+    /// Gives back a run `alloc` handed out that was never published.
+    pub(crate) fn unalloc(&mut self, fresh: Fresh) {
+        self.set_live(fresh.slot, fresh.pages, false);
+        self.free.extend(fresh.slot..fresh.slot + fresh.pages);
+    }
+
+    /// The run at `pgno` is no longer used by commits from `txn` on.
+    pub(crate) fn retire(&mut self, pgno: u64, pages: u64, txn: u64) {
+        let slot = pgno & !ARENA_BIT;
+        assert!(pgno & ARENA_BIT != 0 && slot + pages <= self.next);
+        if let Some(&(_, _, last)) = self.retired.back() {
+            assert!(last <= txn, "arena retirements out of txn order");
+        }
+        self.set_live(slot, pages, false);
+        self.retired.push_back((slot, pages, txn));
+    }
+
+    /// Retires every live slot (a checkpoint at `txn` wrote them all to the
+    /// file).
+    pub(crate) fn retire_all(&mut self, txn: u64) {
+        for word in 0..self.live.len() {
+            let mut bits = self.live[word];
+            while bits != 0 {
+                let slot = word as u64 * 64 + bits.trailing_zeros() as u64;
+                bits &= bits - 1;
+                self.retire(ARENA_BIT | slot, 1, txn);
+            }
+        }
+        debug_assert_eq!(self.live_count, 0);
+    }
+
+    /// Makes reusable every slot retired at or before `oldest` (the oldest
+    /// snapshot any live reader holds, or the newest commit if none).
+    /// Returns true when the arena became empty (and was reset to its start,
+    /// so that its memory in use stays that of the slots live at once).
+    pub(crate) fn release(&mut self, oldest: u64) -> bool {
+        let mut any = false;
+        while let Some(&(slot, pages, txn)) = self.retired.front() {
+            if txn > oldest {
+                break;
+            }
+            self.retired.pop_front();
+            self.free.extend(slot..slot + pages);
+            any = true;
+        }
+        if any && self.live_count == 0 && self.retired.is_empty() {
+            self.next = 0;
+            self.free.clear();
+            return true;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_reused_only_after_the_oldest_reader_passes_their_retirement() {
+        let arena = Arena::new(4096, 64 * 4096).unwrap();
+        let mut space = ArenaSpace::default();
+        let a = space.alloc(&arena, 1, u64::MAX).unwrap();
+        let b = space.alloc(&arena, 2, u64::MAX).unwrap();
+        arena.write(&a, &[7u8; 4096]);
+        arena.write(&b, &[9u8; 8192]);
+        assert_eq!(arena.run(a.pgno(), 1).unwrap()[0], 7);
+        assert_eq!(arena.run(b.pgno(), 2).unwrap()[8191], 9);
+        assert_eq!(space.live_pages(), 3);
+        space.retire(a.pgno(), 1, 5);
+        assert!(!space.release(4), "a reader at 4 still sees slot a");
+        let c = space.alloc(&arena, 1, u64::MAX).unwrap();
+        assert_ne!(c.pgno(), a.pgno(), "slot a reused while a reader sees it");
+        assert!(!space.release(5));
+        let d = space.alloc(&arena, 1, u64::MAX).unwrap();
+        assert_eq!(d.pgno(), a.pgno(), "slot a reusable once readers passed 5");
+        space.retire_all(6);
+        assert_eq!(space.live_pages(), 0);
+        assert!(space.release(6), "an arena with nothing live resets");
+        let e = space.alloc(&arena, 1, u64::MAX).unwrap();
+        assert_eq!(e.pgno(), ARENA_BIT, "allocation starts over at slot 0");
+    }
+
+    #[test]
+    fn a_full_arena_says_so_and_reads_out_of_range_are_refused() {
+        let arena = Arena::new(4096, 4 * 4096).unwrap();
+        let mut space = ArenaSpace::default();
+        assert!(space.alloc(&arena, 3, u64::MAX).is_some());
+        assert!(space.alloc(&arena, 2, u64::MAX).is_none());
+        assert!(space.alloc(&arena, 1, 3).is_none(), "the limit binds");
+        assert!(space.alloc(&arena, 1, u64::MAX).is_some());
+        assert!(arena.run(ARENA_BIT | 3, 2).is_none());
+        assert!(arena.run(3, 1).is_none(), "a file page number is no slot");
+        assert!(arena.run(ARENA_BIT | u64::MAX >> 2, 1).is_none());
+    }
+}

@@ -1,0 +1,235 @@
+//! Logged commits: a small write transaction appends its redo record to
+//! the log (synced under `Durability::Immediate`) and puts its pages in the
+//! arena, and writes nothing to the data file. A checkpoint (any commit
+//! that is not logged: `commit::write_commit`) later writes every arena
+//! page the trees reach to the file, with the pages it changes itself.
+//!
+//! Invariants:
+//! - the log holds, chained from the newest durable file commit `C`, one
+//!   record per logged commit after it, each written before its commit is
+//!   published; so the file at `C` plus the log is the newest commit;
+//! - a logged commit frees no file page: the file pages it stopped using
+//!   are remembered (`WriterState::logged_freed`) and freed by the next
+//!   checkpoint, so the durable commit `C` stays whole until a durable
+//!   commit replaces it;
+//! - arena pages are published once and never changed; a superseded one is
+//!   retired with the txn that stopped using it (`storage::arena`).
+//!
+//! See docs/design.md, "Logged commits".
+
+use crate::btree::page::{set_child, set_overflow, LeafValue, Node, DIRTY_BIT};
+use crate::catalog::Catalog;
+use crate::error::Result;
+use crate::options::Durability;
+use crate::pages::{DirtyPages, MapSource, PageSource};
+use crate::storage::arena::{Fresh, ARENA_BIT};
+use crate::storage::freespace::Freed;
+use crate::storage::meta::Meta;
+use crate::txn::commit::{order_dirty, seal_all};
+use crate::txn::shared::{Shared, Snapshot, WriterState};
+
+/// Bytes of log after which the next commit checkpoints instead: bounds
+/// the time recovery takes (replaying this much after a crash).
+pub(crate) const LOG_BOUND_BYTES: u64 = 64 << 20;
+
+/// Arena bytes in use after which the next commit checkpoints instead, at
+/// least; a larger database may use as many as the file has (the bound
+/// sets how often a checkpoint rewrites the pages that changed: rarely,
+/// when the arena can hold the whole working set).
+pub(crate) const ARENA_MIN_BOUND_BYTES: u64 = 64 << 20;
+
+/// Writes a logged commit of these changes on top of `base` and returns
+/// the snapshot to publish, or `None` (having changed nothing) when the
+/// log or the arena is full or the log cannot continue from `base`: the
+/// caller then writes a checkpoint instead.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write(
+    shared: &Shared,
+    w: &mut WriterState,
+    base: &Snapshot,
+    catalog: &mut Catalog,
+    dirty: &mut DirtyPages,
+    freed: &[Freed],
+    payload: &[u8],
+    durability: Durability,
+) -> Result<Option<Snapshot>> {
+    let txn = base.txn() + 1;
+    let Some(arena) = shared.arena() else {
+        return Ok(None);
+    };
+    let Some(log) = w.log.as_mut() else {
+        return Ok(None);
+    };
+    if log.last_txn() != base.txn() {
+        // The log restarts from `base`, which must then be a durable file
+        // commit (no logged commit since the last checkpoint).
+        if w.arena_space.live_pages() > 0 || !w.logged_freed.is_empty() {
+            return Ok(None);
+        }
+        if w.durable_txn != base.txn() {
+            crate::txn::commit::sync_published(shared, w)?;
+        }
+        let log = w.log.as_mut().expect("checked above");
+        log.restart(base.txn());
+    }
+    let log = w.log.as_mut().expect("checked above");
+    if log.len_used() + payload.len() as u64 > LOG_BOUND_BYTES {
+        return Ok(None);
+    }
+
+    // Arena slots no reader can see any more become reusable.
+    shared.readers.snapshots(&mut w.protectors);
+    let oldest = w
+        .protectors
+        .first()
+        .copied()
+        .unwrap_or(base.txn())
+        .min(base.txn());
+    w.arena_space.release(oldest);
+
+    let ps = shared.limits.page_size as u64;
+    let limit = (ARENA_MIN_BOUND_BYTES / ps).max(base.meta.page_count);
+    let (order, blobs) = order_dirty(catalog, dirty)?;
+    let mut fresh: Vec<(u64, Fresh)> = Vec::with_capacity(order.len() + blobs.len());
+    let mut real = vec![0u64; dirty.pages.len()];
+    for (&id, pages) in blobs
+        .iter()
+        .map(|b| (b, dirty.get(*b).len() as u64 / ps))
+        .chain(order.iter().map(|id| (id, 1)))
+    {
+        match w.arena_space.alloc(&arena, pages, limit) {
+            Some(f) => {
+                real[(id & !DIRTY_BIT) as usize] = f.pgno();
+                fresh.push((id, f));
+            }
+            None => {
+                for (_, f) in fresh {
+                    w.arena_space.unalloc(f);
+                }
+                return Ok(None);
+            }
+        }
+    }
+    // Sealing edits the dirty pages only; if anything fails from here on,
+    // the transaction is gone and its arena slots are given back.
+    let written = seal_all(dirty, catalog, &order, &blobs, &real, txn).and_then(|()| {
+        let log = w.log.as_mut().expect("checked above");
+        log.append(txn, payload)?;
+        if durability == Durability::Immediate {
+            shared
+                .counters
+                .syncs
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if let Err(e) = log.sync() {
+                // As for the data file: the kernel may have dropped the
+                // written record, so nothing more can be trusted.
+                w.poisoned = true;
+                return Err(e);
+            }
+        }
+        Ok(())
+    });
+    if let Err(e) = written {
+        for (_, f) in fresh {
+            w.arena_space.unalloc(f);
+        }
+        return Err(e);
+    }
+    for (id, f) in &fresh {
+        arena.write(f, dirty.get(*id));
+    }
+    let c = &shared.counters;
+    c.write_calls
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    c.bytes_written.fetch_add(
+        payload.len() as u64 + 32,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    c.logged_commits
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+
+    for f in freed {
+        if f.extent.start & ARENA_BIT != 0 {
+            w.arena_space.retire(f.extent.start, f.extent.len, txn);
+        } else {
+            w.logged_freed.push(*f);
+        }
+    }
+    if w.checkpoint_catalog.is_none() {
+        // `base` is the last file commit: the state chain's catalog.
+        w.checkpoint_catalog = Some(base.catalog.clone());
+    }
+    shared.set_logged_by(crate::txn::readers::ProcessId::current().word());
+    let meta = Meta { txn, ..base.meta };
+    Ok(Some(Snapshot {
+        meta,
+        source: MapSource {
+            map: base.source.map.clone(),
+            page_count: meta.page_count,
+            page_size: shared.limits.page_size,
+            arena: Some(arena),
+        },
+        catalog: std::mem::take(catalog),
+    }))
+}
+
+/// Copies every arena page the trees of `catalog` reach (through dirty
+/// pages too) into `dirty`, patching the parents, so that the commit being
+/// written puts them in the file (a checkpoint).
+pub(crate) fn pull_arena(
+    catalog: &mut Catalog,
+    dirty: &mut DirtyPages,
+    base: &MapSource,
+) -> Result<()> {
+    let mut stack = Vec::new();
+    let mut refs = Vec::new();
+    for t in catalog.trees.iter_mut() {
+        let root = &mut t.state.root;
+        if root.pgno & ARENA_BIT != 0 {
+            root.pgno = dirty.add_copy(base.page(root.pgno)?);
+        }
+        if root.pgno & DIRTY_BIT != 0 {
+            stack.push(root.pgno);
+        }
+        while let Some(id) = stack.pop() {
+            let node = Node::parse(dirty.get(id), id, None)?;
+            refs.clear();
+            for i in 0..node.count {
+                let target = if node.is_leaf {
+                    match node.leaf_entry(i)?.1 {
+                        LeafValue::Overflow { pgno, .. } => pgno,
+                        LeafValue::Inline(_) => continue,
+                    }
+                } else {
+                    node.child(i)?.0
+                };
+                if target & (ARENA_BIT | DIRTY_BIT) != 0 {
+                    refs.push((i, target));
+                }
+            }
+            let is_leaf = node.is_leaf;
+            for &(i, target) in &refs {
+                if target & DIRTY_BIT != 0 {
+                    if !is_leaf {
+                        stack.push(target);
+                    }
+                    continue;
+                }
+                let copy = if is_leaf {
+                    dirty.blobs_added += 1;
+                    dirty.add_copy(base.blob_run(target)?)
+                } else {
+                    dirty.add_copy(base.page(target)?)
+                };
+                let buf = dirty.get_mut(id);
+                if is_leaf {
+                    set_overflow(buf, i, copy, 0, 0);
+                } else {
+                    set_child(buf, i, copy, 0, 0);
+                    stack.push(copy);
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,130 @@
+//! Recovery: replaying the redo log into a checkpoint, when the newest
+//! commits are logged commits this process cannot read: after a crash (the
+//! first process to open finds records past the file's newest commit), or
+//! when another process's arena holds them (a process joining, or taking
+//! over from a writer that died between its log write and its publish).
+//!
+//! Invariant: the file's durable commit `C` plus the log records after it,
+//! applied in txn order, is the newest commit (`txn::logged`); the replay
+//! applies exactly those, stops at the first torn or damaged record (the
+//! log's scan), and writes the result as one durable checkpoint whose txn
+//! is above every txn any reader may have seen.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::options::Durability;
+use crate::pages::MapSource;
+use crate::state;
+use crate::storage::meta::{Meta, META_LEN};
+use crate::txn::shared::{Shared, Snapshot, WriterGuard};
+use crate::txn::write::WriteTxn;
+
+/// Replays the log on the durable file commit and commits the result as a
+/// durable checkpoint (which releases the write lock).
+pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> {
+    let ps = shared.limits.page_size;
+    let (durable_txn, slot) = match shared.readers.lock_file() {
+        Some(l) => {
+            let h = l.header();
+            (
+                h.durable_txn.load(std::sync::atomic::Ordering::Acquire),
+                h.durable_slot.load(std::sync::atomic::Ordering::Acquire),
+            )
+        }
+        None => (w.durable_txn, w.durable_slot),
+    };
+    let mut bytes = [0u8; META_LEN];
+    shared.file.read_exact_at(&mut bytes, slot * ps as u64)?;
+    let meta = Meta::decode(&bytes, slot)?;
+    if meta.txn != durable_txn {
+        return Err(Error::Corrupted {
+            page: Some(slot),
+            detail: format!(
+                "meta slot {slot} holds txn {}, the durable commit is {durable_txn}",
+                meta.txn
+            ),
+        });
+    }
+    let file_len = shared.file.len()?;
+    if meta.page_count.saturating_mul(ps as u64) > file_len {
+        return Err(Error::Corrupted {
+            page: Some(slot),
+            detail: "the durable commit needs more pages than the file has".into(),
+        });
+    }
+    let scan = match w.log.as_ref() {
+        Some(log) => log.scan()?,
+        None => return Err(Error::ReadOnly),
+    };
+    if !scan.records.is_empty() && scan.epoch > meta.txn {
+        return Err(Error::Corrupted {
+            page: None,
+            detail: format!(
+                "the redo log continues commit {}, the file's durable commit is {}",
+                scan.epoch, meta.txn
+            ),
+        });
+    }
+    let records: Vec<_> = scan
+        .records
+        .into_iter()
+        .filter(|r| r.txn > meta.txn)
+        .collect();
+    let source = MapSource {
+        map: shared.map_covering(meta.page_count)?,
+        page_count: meta.page_count,
+        page_size: ps,
+        arena: None,
+    };
+    let loaded = state::load(&source, &meta, true)?;
+    // The checkpoint's txn must be above anything published (the reader
+    // table's txn never goes back) and above every replayed record.
+    let top = shared
+        .readers
+        .published_txn()
+        .max(records.last().map_or(0, |r| r.txn))
+        .max(meta.txn);
+    w.free = loaded.free;
+    w.chain = loaded.chain;
+    w.state_txn = top;
+    w.durable_txn = meta.txn;
+    w.durable_slot = slot;
+    w.file_len = file_len;
+    w.poisoned |= shared.readers.lock_file().is_some_and(|l| {
+        l.header()
+            .poisoned
+            .load(std::sync::atomic::Ordering::Acquire)
+            != 0
+    });
+    w.arena_space.retire_all(top + 1);
+    w.logged_freed.clear();
+    w.checkpoint_catalog = None;
+    let previous = shared.published.load_full();
+    shared.published.store(Arc::new(Snapshot {
+        meta: Meta { txn: top, ..meta },
+        source,
+        catalog: loaded.catalog,
+    }));
+    let result = (|| {
+        let mut txn = WriteTxn::begin(shared, w, Durability::Immediate)?;
+        txn.logging = false;
+        for r in &records {
+            txn.apply_redo(&r.payload)?;
+        }
+        // Even with nothing to replay, a checkpoint above `top` is what
+        // readers of this process can load.
+        txn.changed = true;
+        txn.commit()
+    })();
+    if result.is_err() {
+        shared.published.rcu(|now| {
+            if now.txn() == top {
+                previous.clone()
+            } else {
+                now.clone()
+            }
+        });
+    }
+    result
+}
