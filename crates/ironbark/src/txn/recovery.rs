@@ -21,7 +21,8 @@ use crate::txn::shared::{Shared, Snapshot, WriterGuard};
 use crate::txn::write::WriteTxn;
 
 /// Replays the log on the durable file commit and commits the result as a
-/// durable checkpoint (which releases the write lock).
+/// durable checkpoint (which releases the write lock), with the txn id of
+/// the last record replayed when that is above every published one.
 pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> {
     let ps = shared.limits.page_size;
     let (durable_txn, slot) = match shared.readers.lock_file() {
@@ -78,13 +79,13 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
         arena: None,
     };
     let loaded = state::load(&source, &meta, true)?;
-    // The checkpoint's txn must be above anything published (the reader
-    // table's txn never goes back) and above every replayed record.
-    let top = shared
-        .readers
-        .published_txn()
+    // The checkpoint's txn: that of the last record replayed (it holds
+    // exactly that commit), but above anything published, so that the
+    // reader table's txn moves on and every process's writer reloads.
+    let commit_txn = (shared.readers.published_txn() + 1)
         .max(records.last().map_or(0, |r| r.txn))
-        .max(meta.txn);
+        .max(meta.txn + 1);
+    let top = commit_txn - 1;
     w.free = loaded.free;
     w.chain = loaded.chain;
     w.state_txn = top;
@@ -97,7 +98,7 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
             .load(std::sync::atomic::Ordering::Acquire)
             != 0
     });
-    w.arena_space.retire_all(top + 1);
+    w.arena_space.retire_all(commit_txn);
     w.logged_freed.clear();
     w.checkpoint_catalog = None;
     let previous = shared.published.load_full();
