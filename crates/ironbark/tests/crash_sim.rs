@@ -1,23 +1,46 @@
 //! Simulated power loss (SQLite's crash tests, ALICE's crash states).
 //!
 //! A recording I/O hook logs every write, length change and sync the engine
-//! makes. From the log, the harness builds the file a power cut could leave
-//! at each point: everything synced, plus any subset of the unsynced writes,
-//! sector by sector kept, dropped or garbled, with or without the unsynced
-//! length change. Each such file must open without repair, pass `check()`,
-//! and hold exactly the state of some commit `k` with
+//! makes, to the data file and to the redo log (`<data file>-log`) apart.
+//! From the log, the harness builds the pair of files a power cut could
+//! leave at each point: for each file, everything synced (a data sync makes
+//! only the data file's writes durable, a log sync only the log's), plus
+//! any subset of its unsynced writes, sector by sector kept, dropped or
+//! garbled, with or without its unsynced length change. Each such pair
+//! must open without repair, pass `check()`, and hold exactly the state of
+//! some commit `k` with
 //! (last commit acknowledged durable) <= k <= (last commit attempted).
 //! The same harness run with a deliberately broken commit protocol must
 //! find failures: that shows it can fail.
 //!
+//! Every workload runs twice: with logged commits off (every commit writes
+//! the data file) and on (`Options::logged_commits`: small commits append a
+//! redo record to the log, and `sync()`, `shrink_to_fit`, large
+//! transactions, `stats()` and close are checkpoints into the data file).
+//! In the logged runs the crash points cover a torn last record (sectors of
+//! the record lost), garbage in unsynced log blocks (garbled sectors), a
+//! crash between the log's sync and the commit's publish, during a
+//! checkpoint, during the log's restart after one, and during the very
+//! first commit of a new file; the loss modes apply to each file apart
+//! (either file's unsynced writes all kept while the other's are lost, or
+//! both at random). The log packs records at 8-byte offsets, so sectors are
+//! cut at absolute 512-byte boundaries and a garbled sector garbles only
+//! the bytes the write covered (a write never damages durable bytes it did
+//! not cover: SQLite's "powersafe overwrite").
+//!
+//! Default run (about a minute in release on a 2-core machine): 10,758
+//! crash states with logged commits off (6 per crash point, as before) and
+//! LOGGED_STATES crash states with them on (LOGGED_VARIANTS per crash point). The test prints both
+//! counts.
+//!
 //! `IRONBARK_CRASH_STATES=1000000 cargo test --release --test crash_sim -- --nocapture`
-//! runs the long mode (at least that many crash states).
+//! runs the long mode (at least that many crash states in each mode).
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use common::{read_model, temp_db, Model, Rng};
@@ -27,22 +50,53 @@ const SECTOR: usize = 512;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Write {
-        offset: u64,
-        data: Vec<u8>,
-    },
+    /// A write to the data file.
+    Write { offset: u64, data: Vec<u8> },
+    /// The data file's length set.
     SetLen(u64),
+    /// An `fdatasync` of the data file.
     Sync,
-    /// A commit is about to start.
+    /// A write to the redo log.
+    LogWrite { offset: u64, data: Vec<u8> },
+    /// The redo log's length set.
+    LogSetLen(u64),
+    /// An `fdatasync` of the redo log.
+    LogSync,
+    /// A commit is about to start (or a `sync()` or `stats()`, which with
+    /// logged commits pending is a checkpoint: a commit).
     CommitStart,
-    /// `Database::shrink_to_fit` is about to start: up to two commits.
-    ShrinkStart,
+    /// `Database::shrink_to_fit` is about to start: up to `commits` commits
+    /// (two, and a checkpoint first when logged commits are pending).
+    ShrinkStart { commits: u64 },
     /// A commit returned; `durable` when it was `Immediate` (or a `sync()`
     /// returned): everything up to `txn` must survive.
-    Done {
-        txn: u64,
-        durable: bool,
-    },
+    Done { txn: u64, durable: bool },
+}
+
+impl Op {
+    /// Whether the op changes a file (a distinct crash point follows it).
+    fn is_io(&self) -> bool {
+        matches!(
+            self,
+            Op::Write { .. }
+                | Op::SetLen(_)
+                | Op::Sync
+                | Op::LogWrite { .. }
+                | Op::LogSetLen(_)
+                | Op::LogSync
+        )
+    }
+
+    /// A short description, for failure messages.
+    fn kind(&self) -> String {
+        match self {
+            Op::Write { offset, data } => format!("data write {} at {offset}", data.len()),
+            Op::LogWrite { offset, data } => format!("log write {} at {offset}", data.len()),
+            Op::SetLen(l) => format!("data set_len {l}"),
+            Op::LogSetLen(l) => format!("log set_len {l}"),
+            other => format!("{other:?}"),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -72,13 +126,144 @@ impl IoHook for Recorder {
         self.push(Op::SetLen(len));
         Ok(())
     }
+    fn on_log_write(&self, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
+        self.push(Op::LogWrite {
+            offset,
+            data: bufs.concat(),
+        });
+        Ok(())
+    }
+    fn on_log_sync(&self) -> io::Result<()> {
+        self.push(Op::LogSync);
+        Ok(())
+    }
+    fn on_log_set_len(&self, len: u64) -> io::Result<()> {
+        self.push(Op::LogSetLen(len));
+        Ok(())
+    }
+}
+
+/// The redo log's path for the data file `path`: `<data file>-log`.
+fn log_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap().to_os_string();
+    name.push("-log");
+    path.with_file_name(name)
+}
+
+/// A file's bytes, or none if it is missing.
+fn read_or_empty(path: &Path) -> Vec<u8> {
+    match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => panic!("{}: {e}", path.display()),
+    }
+}
+
+/// The two files of a database: the data file and its redo log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Images {
+    data: Vec<u8>,
+    log: Vec<u8>,
+}
+
+impl Images {
+    fn read(path: &Path) -> Images {
+        Images {
+            data: std::fs::read(path).unwrap(),
+            log: read_or_empty(&log_path(path)),
+        }
+    }
+    fn write(&self, path: &Path) {
+        std::fs::write(path, &self.data).unwrap();
+        std::fs::write(log_path(path), &self.log).unwrap();
+    }
+}
+
+/// Whether commits are logged (`Options::logged_commits`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Logged commits off: every commit writes the data file.
+    Plain,
+    /// Logged commits on.
+    Logged,
+}
+
+impl Mode {
+    fn logged(self) -> bool {
+        self == Mode::Logged
+    }
 }
 
 /// What a workload did: the states by txn id, and the I/O log.
 struct Run {
-    base_image: Vec<u8>,
+    base: Images,
     states: BTreeMap<u64, Model>,
     ops: Vec<Op>,
+    shape: Shape,
+}
+
+/// What the commits of a run were (from its I/O log).
+#[derive(Clone, Copy, Debug, Default)]
+struct Shape {
+    /// Commits that wrote the log and not the data file.
+    logged: usize,
+    /// Commits (and syncs, shrinks, stats) that wrote the data file.
+    file_commits: usize,
+    /// File commits with a logged commit before them and one after them.
+    checkpoints_between: usize,
+    /// Log writes at offset 0 after other log writes: the log restarted.
+    restarts: usize,
+    /// Writes and syncs of the log; syncs of the data file.
+    log_writes: usize,
+    log_syncs: usize,
+    data_syncs: usize,
+}
+
+fn shape_of(ops: &[Op]) -> Shape {
+    let mut s = Shape::default();
+    let mut in_commit = false;
+    let (mut wrote_log, mut wrote_data) = (false, false);
+    let mut logged_before = false;
+    let mut checkpoint_pending = false;
+    let mut log_written = false;
+    for op in ops {
+        match op {
+            Op::CommitStart | Op::ShrinkStart { .. } => {
+                in_commit = true;
+                wrote_log = false;
+                wrote_data = false;
+            }
+            Op::Write { .. } => wrote_data = true,
+            Op::LogWrite { offset, .. } => {
+                wrote_log = true;
+                s.log_writes += 1;
+                if *offset == 0 && log_written {
+                    s.restarts += 1;
+                }
+                log_written = true;
+            }
+            Op::LogSync => s.log_syncs += 1,
+            Op::Sync => s.data_syncs += 1,
+            Op::Done { .. } if in_commit => {
+                in_commit = false;
+                if wrote_data {
+                    s.file_commits += 1;
+                    if logged_before {
+                        checkpoint_pending = true;
+                    }
+                } else if wrote_log {
+                    s.logged += 1;
+                    logged_before = true;
+                    if checkpoint_pending {
+                        s.checkpoints_between += 1;
+                        checkpoint_pending = false;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    s
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -88,7 +273,8 @@ enum Workload {
     SmallTxns,
     /// Large values in overflow runs, and tree drops.
     LargeValues,
-    /// A file that grows a lot (big transactions).
+    /// A file that grows a lot (big transactions; with logged commits,
+    /// some too large to log: checkpoints).
     Growth,
     /// A long-lived reader pinning pages while the writer goes on.
     PinnedReader,
@@ -97,15 +283,17 @@ enum Workload {
     FirstTxn,
 }
 
-fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>) -> Run {
+fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>, mode: Mode) -> Run {
     let t = temp_db("crash.ib");
     let page_size = 1024;
     {
-        // The starting file: one durable commit with a little data.
+        // The starting file: one durable commit with a little data (with
+        // logged commits, the log then holds its record, cleared at close).
         let db = Database::open_with(
             &t.path,
             &Options {
                 page_size,
+                logged_commits: mode.logged(),
                 ..Options::default()
             },
         )
@@ -119,13 +307,14 @@ fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>) -
             tx.commit().unwrap();
         }
     }
-    let base_image = std::fs::read(&t.path).unwrap();
+    let base = Images::read(&t.path);
     let recorder = Arc::new(Recorder::default());
     let options = Options {
         page_size,
         durability: Durability::None,
         io_hook: Some(IoHookHandle(recorder.clone())),
         broken_protocol: broken,
+        logged_commits: mode.logged(),
         ..Options::default()
     };
     let db = Database::open_with(&t.path, &options).unwrap();
@@ -138,8 +327,26 @@ fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>) -
         Workload::Growth => 12,
         _ => 40,
     };
+    // A checkpoint: `f` may commit (with logged commits pending), changing
+    // no data; `Done` as durable.
+    let checkpoint = |states: &mut BTreeMap<u64, Model>, txn: u64, f: &dyn Fn()| -> u64 {
+        recorder.push(Op::CommitStart);
+        f();
+        let (after, model) = read_model(&db).unwrap();
+        for t in txn + 1..=after {
+            states.insert(t, model.clone());
+        }
+        recorder.push(Op::Done {
+            txn: after,
+            durable: true,
+        });
+        after
+    };
     for c in 0..commits {
         let mut tx = db.begin_write().unwrap();
+        // With logged commits, some Growth transactions are too large to
+        // log (a redo record over 256 KiB): checkpoints.
+        let big = mode.logged() && matches!(workload, Workload::Growth) && rng.chance(35);
         let ops = match workload {
             Workload::Growth => 300 + rng.below(600),
             _ => 1 + rng.below(25),
@@ -152,6 +359,7 @@ fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>) -
                 0..=5 => {
                     let len = match workload {
                         Workload::LargeValues if rng.chance(30) => 1000 + rng.below(5000) as usize,
+                        _ if big => 1000 + rng.below(2000) as usize,
                         _ => rng.below(60) as usize,
                     };
                     tx.put(&tree, &key, &rng.bytes(len)).unwrap();
@@ -176,17 +384,24 @@ fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>) -
         }
         recorder.push(Op::CommitStart);
         tx.commit().unwrap();
-        let (txn, model) = read_model(&db).unwrap();
+        let (mut txn, model) = read_model(&db).unwrap();
         recorder.push(Op::Done { txn, durable });
         states.insert(txn, model);
         if rng.chance(10) {
-            db.sync().unwrap();
-            recorder.push(Op::Done { txn, durable: true });
+            if mode.logged() {
+                // A checkpoint if logged commits are pending: a commit.
+                txn = checkpoint(&mut states, txn, &|| db.sync().unwrap());
+            } else {
+                db.sync().unwrap();
+                recorder.push(Op::Done { txn, durable: true });
+            }
         }
         // Giving the free tail back: a durable commit, a second meta, and
         // the file cut, each of which a crash may interrupt.
         if matches!(workload, Workload::Growth | Workload::LargeValues) && rng.chance(25) {
-            recorder.push(Op::ShrinkStart);
+            recorder.push(Op::ShrinkStart {
+                commits: if mode.logged() { 3 } else { 2 },
+            });
             db.shrink_to_fit().unwrap();
             let (after, model) = read_model(&db).unwrap();
             recorder.push(Op::Done {
@@ -207,24 +422,50 @@ fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>) -
         }
     }
     drop(pinned);
-    // The state chain went through each of its steps (appended, sealed,
-    // compacted), so crashes hit each of them.
-    let c = db.stats().unwrap().counters;
-    assert!(
-        c.state_bases > 0 && c.state_seals > 0 && c.state_bases + c.state_seals < c.commits,
-        "{workload:?}: {c:?}"
-    );
+    // `stats` syncs first: with logged commits pending, a checkpoint.
+    let c = if mode.logged() {
+        let (txn, _) = read_model(&db).unwrap();
+        let stats = std::cell::Cell::new(None);
+        checkpoint(&mut states, txn, &|| stats.set(Some(db.stats().unwrap())));
+        stats.take().unwrap().counters
+    } else {
+        db.stats().unwrap().counters
+    };
     drop(db);
     let ops = std::mem::take(&mut *recorder.ops.lock().unwrap());
+    let shape = shape_of(&ops);
+    match mode {
+        // The state chain went through each of its steps (appended,
+        // sealed, compacted), so crashes hit each of them.
+        Mode::Plain => assert!(
+            c.state_bases > 0 && c.state_seals > 0 && c.state_bases + c.state_seals < c.commits,
+            "{workload:?}: {c:?}"
+        ),
+        // Few file commits: the state chain moves little. Instead, the
+        // log was written and synced, commits were logged, checkpoints
+        // came between logged commits (so the log restarted after them),
+        // and the data file was synced.
+        Mode::Logged => assert!(
+            shape.log_writes > 0
+                // (Growth has 12 commits: maybe no `Immediate` logged one.)
+                && (shape.log_syncs > 0 || matches!(workload, Workload::Growth))
+                && shape.data_syncs > 0
+                && shape.logged > 0
+                && shape.checkpoints_between > 0
+                && shape.restarts > 0,
+            "{workload:?} seed {seed}: {shape:?}"
+        ),
+    }
     Run {
-        base_image,
+        base,
         states,
         ops,
+        shape,
     }
 }
 
 /// How a crash treats the unsynced writes.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Loss {
     KeepAll,
     DropAll,
@@ -232,58 +473,113 @@ enum Loss {
     Random,
 }
 
-/// The file a power cut after `ops[..at]` could leave.
-fn crash_image(base: &[u8], ops: &[Op], loss: Loss, rng: &mut Rng) -> Vec<u8> {
-    let mut durable = base.to_vec();
-    let mut len = base.len() as u64;
-    let mut pending: Vec<(u64, &[u8])> = Vec::new();
-    for op in ops {
-        match op {
-            Op::Write { offset, data } => {
-                pending.push((*offset, data));
-                len = len.max(offset + data.len() as u64);
-            }
-            Op::SetLen(l) => len = *l,
-            Op::Sync => {
-                durable.resize(len as usize, 0);
-                for (offset, data) in pending.drain(..) {
-                    durable[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+/// One file as a power cut finds it: durable bytes and length, and the
+/// writes since its last sync.
+struct FileSim<'a> {
+    durable: Vec<u8>,
+    len: u64,
+    pending: Vec<(u64, &'a [u8])>,
+}
+
+impl<'a> FileSim<'a> {
+    fn new(base: &[u8]) -> FileSim<'a> {
+        FileSim {
+            durable: base.to_vec(),
+            len: base.len() as u64,
+            pending: Vec::new(),
+        }
+    }
+    fn write(&mut self, offset: u64, data: &'a [u8]) {
+        self.pending.push((offset, data));
+        self.len = self.len.max(offset + data.len() as u64);
+    }
+    fn sync(&mut self) {
+        self.durable.resize(self.len as usize, 0);
+        for (offset, data) in self.pending.drain(..) {
+            self.durable[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+        }
+    }
+    /// Whether anything since the last sync could be lost.
+    fn unsynced(&self) -> bool {
+        !self.pending.is_empty() || self.len != self.durable.len() as u64
+    }
+    /// The file after the power cut. Each write is cut at absolute sector
+    /// boundaries; each piece is kept, dropped or garbled (only the bytes
+    /// the write covered).
+    fn crash(self, loss: Loss, rng: &mut Rng) -> Vec<u8> {
+        let mut image = self.durable;
+        let keep_len = match loss {
+            Loss::KeepAll => true,
+            Loss::DropAll => false,
+            Loss::Random => rng.chance(50),
+        };
+        if keep_len {
+            image.resize(self.len as usize, 0);
+        }
+        for (offset, data) in self.pending {
+            let (start, end) = (offset as usize, offset as usize + data.len());
+            let mut at = start;
+            while at < end {
+                let next = ((at / SECTOR + 1) * SECTOR).min(end);
+                let piece = &data[at - start..next - start];
+                let here = at;
+                at = next;
+                if next > image.len() {
+                    continue; // beyond a length that was lost
+                }
+                let fate = match loss {
+                    Loss::KeepAll => 0,
+                    Loss::DropAll => 1,
+                    Loss::Random => rng.below(10),
+                };
+                match fate {
+                    0..=5 => image[here..next].copy_from_slice(piece),
+                    6..=8 => {}
+                    _ => {
+                        let garbage = rng.bytes(piece.len());
+                        image[here..next].copy_from_slice(&garbage);
+                    }
                 }
             }
+        }
+        image
+    }
+}
+
+/// The files a power cut after `ops[..at]` could leave: `loss.0` for the
+/// data file's unsynced writes, `loss.1` for the log's.
+fn crash_images(base: &Images, ops: &[Op], loss: (Loss, Loss), rng: &mut Rng) -> Images {
+    let mut data = FileSim::new(&base.data);
+    let mut log = FileSim::new(&base.log);
+    for op in ops {
+        match op {
+            Op::Write { offset, data: d } => data.write(*offset, d),
+            Op::SetLen(l) => data.len = *l,
+            Op::Sync => data.sync(),
+            Op::LogWrite { offset, data: d } => log.write(*offset, d),
+            Op::LogSetLen(l) => log.len = *l,
+            Op::LogSync => log.sync(),
             _ => {}
         }
     }
-    let mut image = durable;
-    let keep_len = match loss {
-        Loss::KeepAll => true,
-        Loss::DropAll => false,
-        Loss::Random => rng.chance(50),
+    let data = data.crash(loss.0, rng);
+    // A log with nothing unsynced draws nothing from `rng` (so runs with
+    // logged commits off see the same images as before the log existed).
+    let log = if log.unsynced() {
+        log.crash(loss.1, rng)
+    } else {
+        log.durable
     };
-    if keep_len {
-        image.resize(len as usize, 0);
-    }
-    for (offset, data) in pending {
-        for (i, sector) in data.chunks(SECTOR).enumerate() {
-            let at = offset as usize + i * SECTOR;
-            if at + sector.len() > image.len() {
-                continue; // beyond a length that was lost
-            }
-            let fate = match loss {
-                Loss::KeepAll => 0,
-                Loss::DropAll => 1,
-                Loss::Random => rng.below(10),
-            };
-            match fate {
-                0..=5 => image[at..at + sector.len()].copy_from_slice(sector),
-                6..=8 => {}
-                _ => {
-                    let garbage = rng.bytes(sector.len());
-                    image[at..at + sector.len()].copy_from_slice(&garbage);
-                }
-            }
-        }
-    }
-    image
+    Images { data, log }
+}
+
+/// The data file a power cut after `ops` (data file ops only) could leave.
+fn crash_image(base: &[u8], ops: &[Op], loss: Loss, rng: &mut Rng) -> Vec<u8> {
+    let base = Images {
+        data: base.to_vec(),
+        log: Vec::new(),
+    };
+    crash_images(&base, ops, (loss, loss), rng).data
 }
 
 /// The commits that must and may survive a crash after `ops[..at]`.
@@ -294,7 +590,7 @@ fn bounds(ops: &[Op], first_txn: u64) -> (u64, u64) {
     for op in ops {
         match op {
             Op::CommitStart => open = 1,
-            Op::ShrinkStart => open = 2,
+            Op::ShrinkStart { commits } => open = *commits,
             Op::Done { txn, durable } => {
                 open = 0;
                 last_done = *txn;
@@ -308,11 +604,25 @@ fn bounds(ops: &[Op], first_txn: u64) -> (u64, u64) {
     (floor, last_done + open)
 }
 
-/// Opens a crash image and checks the promises; returns a failure message.
-fn verify_image(path: &Path, image: &[u8], run: &Run, floor: u64, ceiling: u64) -> Option<String> {
-    std::fs::write(path, image).unwrap();
+/// Opens crash images (the data file at `path`, the log beside it) and
+/// checks the promises; returns a failure message.
+fn verify_image(
+    path: &Path,
+    images: &Images,
+    run: &Run,
+    floor: u64,
+    ceiling: u64,
+    mode: Mode,
+) -> Option<String> {
+    images.write(path);
     let result = (|| -> ironbark::Result<Option<String>> {
-        let db = Database::open(path)?;
+        let db = Database::open_with(
+            path,
+            &Options {
+                logged_commits: mode.logged(),
+                ..Options::default()
+            },
+        )?;
         db.check()?;
         let (txn, model) = read_model(&db)?;
         if txn < floor || txn > ceiling {
@@ -333,18 +643,40 @@ fn verify_image(path: &Path, image: &[u8], run: &Run, floor: u64, ceiling: u64) 
     }
 }
 
+/// The losses of variant `v` of a crash point. With logged commits off,
+/// the first two keep and drop everything, the rest are random. With them
+/// on, the first four keep or drop each file's unsynced writes (all four
+/// combinations), the rest are random for both; `None` for a combination
+/// that repeats an earlier one (a file with nothing unsynced).
+fn losses(v: usize, mode: Mode, data_unsynced: bool, log_unsynced: bool) -> Option<(Loss, Loss)> {
+    use Loss::*;
+    match (mode, v) {
+        (Mode::Plain, 0) => Some((KeepAll, KeepAll)),
+        (Mode::Plain, 1) => Some((DropAll, DropAll)),
+        (Mode::Plain, _) => Some((Random, Random)),
+        (Mode::Logged, 0) => Some((KeepAll, KeepAll)),
+        (Mode::Logged, 1) => Some((DropAll, DropAll)),
+        (Mode::Logged, 2) if data_unsynced && log_unsynced => Some((KeepAll, DropAll)),
+        (Mode::Logged, 3) if data_unsynced && log_unsynced => Some((DropAll, KeepAll)),
+        (Mode::Logged, 2 | 3) => None,
+        (Mode::Logged, _) => Some((Random, Random)),
+    }
+}
+
 struct Outcome {
     states: usize,
     failures: Vec<String>,
+    shape: Shape,
 }
 
 fn explore(
     workload: Workload,
     seed: u64,
     broken: Option<BrokenProtocol>,
+    mode: Mode,
     variants: usize,
 ) -> Outcome {
-    let run = run_workload(workload, seed, broken);
+    let run = run_workload(workload, seed, broken, mode);
     let first_txn = *run.states.keys().next().unwrap();
     // Crash images go to memory when it can: each open syncs the file.
     let dir = tempfile::tempdir_in("/dev/shm")
@@ -355,25 +687,39 @@ fn explore(
     let mut outcome = Outcome {
         states: 0,
         failures: Vec::new(),
+        shape: run.shape,
     };
+    let (mut data_unsynced, mut log_unsynced) = (false, false);
     for at in 0..=run.ops.len() {
-        // Only points where something changed are distinct crash points.
-        if at > 0 && !matches!(run.ops[at - 1], Op::Write { .. } | Op::SetLen(_) | Op::Sync) {
-            continue;
+        if at > 0 {
+            match &run.ops[at - 1] {
+                Op::Write { .. } | Op::SetLen(_) => data_unsynced = true,
+                Op::Sync => data_unsynced = false,
+                Op::LogWrite { .. } | Op::LogSetLen(_) => log_unsynced = true,
+                Op::LogSync => log_unsynced = false,
+                _ => {}
+            }
+            // Only points where something changed are distinct crash points.
+            if !run.ops[at - 1].is_io() {
+                continue;
+            }
         }
         let (floor, ceiling) = bounds(&run.ops[..at], first_txn);
         for v in 0..variants {
-            let loss = match v {
-                0 => Loss::KeepAll,
-                1 => Loss::DropAll,
-                _ => Loss::Random,
+            let Some(loss) = losses(v, mode, data_unsynced, log_unsynced) else {
+                continue;
             };
-            let image = crash_image(&run.base_image, &run.ops[..at], loss, &mut rng);
+            let images = crash_images(&run.base, &run.ops[..at], loss, &mut rng);
             outcome.states += 1;
-            if let Some(f) = verify_image(&path, &image, &run, floor, ceiling) {
-                outcome
-                    .failures
-                    .push(format!("{workload:?} seed {seed} op {at} variant {v}: {f}"));
+            if let Some(f) = verify_image(&path, &images, &run, floor, ceiling, mode) {
+                outcome.failures.push(format!(
+                    "{mode:?} {workload:?} seed {seed} op {at} ({}) variant {v} {loss:?}: {f}",
+                    if at == 0 {
+                        "start".to_string()
+                    } else {
+                        run.ops[at - 1].kind()
+                    }
+                ));
             }
         }
     }
@@ -387,9 +733,13 @@ fn target_states() -> usize {
         .unwrap_or(10_000)
 }
 
-#[test]
-fn every_crash_state_opens_to_a_commit_in_bounds() {
-    let target = target_states();
+/// Crash states per crash point with logged commits on (fewer than off:
+/// a logged run has more crash points per commit, two files to lose).
+const LOGGED_VARIANTS: usize = 8;
+
+/// Every workload, seed after seed, until `target` crash states: panics at
+/// the first seed with a failure.
+fn explore_all(mode: Mode, variants: usize, target: usize) -> usize {
     let workloads = [
         Workload::FirstTxn,
         Workload::SmallTxns,
@@ -401,8 +751,14 @@ fn every_crash_state_opens_to_a_commit_in_bounds() {
     let mut seed = 1;
     while states < target {
         for w in workloads {
-            let outcome = explore(w, seed, None, 6);
+            let outcome = explore(w, seed, None, mode, variants);
             states += outcome.states;
+            if std::env::var_os("IRONBARK_CRASH_VERBOSE").is_some() {
+                eprintln!(
+                    "{mode:?} {w:?} seed {seed}: {} states, {:?}",
+                    outcome.states, outcome.shape
+                );
+            }
             assert!(
                 outcome.failures.is_empty(),
                 "{} of {} crash states failed; first: {}",
@@ -413,7 +769,19 @@ fn every_crash_state_opens_to_a_commit_in_bounds() {
         }
         seed += 1;
     }
-    eprintln!("{states} crash states verified");
+    states
+}
+
+#[test]
+fn every_crash_state_opens_to_a_commit_in_bounds() {
+    let states = explore_all(Mode::Plain, 6, target_states());
+    eprintln!("logged commits off: {states} crash states verified");
+}
+
+#[test]
+fn every_crash_state_with_logged_commits_opens_to_a_commit_in_bounds() {
+    let states = explore_all(Mode::Logged, LOGGED_VARIANTS, target_states());
+    eprintln!("logged commits on: {states} crash states verified");
 }
 
 #[test]
@@ -426,7 +794,7 @@ fn the_harness_catches_a_broken_protocol() {
         let mut states = 0;
         for seed in 1..=2 {
             for w in [Workload::SmallTxns, Workload::Growth] {
-                let o = explore(w, seed, Some(broken), 6);
+                let o = explore(w, seed, Some(broken), Mode::Plain, 6);
                 failures += o.failures.len();
                 states += o.states;
             }
@@ -439,9 +807,11 @@ fn the_harness_catches_a_broken_protocol() {
     }
 }
 
-#[test]
-fn a_crash_during_the_first_open_after_a_crash_is_harmless() {
-    let run = run_workload(Workload::SmallTxns, 42, None);
+/// A crash during the first open after a crash (which verifies, syncs and
+/// marks the commit clean, and with logged commits replays the log into a
+/// durable checkpoint) must not lose the commit that open chose.
+fn crash_during_first_open(mode: Mode) -> usize {
+    let run = run_workload(Workload::SmallTxns, 42, None, mode);
     let first_txn = *run.states.keys().next().unwrap();
     let dir = tempfile::tempdir_in("/dev/shm")
         .or_else(|_| tempfile::tempdir())
@@ -453,11 +823,17 @@ fn a_crash_during_the_first_open_after_a_crash_is_harmless() {
     // Crash images whose newest commit is unproven, so open has work to do.
     for at in (1..=run.ops.len()).step_by(7) {
         let (floor, ceiling) = bounds(&run.ops[..at], first_txn);
-        let image = crash_image(&run.base_image, &run.ops[..at], Loss::Random, &mut rng);
-        std::fs::write(&first, &image).unwrap();
+        let images = crash_images(
+            &run.base,
+            &run.ops[..at],
+            (Loss::Random, Loss::Random),
+            &mut rng,
+        );
+        images.write(&first);
         let recorder = Arc::new(Recorder::default());
         let options = Options {
             io_hook: Some(IoHookHandle(recorder.clone())),
+            logged_commits: mode.logged(),
             ..Options::default()
         };
         let chosen = {
@@ -468,17 +844,30 @@ fn a_crash_during_the_first_open_after_a_crash_is_harmless() {
         let reopen_ops = std::mem::take(&mut *recorder.ops.lock().unwrap());
         for k in 0..=reopen_ops.len() {
             for loss in [Loss::KeepAll, Loss::DropAll, Loss::Random] {
-                let image2 = crash_image(&image, &reopen_ops[..k], loss, &mut rng);
+                let images2 = crash_images(&images, &reopen_ops[..k], (loss, loss), &mut rng);
                 states += 1;
                 // The first open chose `chosen`; a crash during it must not
                 // lose that commit or expose another.
-                if let Some(f) = verify_image(&second, &image2, &run, chosen, chosen) {
-                    panic!("crash at op {at}, then at op {k} of the reopen: {f}");
+                if let Some(f) = verify_image(&second, &images2, &run, chosen, chosen, mode) {
+                    panic!("{mode:?}: crash at op {at}, then at op {k} of the reopen: {f}");
                 }
             }
         }
     }
+    states
+}
+
+#[test]
+fn a_crash_during_the_first_open_after_a_crash_is_harmless() {
+    let states = crash_during_first_open(Mode::Plain);
     eprintln!("{states} crash states during reopen verified");
+    assert!(states > 100);
+}
+
+#[test]
+fn a_crash_during_the_replay_after_a_crash_is_harmless() {
+    let states = crash_during_first_open(Mode::Logged);
+    eprintln!("logged commits on: {states} crash states during reopen (replay) verified");
     assert!(states > 100);
 }
 
