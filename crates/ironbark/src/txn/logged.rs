@@ -68,6 +68,7 @@ pub(crate) fn write(
         }
         if w.durable_txn != base.txn() {
             crate::txn::commit::sync_published(shared, w)?;
+            shared.save_durable(w);
         }
         let log = w.log.as_mut().expect("checked above");
         log.restart(base.txn());
