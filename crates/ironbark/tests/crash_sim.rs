@@ -213,6 +213,9 @@ struct Shape {
     checkpoints_between: usize,
     /// Log writes at offset 0 after other log writes: the log restarted.
     restarts: usize,
+    /// Restarts by a logged commit that first synced the data file (its
+    /// base, a checkpoint, was not durable).
+    restarts_after_sync: usize,
     /// Writes and syncs of the log; syncs of the data file.
     log_writes: usize,
     log_syncs: usize,
@@ -226,12 +229,14 @@ fn shape_of(ops: &[Op]) -> Shape {
     let mut logged_before = false;
     let mut checkpoint_pending = false;
     let mut log_written = false;
+    let mut synced = false;
     for op in ops {
         match op {
             Op::CommitStart | Op::ShrinkStart { .. } => {
                 in_commit = true;
                 wrote_log = false;
                 wrote_data = false;
+                synced = false;
             }
             Op::Write { .. } => wrote_data = true,
             Op::LogWrite { offset, .. } => {
@@ -239,11 +244,17 @@ fn shape_of(ops: &[Op]) -> Shape {
                 s.log_writes += 1;
                 if *offset == 0 && log_written {
                     s.restarts += 1;
+                    if in_commit && synced && !wrote_data {
+                        s.restarts_after_sync += 1;
+                    }
                 }
                 log_written = true;
             }
             Op::LogSync => s.log_syncs += 1,
-            Op::Sync => s.data_syncs += 1,
+            Op::Sync => {
+                s.data_syncs += 1;
+                synced = true;
+            }
             Op::Done { .. } if in_commit => {
                 in_commit = false;
                 if wrote_data {
@@ -344,11 +355,18 @@ fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>, m
     };
     for c in 0..commits {
         let mut tx = db.begin_write().unwrap();
-        // With logged commits, some Growth transactions are too large to
-        // log (a redo record over 256 KiB): checkpoints.
-        let big = mode.logged() && matches!(workload, Workload::Growth) && rng.chance(35);
+        // With logged commits, some transactions are too large to log (a
+        // redo record over 256 KiB): checkpoints, often not durable, after
+        // which the next logged commit must make the file durable before
+        // it restarts the log.
+        let big = mode.logged()
+            && rng.chance(match workload {
+                Workload::Growth => 35,
+                _ => 5,
+            });
         let ops = match workload {
             Workload::Growth => 300 + rng.below(600),
+            _ if big => 150 + rng.below(100),
             _ => 1 + rng.below(25),
         };
         for _ in 0..ops {
