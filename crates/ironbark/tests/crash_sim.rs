@@ -28,10 +28,14 @@
 //! the bytes the write covered (a write never damages durable bytes it did
 //! not cover: SQLite's "powersafe overwrite").
 //!
-//! Default run (about a minute in release on a 2-core machine): 10,758
-//! crash states with logged commits off (6 per crash point, as before) and
-//! LOGGED_STATES crash states with them on (LOGGED_VARIANTS per crash point). The test prints both
-//! counts.
+//! Default run (about a minute in release on a 2-core machine, the two
+//! modes in parallel): 10,758 crash states with logged commits off (6 per
+//! crash point: keep all, drop all, 4 random; seeds 1-2) and 13,346 with
+//! them on (up to `LOGGED_VARIANTS` = 8 per crash point: each file's
+//! unsynced writes kept or dropped, the 4 combinations, less those that
+//! repeat one, then 4 random; seeds 1-2); plus 471 and 558 crash states
+//! during the first open after a crash (with logged commits on, during
+//! the log's replay). The tests print the counts.
 //!
 //! `IRONBARK_CRASH_STATES=1000000 cargo test --release --test crash_sim -- --nocapture`
 //! runs the long mode (at least that many crash states in each mode).
