@@ -178,8 +178,12 @@ impl Database {
                 drop(db.shared.lock_writer(true)?);
             }
             // Another process's commit: load it as a reader would, which
-            // also validates its state blob now rather than later.
-            drop(ReadTxn::begin(db.shared.clone())?);
+            // also validates its state blob now rather than later (unless
+            // it is a logged commit a read-only process cannot read yet).
+            match ReadTxn::begin(db.shared.clone()) {
+                Err(Error::Locked) if db.shared.read_only => {}
+                other => drop(other?),
+            }
             if let Ok(mut w) = db.shared.lock_writer(false) {
                 db.shared.clear_stale(&mut w, true);
             }
@@ -455,13 +459,19 @@ impl Database {
                     .durable_txn
             }
         };
+        // Arena slots of logged commits that readers keep from reuse (a
+        // writer at work hides them: then only file pages are counted).
+        let arena_pinned = match (oldest, self.shared.writer.try_lock()) {
+            (Some(oldest), Ok(w)) => w.arena_space.pinned_by(oldest),
+            _ => 0,
+        };
         let c = &self.shared.counters;
         Ok(Stats {
             page_size: self.shared.limits.page_size,
             file_size_bytes: self.shared.file.len()?,
             page_count: snap.meta.page_count,
             free_pages,
-            pages_pinned_by_readers: free.pending_pages(),
+            pages_pinned_by_readers: free.pending_pages() + arena_pinned,
             last_txn_id: snap.txn(),
             durable_txn_id: durable_txn,
             // Not counting the snapshot this call holds.
@@ -489,6 +499,7 @@ impl Database {
                 syncs: c.syncs.load(Ordering::Relaxed),
                 state_bases: c.state_bases.load(Ordering::Relaxed),
                 state_seals: c.state_seals.load(Ordering::Relaxed),
+                logged_commits: c.logged_commits.load(Ordering::Relaxed),
             },
         })
     }
@@ -601,6 +612,11 @@ fn open_instance(
         // byte), so nothing it reads is ever overwritten.
         file.lock_writer_shared()?;
         let loaded = load(&file)?;
+        if log_runs_past(path, loaded.meta.txn)? {
+            // Commits a crash left in the log: only a writer can replay
+            // them, and this reader keeps writers out.
+            return Err(Error::Locked);
+        }
         let readers = ReaderTable::private(options.max_readers, loaded.meta.txn);
         return Ok(assemble(path, file, options, db_id, loaded, readers, None));
     };
@@ -643,10 +659,11 @@ fn open_instance(
         )?;
         let log = open_log(path, options)?;
         let lock = Arc::new(lock);
-        if log
-            .as_ref()
-            .is_some_and(|l| l.has_records_after(loaded.meta.txn))
-        {
+        let log_past = match &log {
+            Some(l) => l.has_records_after(loaded.meta.txn),
+            None => log_runs_past(path, loaded.meta.txn)?,
+        };
+        if log_past {
             // A crash left logged commits past the file's newest commit:
             // `open_with` replays them (the writer of any process would).
             lock.header().logged_by.store(u64::MAX, Ordering::Release);
@@ -709,13 +726,32 @@ fn open_instance(
     })
 }
 
-/// The redo log of a writable instance (`None` for a read-only one).
+/// The redo log of a writable instance (`None` for a read-only one, and
+/// when there is none and logged commits are off).
 fn open_log(path: &Path, options: &Options) -> Result<Option<RedoLog>> {
     if options.read_only {
         return Ok(None);
     }
     let log_path = crate::storage::log::log_path(path);
-    RedoLog::open(&log_path, options.io_hook.clone()).map(Some)
+    let created = !log_path.exists();
+    if created && !options.logged_commits {
+        // Nothing to replay, and nothing will be logged.
+        return Ok(None);
+    }
+    let log = RedoLog::open(&log_path, options.io_hook.clone())?;
+    if created {
+        if let Ok(data) = std::fs::metadata(path) {
+            log.match_owner(&data);
+        }
+    }
+    Ok(Some(log))
+}
+
+/// Whether the redo log holds commits past `txn` (the file's newest), for
+/// a process that cannot replay them (read-only).
+fn log_runs_past(path: &Path, txn: u64) -> Result<bool> {
+    let log_path = crate::storage::log::log_path(path);
+    Ok(RedoLog::open_read_only(&log_path)?.is_some_and(|l| l.has_records_after(txn)))
 }
 
 /// The instance of a process that loaded the commit itself.

@@ -13,7 +13,8 @@ pub struct Stats {
     /// Free pages (reusable now, or waiting for older snapshots).
     pub free_pages: u64,
     /// Free pages that cannot be reused yet because a live reader's snapshot
-    /// can still see them.
+    /// can still see them (file pages, and with `Options::logged_commits`
+    /// also in-memory pages of logged commits).
     pub pages_pinned_by_readers: u64,
     /// The txn id of the newest commit.
     pub last_txn_id: u64,
@@ -68,6 +69,9 @@ pub struct CommitCounters {
     pub state_bases: u64,
     /// Delta blobs left in the state chain when full (sealed).
     pub state_seals: u64,
+    /// Commits that were logged (`Options::logged_commits`): counted in
+    /// `commits` too; their bytes are those of their log records.
+    pub logged_commits: u64,
 }
 
 /// One live read transaction, in any process (`Database::readers`).

@@ -223,3 +223,124 @@ fn a_process_killed_at_random_moments_loses_no_logged_commit() {
         last_reported.unwrap() + 1
     );
 }
+
+const ROLE_ENV: &str = "IRONBARK_LOGGED_ROLE";
+
+/// Reads the counter of tree `t`.
+fn counter(db: &Database) -> ironbark::Result<u64> {
+    let rx = db.begin_read()?;
+    let t = rx.tree("t")?;
+    Ok(u64::from_le_bytes(
+        rx.get(&t, b"counter")?.unwrap().try_into().unwrap(),
+    ))
+}
+
+/// A second process: reads the counter (a writable one replays the first
+/// process's logged commits at open; a read-only one waits to be told the
+/// first committed again), then, if writable, commits the next number.
+fn joiner(path: &str, read_only: bool) {
+    let db = Database::open_with(
+        path,
+        &Options {
+            read_only,
+            logged_commits: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut out = std::io::stdout().lock();
+    if read_only {
+        assert!(matches!(counter(&db), Err(ironbark::Error::Locked)));
+        writeln!(out, "JOINER locked").unwrap();
+        out.flush().unwrap();
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).unwrap();
+    }
+    let n = counter(&db).unwrap();
+    if !read_only {
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        tx.put(&t, b"counter", &(n + 1).to_le_bytes()).unwrap();
+        tx.commit().unwrap();
+        assert_eq!(db.stats().unwrap().counters.logged_commits, 0);
+    }
+    writeln!(out, "JOINER {n}").unwrap();
+    out.flush().unwrap();
+}
+
+fn hear(out: &mut impl BufRead) -> String {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "child said nothing");
+        if let Some(at) = line.find("JOINER ") {
+            return line[at + 7..].trim_end().to_string();
+        }
+    }
+}
+
+#[test]
+fn a_process_joining_reads_every_logged_commit() {
+    if let Ok(role) = std::env::var(ROLE_ENV) {
+        joiner(&std::env::var(CHILD_ENV).unwrap(), role == "ro");
+        return;
+    }
+    for role in ["rw", "ro"] {
+        let t = temp_db("joined.ib");
+        let db = Database::open_with(&t.path, &logged(Durability::None)).unwrap();
+        for n in 0..200u64 {
+            let mut tx = db.begin_write().unwrap();
+            let tree = tx.open_tree("t").unwrap();
+            tx.put(&tree, b"counter", &n.to_le_bytes()).unwrap();
+            tx.put(&tree, &n.to_be_bytes(), &[7u8; 100]).unwrap();
+            tx.commit().unwrap();
+        }
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_process_joining_reads_every_logged_commit",
+                "--nocapture",
+            ])
+            .env(ROLE_ENV, role)
+            .env(CHILD_ENV, &t.path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        if role == "ro" {
+            assert_eq!(hear(&mut out), "locked");
+            // Our next commit writes the file (two processes): the reader
+            // can read it.
+            let mut tx = db.begin_write().unwrap();
+            let tree = tx.open_tree("t").unwrap();
+            tx.put(&tree, b"counter", &200u64.to_le_bytes()).unwrap();
+            tx.commit().unwrap();
+            writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
+            assert_eq!(hear(&mut out), "200");
+        } else {
+            assert_eq!(hear(&mut out), "199", "the joiner missed logged commits");
+        }
+        assert!(child.wait().unwrap().success());
+        let expected = 200u64;
+        assert_eq!(counter(&db).unwrap(), expected);
+        // Alone again: logged commits resume, on top of the other's work.
+        let before = db.stats().unwrap().counters.logged_commits;
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        tx.put(&tree, b"counter", &(expected + 1).to_le_bytes())
+            .unwrap();
+        tx.commit().unwrap();
+        assert_eq!(db.stats().unwrap().counters.logged_commits, before + 1);
+        db.check().unwrap();
+        drop(db);
+        let db = Database::open(&t.path).unwrap();
+        assert_eq!(counter(&db).unwrap(), expected + 1);
+        let rx = db.begin_read().unwrap();
+        let tree = rx.tree("t").unwrap();
+        for n in 0..200u64 {
+            assert!(rx.get(&tree, &n.to_be_bytes()).unwrap().is_some());
+        }
+        db.check().unwrap();
+    }
+}

@@ -16,8 +16,11 @@ pub struct Ironbark {
     tree: Tree,
 }
 
-pub fn open(cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
+/// Opens the database; `logged`: with `Options::logged_commits` (the
+/// `ironbark-logged` engine).
+pub fn open(cfg: &EngineConfig, logged: bool) -> Result<Box<dyn Engine>> {
     let options = Options {
+        logged_commits: logged,
         durability: if cfg.sync {
             Durability::Immediate
         } else {

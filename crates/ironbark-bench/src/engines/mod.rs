@@ -15,7 +15,14 @@ mod sqlite;
 /// Every engine name this build can run, in table order (ironbark first).
 pub fn available() -> Vec<&'static str> {
     let mut names = Vec::new();
-    names.extend(["ironbark", "lmdb", "redb", "fjall", "sqlite"]);
+    names.extend([
+        "ironbark",
+        "ironbark-logged",
+        "lmdb",
+        "redb",
+        "fjall",
+        "sqlite",
+    ]);
     #[cfg(feature = "rocksdb")]
     names.extend(["rocksdb", "rocksdb-tuned"]);
     #[cfg(feature = "leveldb")]
@@ -31,7 +38,8 @@ pub fn available() -> Vec<&'static str> {
 pub fn open(name: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
     std::fs::create_dir_all(&cfg.dir)?;
     match name {
-        "ironbark" => ironbark::open(cfg),
+        "ironbark" => ironbark::open(cfg, false),
+        "ironbark-logged" => ironbark::open(cfg, true),
         "lmdb" => lmdb::open(cfg),
         "redb" => redb::open(cfg),
         "fjall" => fjall::open(cfg),

@@ -169,6 +169,15 @@ impl ArenaSpace {
         self.live_count
     }
 
+    /// Retired slots a reader of snapshot `oldest` keeps from reuse.
+    pub(crate) fn pinned_by(&self, oldest: u64) -> u64 {
+        self.retired
+            .iter()
+            .filter(|&&(_, _, txn)| txn > oldest)
+            .map(|&(_, pages, _)| pages)
+            .sum()
+    }
+
     fn set_live(&mut self, slot: u64, pages: u64, live: bool) {
         for s in slot..slot + pages {
             let (word, bit) = ((s / 64) as usize, 1u64 << (s % 64));

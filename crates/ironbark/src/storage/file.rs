@@ -139,6 +139,39 @@ impl DataFile {
         })
     }
 
+    /// Opens the redo log at `path` for reading only; `None` if missing.
+    pub(crate) fn open_log_read_only(path: &Path) -> io::Result<Option<DataFile>> {
+        match File::open(path) {
+            Ok(file) => Ok(Some(DataFile {
+                file,
+                hook: None,
+                kind: FileKind::Log,
+            })),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Gives the file the permission bits and group (and, as root, the
+    /// owner) of `like` (the data file), so that whoever may write the data
+    /// file may write this one too. Best effort: a failure leaves the file
+    /// as created.
+    pub(crate) fn match_owner(&self, like: &std::fs::Metadata) {
+        use std::os::unix::fs::MetadataExt;
+        let fd = self.file.as_raw_fd();
+        // SAFETY: fchmod and fchown take a descriptor we hold open and plain
+        // integers; they read no memory of ours.
+        unsafe {
+            libc::fchmod(fd, (like.mode() & 0o666) as libc::mode_t);
+            let uid = if libc::geteuid() == 0 {
+                like.uid()
+            } else {
+                u32::MAX
+            };
+            libc::fchown(fd, uid, like.gid());
+        }
+    }
+
     fn hook(&self) -> Option<&dyn IoHook> {
         self.hook.as_ref().map(|h| &*h.0)
     }

@@ -144,6 +144,31 @@ impl RedoLog {
         Ok(())
     }
 
+    /// Opens the log at `path` for reading only (a read-only process checks
+    /// whether it holds records); `None` if there is no log.
+    pub(crate) fn open_read_only(path: &Path) -> Result<Option<RedoLog>> {
+        let Some(file) =
+            DataFile::open_log_read_only(path).map_err(|e| Error::file(path, "log file", e))?
+        else {
+            return Ok(None);
+        };
+        let file_len = file.len()?;
+        Ok(Some(RedoLog {
+            file,
+            file_len,
+            next: 0,
+            last_sum: 0,
+            epoch: 0,
+            last_txn: 0,
+        }))
+    }
+
+    /// Gives the log the data file's permission bits and group (see
+    /// `DataFile::match_owner`).
+    pub(crate) fn match_owner(&self, data: &std::fs::Metadata) {
+        self.file.match_owner(data);
+    }
+
     /// Opens (creating if missing) the log at `path`. The log is then as
     /// after `restart(0)`: call [`RedoLog::scan`] and then
     /// [`RedoLog::resume`] or [`RedoLog::restart`] before appending.

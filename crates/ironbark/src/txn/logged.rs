@@ -63,7 +63,7 @@ pub(crate) fn write(
     if log.last_txn() != base.txn() {
         // The log restarts from `base`, which must then be a durable file
         // commit (no logged commit since the last checkpoint).
-        if w.arena_space.live_pages() > 0 || !w.logged_freed.is_empty() {
+        if w.checkpoint_catalog.is_some() {
             return Ok(None);
         }
         if w.durable_txn != base.txn() {

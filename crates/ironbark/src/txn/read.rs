@@ -46,6 +46,12 @@ impl std::fmt::Debug for ReadTxn {
 
 impl ReadTxn {
     pub(crate) fn begin(shared: Arc<Shared>) -> Result<ReadTxn> {
+        if shared.read_only && shared.foreign_logged() {
+            // The newest commits are in the redo log (a crash) or in another
+            // process's memory (`Options::logged_commits`): this process
+            // cannot read them, and must not show an older commit instead.
+            return Err(Error::Locked);
+        }
         let slot = match shared.readers.claim() {
             Err(Error::ReadersFull { .. }) => {
                 // Slots of dead processes may be filling the table.
@@ -80,6 +86,13 @@ impl ReadTxn {
                 // A torn copy means a newer commit is being published.
                 match shared.readers.lock_file().and_then(|l| l.load_meta(txn)) {
                     Some(meta) => Some(meta),
+                    None if shared.foreign_logged() => {
+                        // Logged commits live in another process's memory
+                        // (`Options::logged_commits`); only a process that
+                        // may write can replay them (a read-only one joined).
+                        shared.readers.release(slot);
+                        return Err(Error::Locked);
+                    }
                     None => continue,
                 }
             };

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::pages::MapSource;
 use crate::state;
+use crate::storage::log::{log_path, RedoLog};
 use crate::storage::meta::{Meta, META_LEN};
 use crate::txn::shared::{Shared, Snapshot, WriterGuard};
 use crate::txn::write::WriteTxn;
@@ -56,7 +57,17 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
     }
     let scan = match w.log.as_ref() {
         Some(log) => log.scan()?,
-        None => return Err(Error::ReadOnly),
+        // This instance keeps no log (logged commits off, and there was
+        // none at its open): read the one the other process made.
+        None => match RedoLog::open_read_only(&log_path(&shared.path))? {
+            Some(log) => log.scan()?,
+            None => {
+                return Err(Error::Corrupted {
+                    page: None,
+                    detail: "the newest commits were logged, and the redo log is gone".into(),
+                })
+            }
+        },
     };
     if !scan.records.is_empty() && scan.epoch > meta.txn {
         return Err(Error::Corrupted {

@@ -284,7 +284,7 @@ impl Shared {
     }
 
     /// Whether the newest commits are logged commits of another process.
-    fn foreign_logged(&self) -> bool {
+    pub(crate) fn foreign_logged(&self) -> bool {
         self.readers.lock_file().is_some_and(|l| {
             let by = l.header().logged_by.load(Ordering::Acquire);
             by != 0 && by != crate::txn::readers::ProcessId::current().word()
@@ -381,8 +381,11 @@ impl Shared {
     pub(crate) fn publish(&self, snapshot: Snapshot) {
         let txn = snapshot.txn();
         let meta = snapshot.meta;
+        // A logged commit's meta describes only its file part: other
+        // processes must not build a snapshot from it (`foreign_logged`).
+        let logged = snapshot.source.arena.is_some();
         self.published.store(Arc::new(snapshot));
-        if let Some(lock) = self.readers.lock_file() {
+        if let Some(lock) = self.readers.lock_file().filter(|_| !logged) {
             lock.store_meta(&meta);
         }
         self.readers.publish(txn);
