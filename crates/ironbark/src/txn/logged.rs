@@ -32,6 +32,12 @@ use crate::txn::shared::{Shared, Snapshot, WriterState};
 /// the time recovery takes (replaying this much after a crash).
 pub(crate) const LOG_BOUND_BYTES: u64 = 64 << 20;
 
+/// A commit is logged only if its dirty pages hold at least this many
+/// times the bytes of its record: single puts and scattered updates (a
+/// page per few bytes) are, sorted bulk loads (pages full of new data)
+/// are not.
+const LOG_RATIO: u64 = 2;
+
 /// Arena bytes in use after which the next commit checkpoints instead, at
 /// least; a larger database may use as many as the file has (the bound
 /// sets how often a checkpoint rewrites the pages that changed: rarely,
@@ -91,6 +97,12 @@ pub(crate) fn write(
     let ps = shared.limits.page_size as u64;
     let limit = (ARENA_MIN_BOUND_BYTES / ps).max(base.meta.page_count);
     let (order, blobs) = order_dirty(catalog, dirty)?;
+    let blob_pages: u64 = blobs.iter().map(|b| dirty.get(*b).len() as u64 / ps).sum();
+    if payload.len() as u64 * LOG_RATIO > (order.len() as u64 + blob_pages) * ps {
+        // Its pages are few for its bytes (a sorted load fills new pages):
+        // logging would write the bytes twice, the pages once anyway.
+        return Ok(None);
+    }
     let mut fresh: Vec<(u64, Fresh)> = Vec::with_capacity(order.len() + blobs.len());
     let mut real = vec![0u64; dirty.pages.len()];
     for (&id, pages) in blobs
