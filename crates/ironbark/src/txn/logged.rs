@@ -63,6 +63,14 @@ pub(crate) fn write(
     let Some(arena) = shared.arena() else {
         return Ok(None);
     };
+    let ps = shared.limits.page_size as u64;
+    let (order, blobs) = order_dirty(catalog, dirty)?;
+    let blob_pages: u64 = blobs.iter().map(|b| dirty.get(*b).len() as u64 / ps).sum();
+    if payload.len() as u64 * LOG_RATIO > (order.len() as u64 + blob_pages) * ps {
+        // Its pages are few for its bytes (a sorted load fills new pages):
+        // logging would write the bytes twice, the pages once anyway.
+        return Ok(None);
+    }
     let Some(log) = w.log.as_mut() else {
         return Ok(None);
     };
@@ -94,15 +102,8 @@ pub(crate) fn write(
         .min(base.txn());
     w.arena_space.release(oldest);
 
-    let ps = shared.limits.page_size as u64;
     let limit = (ARENA_MIN_BOUND_BYTES / ps).max(base.meta.page_count);
-    let (order, blobs) = order_dirty(catalog, dirty)?;
-    let blob_pages: u64 = blobs.iter().map(|b| dirty.get(*b).len() as u64 / ps).sum();
-    if payload.len() as u64 * LOG_RATIO > (order.len() as u64 + blob_pages) * ps {
-        // Its pages are few for its bytes (a sorted load fills new pages):
-        // logging would write the bytes twice, the pages once anyway.
-        return Ok(None);
-    }
+
     let mut fresh: Vec<(u64, Fresh)> = Vec::with_capacity(order.len() + blobs.len());
     let mut real = vec![0u64; dirty.pages.len()];
     for (&id, pages) in blobs
