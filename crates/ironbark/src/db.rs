@@ -461,9 +461,9 @@ impl Database {
         };
         // Arena slots of logged commits that readers keep from reuse (a
         // writer at work hides them: then only file pages are counted).
-        let arena_pinned = match (oldest, self.shared.writer.try_lock()) {
-            (Some(oldest), Ok(w)) => w.arena_space.pinned_by(oldest),
-            _ => 0,
+        let arena_pinned = match self.shared.writer.try_lock() {
+            Ok(w) => w.arena_space.pinned_by(&snapshots),
+            Err(_) => 0,
         };
         let c = &self.shared.counters;
         Ok(Stats {

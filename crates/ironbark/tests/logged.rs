@@ -344,3 +344,50 @@ fn a_process_joining_reads_every_logged_commit() {
         db.check().unwrap();
     }
 }
+
+/// Readers whose snapshots live in the arena keep them whole while later
+/// logged commits reuse every slot no reader can see.
+#[test]
+fn readers_of_logged_commits_keep_their_snapshots_while_slots_are_reused() {
+    let t = temp_db("pinned.ib");
+    let db = Database::open_with(&t.path, &logged(Durability::None)).unwrap();
+    let mut rng = Rng::new(11);
+    let snapshot = |db: &Database| -> Vec<(Vec<u8>, Vec<u8>)> {
+        let rx = db.begin_read().unwrap();
+        let tree = rx.tree("t").unwrap();
+        rx.iter(&tree)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect()
+    };
+    let mut held = Vec::new();
+    for n in 0..6_000u32 {
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        let k = rng.below(2_000) as u32;
+        let len = if rng.chance(5) { 3_000 } else { 40 };
+        tx.put(&tree, &k.to_be_bytes(), &rng.bytes(len)).unwrap();
+        tx.commit().unwrap();
+        if n % 1_000 == 500 {
+            held.push((db.begin_read().unwrap(), snapshot(&db)));
+        }
+        if n % 1_500 == 1_400 && !held.is_empty() {
+            // Drop the oldest: its slots become reusable, the others' not.
+            held.remove(0);
+        }
+    }
+    assert!(db.stats().unwrap().counters.logged_commits > 5_000);
+    for (rx, expected) in &held {
+        let tree = rx.tree("t").unwrap();
+        let found: Vec<(Vec<u8>, Vec<u8>)> = rx
+            .iter(&tree)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect();
+        assert_eq!(&found, expected, "snapshot {} changed", rx.txn_id());
+    }
+    drop(held);
+    db.check().unwrap();
+}

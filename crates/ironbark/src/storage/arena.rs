@@ -8,9 +8,9 @@
 //! arithmetic (`base + slot * page_size`): no table, no lock, no system
 //! call. Published versions are never changed; a superseded one is
 //! *retired* with the txn that stopped using it and becomes reusable once
-//! no live reader's snapshot is older than that txn (the rule file pages
-//! follow, without the durable commit as a protector: the arena is never
-//! durable, the redo log is).
+//! no live reader's snapshot lies between the txn that wrote it and that
+//! one (the rule file pages follow, without the durable commit as a
+//! protector: the arena is never durable, the redo log is).
 //!
 //! The arena is one private anonymous mapping reserved once (address space
 //! only; memory is used by the slots touched). It belongs to one process:
@@ -23,7 +23,6 @@
 //! reach, and a [`Fresh`] run is the only way to write. Every read is
 //! bounds-checked against the reservation.
 
-use std::collections::VecDeque;
 use std::io;
 
 use crate::error::{Error, Result};
@@ -152,15 +151,27 @@ impl Fresh {
 /// Which slots are free, in use, or retired (the writer's alone).
 ///
 /// Invariants: a slot is in exactly one of: beyond `next` (never used since
-/// the last reset), `free`, `live` (set bit), or `retired`; `retired` is in
-/// order of txn; `live_count` counts the set bits.
+/// the last reset), `free`, `live` (set bit), or `retired`; `born[slot]` is
+/// the txn that wrote a live or retired slot; `live_count` counts the set
+/// bits, `retired_count` the pages in `retired`.
 #[derive(Debug, Default)]
 pub(crate) struct ArenaSpace {
     next: u64,
     free: Vec<u64>,
-    retired: VecDeque<(u64, u64, u64)>,
+    /// (first slot, pages, txn that wrote it, txn that stopped using it).
+    retired: Vec<(u64, u64, u64, u64)>,
     live: Vec<u64>,
+    born: Vec<u64>,
     live_count: u64,
+    retired_count: u64,
+}
+
+/// Whether a reader of one of `protectors` (sorted snapshot txns) can see a
+/// version written at `born` and replaced at `freed`: a snapshot in
+/// `[born, freed)`.
+fn protected(protectors: &[u64], born: u64, freed: u64) -> bool {
+    let i = protectors.partition_point(|&p| p < born);
+    protectors.get(i).is_some_and(|&p| p < freed)
 }
 
 impl ArenaSpace {
@@ -169,12 +180,23 @@ impl ArenaSpace {
         self.live_count
     }
 
-    /// Retired slots a reader of snapshot `oldest` keeps from reuse.
-    pub(crate) fn pinned_by(&self, oldest: u64) -> u64 {
+    /// Slots free for reuse now.
+    pub(crate) fn free_slots(&self) -> u64 {
+        self.free.len() as u64
+    }
+
+    /// Slots retired and not yet released.
+    pub(crate) fn retired_pages(&self) -> u64 {
+        self.retired_count
+    }
+
+    /// Retired slots that readers of `protectors` (sorted snapshot txns)
+    /// keep from reuse.
+    pub(crate) fn pinned_by(&self, protectors: &[u64]) -> u64 {
         self.retired
             .iter()
-            .filter(|&&(_, _, txn)| txn > oldest)
-            .map(|&(_, pages, _)| pages)
+            .filter(|&&(_, _, born, freed)| protected(protectors, born, freed))
+            .map(|&(_, pages, _, _)| pages)
             .sum()
     }
 
@@ -198,9 +220,16 @@ impl ArenaSpace {
         }
     }
 
-    /// `pages` contiguous slots of `arena` no snapshot can reach, or `None`
-    /// when the arena is full (the caller then checkpoints instead).
-    pub(crate) fn alloc(&mut self, arena: &Arena, pages: u64, limit: u64) -> Option<Fresh> {
+    /// `pages` contiguous slots of `arena` no snapshot can reach, for the
+    /// commit of `txn`, or `None` when the arena is full (the caller then
+    /// checkpoints instead).
+    pub(crate) fn alloc(
+        &mut self,
+        arena: &Arena,
+        pages: u64,
+        limit: u64,
+        txn: u64,
+    ) -> Option<Fresh> {
         assert!(pages > 0);
         let slot = if pages == 1 && !self.free.is_empty() {
             self.free.pop().expect("non-empty")
@@ -211,6 +240,11 @@ impl ArenaSpace {
             return None;
         };
         self.set_live(slot, pages, true);
+        let end = (slot + pages) as usize;
+        if self.born.len() < end {
+            self.born.resize(end, 0);
+        }
+        self.born[slot as usize..end].fill(txn);
         Some(Fresh { slot, pages })
     }
 
@@ -224,11 +258,11 @@ impl ArenaSpace {
     pub(crate) fn retire(&mut self, pgno: u64, pages: u64, txn: u64) {
         let slot = pgno & !ARENA_BIT;
         assert!(pgno & ARENA_BIT != 0 && slot + pages <= self.next);
-        if let Some(&(_, _, last)) = self.retired.back() {
-            assert!(last <= txn, "arena retirements out of txn order");
-        }
         self.set_live(slot, pages, false);
-        self.retired.push_back((slot, pages, txn));
+        let born = self.born[slot as usize];
+        assert!(born < txn, "arena slot retired by the commit that wrote it");
+        self.retired.push((slot, pages, born, txn));
+        self.retired_count += pages;
     }
 
     /// Retires every live slot (a checkpoint at `txn` wrote them all to the
@@ -245,21 +279,25 @@ impl ArenaSpace {
         debug_assert_eq!(self.live_count, 0);
     }
 
-    /// Makes reusable every slot retired at or before `oldest` (the oldest
-    /// snapshot any live reader holds, or the newest commit if none).
-    /// Returns true when the arena became empty (and was reset to its start,
-    /// so that its memory in use stays that of the slots live at once).
-    pub(crate) fn release(&mut self, oldest: u64) -> bool {
-        let mut any = false;
-        while let Some(&(slot, pages, txn)) = self.retired.front() {
-            if txn > oldest {
-                break;
+    /// Makes reusable every retired slot no reader of `protectors` (sorted
+    /// snapshot txns of the live readers) can see: a long-lived reader keeps
+    /// only the versions its own snapshot reads. Returns true when the arena
+    /// became empty (and was reset to its start, so that its memory in use
+    /// stays that of the slots live at once).
+    pub(crate) fn release(&mut self, protectors: &[u64]) -> bool {
+        let before = self.retired.len();
+        let free = &mut self.free;
+        let mut released = 0;
+        self.retired.retain(|&(slot, pages, born, freed)| {
+            if protected(protectors, born, freed) {
+                return true;
             }
-            self.retired.pop_front();
-            self.free.extend(slot..slot + pages);
-            any = true;
-        }
-        if any && self.live_count == 0 && self.retired.is_empty() {
+            free.extend(slot..slot + pages);
+            released += pages;
+            false
+        });
+        self.retired_count -= released;
+        if self.retired.len() < before && self.live_count == 0 && self.retired.is_empty() {
             self.next = 0;
             self.free.clear();
             return true;
@@ -276,24 +314,29 @@ mod tests {
     fn slots_are_reused_only_after_the_oldest_reader_passes_their_retirement() {
         let arena = Arena::new(4096, 64 * 4096).unwrap();
         let mut space = ArenaSpace::default();
-        let a = space.alloc(&arena, 1, u64::MAX).unwrap();
-        let b = space.alloc(&arena, 2, u64::MAX).unwrap();
+        let a = space.alloc(&arena, 1, u64::MAX, 3).unwrap();
+        let b = space.alloc(&arena, 2, u64::MAX, 3).unwrap();
         arena.write(&a, &[7u8; 4096]);
         arena.write(&b, &[9u8; 8192]);
         assert_eq!(arena.run(a.pgno(), 1).unwrap()[0], 7);
         assert_eq!(arena.run(b.pgno(), 2).unwrap()[8191], 9);
         assert_eq!(space.live_pages(), 3);
         space.retire(a.pgno(), 1, 5);
-        assert!(!space.release(4), "a reader at 4 still sees slot a");
-        let c = space.alloc(&arena, 1, u64::MAX).unwrap();
+        assert!(!space.release(&[4]), "a reader at 4 still sees slot a");
+        let c = space.alloc(&arena, 1, u64::MAX, 5).unwrap();
         assert_ne!(c.pgno(), a.pgno(), "slot a reused while a reader sees it");
-        assert!(!space.release(5));
-        let d = space.alloc(&arena, 1, u64::MAX).unwrap();
-        assert_eq!(d.pgno(), a.pgno(), "slot a reusable once readers passed 5");
-        space.retire_all(6);
+        assert!(
+            !space.release(&[2, 5]),
+            "a reader older than slot a does not pin it"
+        );
+        let d = space.alloc(&arena, 1, u64::MAX, 6).unwrap();
+        assert_eq!(d.pgno(), a.pgno(), "slot a reusable once no reader sees it");
+        space.retire(c.pgno(), 1, 7);
+        assert_eq!(space.pinned_by(&[6]), 1, "a reader at 6 sees slot c");
+        space.retire_all(8);
         assert_eq!(space.live_pages(), 0);
-        assert!(space.release(6), "an arena with nothing live resets");
-        let e = space.alloc(&arena, 1, u64::MAX).unwrap();
+        assert!(space.release(&[]), "an arena with nothing live resets");
+        let e = space.alloc(&arena, 1, u64::MAX, 9).unwrap();
         assert_eq!(e.pgno(), ARENA_BIT, "allocation starts over at slot 0");
     }
 
@@ -301,10 +344,10 @@ mod tests {
     fn a_full_arena_says_so_and_reads_out_of_range_are_refused() {
         let arena = Arena::new(4096, 4 * 4096).unwrap();
         let mut space = ArenaSpace::default();
-        assert!(space.alloc(&arena, 3, u64::MAX).is_some());
-        assert!(space.alloc(&arena, 2, u64::MAX).is_none());
-        assert!(space.alloc(&arena, 1, 3).is_none(), "the limit binds");
-        assert!(space.alloc(&arena, 1, u64::MAX).is_some());
+        assert!(space.alloc(&arena, 3, u64::MAX, 1).is_some());
+        assert!(space.alloc(&arena, 2, u64::MAX, 1).is_none());
+        assert!(space.alloc(&arena, 1, 3, 1).is_none(), "the limit binds");
+        assert!(space.alloc(&arena, 1, u64::MAX, 1).is_some());
         assert!(arena.run(ARENA_BIT | 3, 2).is_none());
         assert!(arena.run(3, 1).is_none(), "a file page number is no slot");
         assert!(arena.run(ARENA_BIT | u64::MAX >> 2, 1).is_none());

@@ -38,6 +38,9 @@ pub(crate) const LOG_BOUND_BYTES: u64 = 64 << 20;
 /// are not.
 const LOG_RATIO: u64 = 2;
 
+/// Retired arena slots worth a scan of the reader table to reuse them.
+const RELEASE_BATCH: u64 = 256;
+
 /// Arena bytes in use after which the next commit checkpoints instead, at
 /// least; a larger database may use as many as the file has (the bound
 /// sets how often a checkpoint rewrites the pages that changed: rarely,
@@ -92,37 +95,52 @@ pub(crate) fn write(
         return Ok(None);
     }
 
-    // Arena slots no reader can see any more become reusable.
-    shared.readers.snapshots(&mut w.protectors);
-    let oldest = w
-        .protectors
-        .first()
-        .copied()
-        .unwrap_or(base.txn())
-        .min(base.txn());
-    w.arena_space.release(oldest);
-
     let limit = (ARENA_MIN_BOUND_BYTES / ps).max(base.meta.page_count);
 
+    // Arena slots no reader can see any more become reusable: looked for
+    // (a scan of the reader table) only when the free slots run short and
+    // enough have retired to make the scan worth it, or the arena is full.
+    let needed = order.len() as u64 + blob_pages;
+    let release = |w: &mut WriterState| {
+        shared.readers.snapshots(&mut w.protectors);
+        w.arena_space.release(&w.protectors);
+    };
+    if w.arena_space.free_slots() < needed && w.arena_space.retired_pages() >= RELEASE_BATCH {
+        release(w);
+    }
     let mut fresh: Vec<(u64, Fresh)> = Vec::with_capacity(order.len() + blobs.len());
     let mut real = vec![0u64; dirty.pages.len()];
-    for (&id, pages) in blobs
-        .iter()
-        .map(|b| (b, dirty.get(*b).len() as u64 / ps))
-        .chain(order.iter().map(|id| (id, 1)))
-    {
-        match w.arena_space.alloc(&arena, pages, limit) {
-            Some(f) => {
-                real[(id & !DIRTY_BIT) as usize] = f.pgno();
-                fresh.push((id, f));
-            }
-            None => {
-                for (_, f) in fresh {
-                    w.arena_space.unalloc(f);
+    let mut released = false;
+    loop {
+        let runs = blobs
+            .iter()
+            .map(|b| (*b, dirty.get(*b).len() as u64 / ps))
+            .chain(order.iter().map(|id| (*id, 1)));
+        let mut full = false;
+        for (id, pages) in runs {
+            match w.arena_space.alloc(&arena, pages, limit, txn) {
+                Some(f) => {
+                    real[(id & !DIRTY_BIT) as usize] = f.pgno();
+                    fresh.push((id, f));
                 }
-                return Ok(None);
+                None => {
+                    full = true;
+                    break;
+                }
             }
         }
+        if !full {
+            break;
+        }
+        for (_, f) in fresh.drain(..) {
+            w.arena_space.unalloc(f);
+        }
+        if released {
+            // Full even with every slot no reader holds: checkpoint.
+            return Ok(None);
+        }
+        release(w);
+        released = true;
     }
     // Sealing edits the dirty pages only; if anything fails from here on,
     // the transaction is gone and its arena slots are given back.
