@@ -940,7 +940,15 @@ fn load(file: &DataFile) -> Result<Loaded> {
         return Err(Error::NotAnIronbarkFile);
     }
     let mut metas = read_metas(file, file_len);
-    metas.sort_by_key(|(_, m)| std::cmp::Reverse(m.as_ref().map(|m| m.txn).unwrap_or(0)));
+    // Newest first; of two copies of one commit, the one marked durable at
+    // a clean close first (so the open need not verify its pages).
+    metas.sort_by_key(|(_, m)| {
+        std::cmp::Reverse(
+            m.as_ref()
+                .map(|m| (m.txn, m.last_synced_txn))
+                .unwrap_or((0, 0)),
+        )
+    });
     let map = map_for(file, file_len)?;
     let mut first_error = None;
     for (slot, meta) in metas {
