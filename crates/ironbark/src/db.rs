@@ -175,7 +175,7 @@ impl Database {
                 // Logged commits this process cannot read (after a crash,
                 // or in another process's arena): taking the write lock
                 // replays them into a checkpoint.
-                drop(db.shared.lock_writer(true)?);
+                drop(crate::txn::recovery::lock_writer(&db.shared, true)?);
             }
             // Another process's commit: load it as a reader would, which
             // also validates its state blob now rather than later (unless
@@ -184,7 +184,7 @@ impl Database {
                 Err(Error::Locked) if db.shared.read_only => {}
                 other => drop(other?),
             }
-            if let Ok(mut w) = db.shared.lock_writer(false) {
+            if let Ok(mut w) = crate::txn::recovery::lock_writer(&db.shared, false) {
                 db.shared.clear_stale(&mut w, true);
             }
             lock.release_gate()?;
@@ -242,7 +242,7 @@ impl Database {
         self.writable()?;
         WriteTxn::begin(
             &self.shared,
-            self.shared.lock_writer(true)?,
+            crate::txn::recovery::lock_writer(&self.shared, true)?,
             self.durability,
         )
     }
@@ -256,7 +256,7 @@ impl Database {
         self.writable()?;
         WriteTxn::begin(
             &self.shared,
-            self.shared.lock_writer(false)?,
+            crate::txn::recovery::lock_writer(&self.shared, false)?,
             self.durability,
         )
     }
@@ -317,7 +317,7 @@ impl Database {
         if self.read_only {
             return Ok(());
         }
-        let mut w = self.shared.lock_writer(true)?;
+        let mut w = crate::txn::recovery::lock_writer(&self.shared, true)?;
         let result = crate::txn::commit::sync_published(&self.shared, &mut w);
         self.shared.save_durable(&w);
         result
@@ -353,7 +353,7 @@ impl Database {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
-        let mut w = self.shared.lock_writer(true)?;
+        let mut w = crate::txn::recovery::lock_writer(&self.shared, true)?;
         let result = crate::txn::commit::shrink(&self.shared, &mut w);
         // Whatever step it stopped at, other processes (and this one's next
         // write lock, which reloads it) must see the durable slot as it is.
@@ -416,7 +416,7 @@ impl Database {
         match self.begin_read() {
             Ok(rx) => f(rx.snapshot(), Some(rx.slot())),
             Err(Error::ReadersFull { .. }) if !self.shared.read_only => {
-                let _writer = self.shared.lock_writer(true)?;
+                let _writer = crate::txn::recovery::lock_writer(&self.shared, true)?;
                 // The write lock brought `published` up to the newest commit.
                 let snap = self.shared.published.load_full();
                 f(&snap, None)
@@ -533,7 +533,7 @@ impl Database {
     /// that holds it); `ReadOnly` on a read-only handle.
     pub fn clear_stale_readers(&self) -> Result<usize> {
         self.writable()?;
-        let mut w = self.shared.lock_writer(true)?;
+        let mut w = crate::txn::recovery::lock_writer(&self.shared, true)?;
         Ok(self.shared.clear_stale(&mut w, true))
     }
 }

@@ -23,7 +23,7 @@
 use crate::sync::Ordering;
 
 use crate::btree::page::DIRTY_BIT;
-use crate::btree::page::{new_blob, seal, set_child, set_overflow, LeafValue, Node};
+use crate::btree::page::{new_blob, seal};
 use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::options::{BrokenProtocol, Durability};
@@ -32,7 +32,8 @@ use crate::state::{self, BlobRef, Chain, Plan};
 use crate::storage::arena::ARENA_BIT;
 use crate::storage::freespace::{Extent, FreeSpace, Freed, Pending};
 use crate::storage::meta::Meta;
-use crate::txn::logged;
+use crate::txn::logged::{self, Logged};
+use crate::txn::seal::{order_dirty, seal_all};
 use crate::txn::shared::{Shared, Snapshot, WriterGuard, WriterState, THOROUGH_INTERVAL};
 
 /// Bytes of pages held back only for crash safety (under
@@ -81,7 +82,9 @@ pub(crate) fn commit(
         redo,
     } = changes;
     if let Some(payload) = &redo {
-        if shared.may_log(w) {
+        let mut attempts = 0;
+        while shared.may_log(w) && attempts < 2 {
+            attempts += 1;
             let logged = logged::write(
                 shared,
                 w,
@@ -93,7 +96,16 @@ pub(crate) fn commit(
                 durability,
             );
             match logged {
-                Ok(Some(snapshot)) => {
+                Ok(Logged::SyncFirst) => {
+                    // The log restarts from `base`, which must be durable.
+                    let synced = sync_published(shared, w);
+                    shared.save_durable(w);
+                    if let Err(e) = synced {
+                        w.page_pool = dirty.into_pool(shared.limits.page_size);
+                        return Err(e);
+                    }
+                }
+                Ok(Logged::Done(snapshot)) => {
                     w.page_pool = dirty.into_pool(shared.limits.page_size);
                     w.redo_buffer = redo.unwrap_or_default();
                     shared.publish(snapshot);
@@ -101,7 +113,7 @@ pub(crate) fn commit(
                     shared.counters.commits.fetch_add(1, Ordering::Relaxed);
                     return Ok(());
                 }
-                Ok(None) => {}
+                Ok(Logged::No) => break,
                 Err(e) => {
                     w.page_pool = dirty.into_pool(shared.limits.page_size);
                     return Err(e);
@@ -294,125 +306,6 @@ impl Allocator<'_> {
         }
         runs
     }
-}
-
-/// The live dirty tree pages in pre-order (so leaves land in key order) and
-/// the dirty blobs they reference.
-pub(crate) fn order_dirty(catalog: &Catalog, dirty: &DirtyPages) -> Result<(Vec<u64>, Vec<u64>)> {
-    let mut order = Vec::new();
-    let mut blobs = Vec::new();
-    let mut stack = Vec::new();
-    for t in &catalog.trees {
-        if t.state.root.pgno & DIRTY_BIT != 0 {
-            stack.push(t.state.root.pgno);
-        }
-        while let Some(id) = stack.pop() {
-            order.push(id);
-            let node = Node::parse(dirty.get(id), id, None)?;
-            if node.is_leaf && dirty.blobs_added == 0 {
-                continue;
-            }
-            for i in (0..node.count).rev() {
-                let child = if node.is_leaf {
-                    match node.leaf_entry(i)?.1 {
-                        LeafValue::Overflow { pgno, .. } => pgno,
-                        LeafValue::Inline(_) => continue,
-                    }
-                } else {
-                    node.child(i)?.0
-                };
-                if child & DIRTY_BIT == 0 {
-                    continue;
-                }
-                if node.is_leaf {
-                    blobs.push(child);
-                } else {
-                    stack.push(child);
-                }
-            }
-        }
-    }
-    let live = dirty.pages.iter().filter(|p| p.is_some()).count();
-    assert_eq!(
-        order.len() + blobs.len(),
-        live,
-        "a dirty page is unreachable"
-    );
-    Ok((order, blobs))
-}
-
-/// Replaces provisional numbers in dirty page `id` with real ones and the
-/// checksums of the (already sealed) children, then stamps and checksums it.
-/// Returns its checksum.
-fn patch_and_seal(
-    dirty: &mut DirtyPages,
-    id: u64,
-    real: &[u64],
-    sums: &[u64],
-    txn: u64,
-) -> Result<u64> {
-    let real_of = |p: u64| real[(p & !DIRTY_BIT) as usize];
-    let sum_of = |p: u64| sums[(p & !DIRTY_BIT) as usize];
-    let node = Node::parse(dirty.get(id), id, None)?;
-    let mut patches = Vec::new();
-    let scan = !node.is_leaf || dirty.blobs_added > 0;
-    for i in (0..node.count).filter(|_| scan) {
-        let target = if node.is_leaf {
-            match node.leaf_entry(i)?.1 {
-                LeafValue::Overflow { pgno, .. } => pgno,
-                LeafValue::Inline(_) => continue,
-            }
-        } else {
-            node.child(i)?.0
-        };
-        if target & DIRTY_BIT != 0 {
-            patches.push((i, real_of(target), sum_of(target)));
-        }
-    }
-    let is_leaf = node.is_leaf;
-    let buf = dirty.get_mut(id);
-    for (i, pgno, sum) in patches {
-        assert!(pgno != 0, "dirty page without a real number");
-        assert!(sum != 0, "child sealed after its parent");
-        if is_leaf {
-            set_overflow(buf, i, pgno, txn, sum);
-        } else {
-            set_child(buf, i, pgno, txn, sum);
-        }
-    }
-    Ok(seal(buf, real_of(id), txn))
-}
-
-/// Gives every dirty page its real number `real[index]` (a file page or an
-/// arena slot): patches parents, stamps and checksums every page, blobs
-/// first, then tree pages children before parents (reversed pre-order),
-/// since each parent records its children's checksums; then the roots.
-pub(crate) fn seal_all(
-    dirty: &mut DirtyPages,
-    catalog: &mut Catalog,
-    order: &[u64],
-    blobs: &[u64],
-    real: &[u64],
-    txn: u64,
-) -> Result<()> {
-    let mut sums = vec![0u64; dirty.pages.len()];
-    for &b in blobs {
-        let i = (b & !DIRTY_BIT) as usize;
-        sums[i] = seal(dirty.get_mut(b), real[i], txn);
-    }
-    for &id in order.iter().rev() {
-        sums[(id & !DIRTY_BIT) as usize] = patch_and_seal(dirty, id, real, &sums, txn)?;
-    }
-    for t in catalog.trees.iter_mut() {
-        let root = &mut t.state.root;
-        if root.pgno & DIRTY_BIT != 0 {
-            let i = (root.pgno & !DIRTY_BIT) as usize;
-            root.pgno = real[i];
-            root.txn = txn;
-            root.sum = sums[i];
-        }
-    }
-    Ok(())
 }
 
 fn write_commit(
@@ -765,6 +658,11 @@ pub(crate) fn close(shared: &Shared, alone: bool) -> Result<()> {
     // writable process joining replays them), unless a read-only one
     // joined: never wait for another process's writer then.
     let mut w = shared.lock_writer(alone)?;
+    if shared.foreign_logged() {
+        // Another process's logged commits are the newest: its close (or a
+        // writer of any other process) writes them; this one has none.
+        return Ok(());
+    }
     if w.checkpoint_catalog.is_some() && !w.poisoned {
         checkpoint(shared, &mut w)?;
         shared.save_durable(&w);

@@ -25,7 +25,7 @@ use crate::pages::{DirtyPages, MapSource, PageSource};
 use crate::storage::arena::{Fresh, ARENA_BIT};
 use crate::storage::freespace::Freed;
 use crate::storage::meta::Meta;
-use crate::txn::commit::{order_dirty, seal_all};
+use crate::txn::seal::{order_dirty, seal_all};
 use crate::txn::shared::{Shared, Snapshot, WriterState};
 
 /// Bytes of log after which the next commit checkpoints instead: bounds
@@ -47,10 +47,20 @@ const RELEASE_BATCH: u64 = 256;
 /// when the arena can hold the whole working set).
 pub(crate) const ARENA_MIN_BOUND_BYTES: u64 = 64 << 20;
 
-/// Writes a logged commit of these changes on top of `base` and returns
-/// the snapshot to publish, or `None` (having changed nothing) when the
-/// log or the arena is full or the log cannot continue from `base`: the
-/// caller then writes a checkpoint instead.
+/// What `write` did.
+pub(crate) enum Logged {
+    /// The commit is logged: publish this snapshot.
+    Done(Snapshot),
+    /// Not logged (nothing changed): the log or the arena is full, or the
+    /// commit is better written as pages; write a checkpoint instead.
+    No,
+    /// The log must restart from `base`, a file commit not yet durable:
+    /// make it durable (`commit::sync_published`) and call again.
+    SyncFirst,
+}
+
+/// Writes a logged commit of these changes on top of `base` (see
+/// [`Logged`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write(
     shared: &Shared,
@@ -61,10 +71,10 @@ pub(crate) fn write(
     freed: &[Freed],
     payload: &[u8],
     durability: Durability,
-) -> Result<Option<Snapshot>> {
+) -> Result<Logged> {
     let txn = base.txn() + 1;
     let Some(arena) = shared.arena() else {
-        return Ok(None);
+        return Ok(Logged::No);
     };
     let ps = shared.limits.page_size as u64;
     let (order, blobs) = order_dirty(catalog, dirty)?;
@@ -72,27 +82,26 @@ pub(crate) fn write(
     if payload.len() as u64 * LOG_RATIO > (order.len() as u64 + blob_pages) * ps {
         // Its pages are few for its bytes (a sorted load fills new pages):
         // logging would write the bytes twice, the pages once anyway.
-        return Ok(None);
+        return Ok(Logged::No);
     }
     let Some(log) = w.log.as_mut() else {
-        return Ok(None);
+        return Ok(Logged::No);
     };
     if log.last_txn() != base.txn() {
         // The log restarts from `base`, which must then be a durable file
         // commit (no logged commit since the last checkpoint).
         if w.checkpoint_catalog.is_some() {
-            return Ok(None);
+            return Ok(Logged::No);
         }
         if w.durable_txn != base.txn() {
-            crate::txn::commit::sync_published(shared, w)?;
-            shared.save_durable(w);
+            return Ok(Logged::SyncFirst);
         }
         let log = w.log.as_mut().expect("checked above");
         log.restart(base.txn());
     }
     let log = w.log.as_mut().expect("checked above");
     if log.len_used() + payload.len() as u64 > LOG_BOUND_BYTES {
-        return Ok(None);
+        return Ok(Logged::No);
     }
 
     let limit = (ARENA_MIN_BOUND_BYTES / ps).max(base.meta.page_count);
@@ -137,7 +146,7 @@ pub(crate) fn write(
         }
         if released {
             // Full even with every slot no reader holds: checkpoint.
-            return Ok(None);
+            return Ok(Logged::No);
         }
         release(w);
         released = true;
@@ -193,7 +202,7 @@ pub(crate) fn write(
     }
     shared.set_logged_by(crate::txn::readers::ProcessId::current().word());
     let meta = Meta { txn, ..base.meta };
-    Ok(Some(Snapshot {
+    Ok(Logged::Done(Snapshot {
         meta,
         source: MapSource {
             map: base.source.map.clone(),

@@ -140,3 +140,17 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
     }
     result
 }
+
+/// Takes the write lock (see `Shared::lock_writer`) with the writer state
+/// up to date: if the newest commits are logged commits this process
+/// cannot read, replays them into a checkpoint first.
+pub(crate) fn lock_writer(shared: &Shared, wait: bool) -> Result<WriterGuard<'_>> {
+    loop {
+        let w = shared.lock_writer(wait)?;
+        if !shared.foreign_logged() {
+            return Ok(w);
+        }
+        // The checkpoint's commit releases the lock: take it again.
+        replay_log(shared, w)?;
+    }
+}

@@ -242,7 +242,10 @@ impl Shared {
     /// if `wait` (but fails with `WriteTxnOnThisThread` if the calling
     /// thread holds it), else fails with `Busy` (this process), `Locked`
     /// (another process's writer) or `LocklessReader` (a read-only process
-    /// without the lock file). Then brings the writer state up to date.
+    /// without the lock file). Then brings the writer state up to date,
+    /// unless the newest commits are another process's logged commits
+    /// (`foreign_logged`), which a writer replays first
+    /// (`txn::recovery::lock_writer`).
     pub(crate) fn lock_writer(&self, wait: bool) -> Result<WriterGuard<'_>> {
         if self.read_only {
             return Err(Error::ReadOnly);
@@ -274,10 +277,9 @@ impl Shared {
         };
         if self.foreign_logged() {
             // The newest commits live in the log and another process's
-            // arena (or a crashed one's): replay them into a checkpoint
-            // first. That commit releases the lock; take it again.
-            crate::txn::recovery::replay_log(self, w)?;
-            return self.lock_writer(wait);
+            // arena (or a crashed one's): no state to refresh from until
+            // they are replayed (`txn::recovery::lock_writer`).
+            return Ok(w);
         }
         self.refresh_writer(&mut w)?;
         Ok(w)
