@@ -113,6 +113,7 @@ impl ReadTxn {
         });
         let _ = fs::remove_file(&tmp);
         let _ = fs::remove_file(lock_path(&tmp));
+        let _ = fs::remove_file(crate::storage::log::log_path(&tmp));
         let done = result?;
         if let Err(e) = File::open(parent_dir(path)).and_then(|d| d.sync_all()) {
             // The name may not survive a crash: do not report a backup

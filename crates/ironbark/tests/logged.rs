@@ -56,6 +56,35 @@ fn logged_commits_are_read_back_kept_apart_from_old_snapshots_and_reopened() {
             "commit {n} not visible"
         );
     }
+    // Backups of a snapshot whose newest pages are in memory: compact_to
+    // reads them, copy_to refuses (a copy of the file's pages would be an
+    // older commit).
+    {
+        let rx = db.begin_read().unwrap();
+        let want: Vec<(Vec<u8>, Vec<u8>)> = rx
+            .iter(&tree)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect();
+        assert!(matches!(
+            rx.copy_to(t.dir.path().join("copy.ib")),
+            Err(ironbark::Error::InvalidOption(_))
+        ));
+        assert!(!t.dir.path().join("copy.ib").exists());
+        rx.compact_to(t.dir.path().join("compact.ib")).unwrap();
+        let copy = Database::open(t.dir.path().join("compact.ib")).unwrap();
+        copy.check().unwrap();
+        let crx = copy.begin_read().unwrap();
+        let ct = crx.tree("t").unwrap();
+        let got: Vec<(Vec<u8>, Vec<u8>)> = crx
+            .iter(&ct)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect();
+        assert_eq!(got, want, "compact_to of a logged snapshot");
+    }
     // `stats` checkpoints first; its own commit is counted.
     let after = db.stats().unwrap().counters;
     let per_commit = (after.bytes_written - before.bytes_written) / u64::from(commits);

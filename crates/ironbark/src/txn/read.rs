@@ -237,7 +237,10 @@ impl ReadTxn {
     ///
     /// The pages are copied as they are, checksums included, so damage in
     /// the source stays detectable in the copy; [`ReadTxn::copy_to_verified`]
-    /// refuses to copy a damaged snapshot at all.
+    /// refuses to copy a damaged snapshot at all. A snapshot that holds
+    /// logged commits not yet written to the file
+    /// (`Options::logged_commits`) cannot be copied page for page:
+    /// `InvalidOption` (checkpoint first, or use `compact_to`).
     pub fn copy_to(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
         self.copy_pages_to(path.as_ref())
     }
@@ -255,6 +258,15 @@ impl ReadTxn {
     }
 
     fn copy_pages_to(&self, path: &std::path::Path) -> Result<()> {
+        if self.snapshot.source.arena.is_some() {
+            // Its newest pages are in memory (logged commits): a copy of the
+            // file's pages would be an older commit under this one's txn id.
+            return Err(Error::InvalidOption(
+                "copy_to: this snapshot holds logged commits not yet in the file; \
+                 call Database::checkpoint() first, or use compact_to"
+                    .into(),
+            ));
+        }
         let meta = Meta {
             last_synced_txn: self.snapshot.txn(),
             ..self.snapshot.meta
