@@ -4,9 +4,12 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use ironbark::Database;
+use ironbark::{Database, Durability, ReadTxn, WriteTxn};
 
 /// Every tree's entries.
 pub type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
@@ -56,6 +59,11 @@ pub fn temp_db(name: &str) -> TempDb {
 /// The newest commit's txn id and every tree's entries, by full scans.
 pub fn read_model(db: &Database) -> ironbark::Result<(u64, Model)> {
     let rx = db.begin_read()?;
+    Ok((rx.txn_id(), model_of(&rx)?))
+}
+
+/// Every tree's entries in the snapshot of `rx`.
+pub fn model_of(rx: &ReadTxn) -> ironbark::Result<Model> {
     let mut model = Model::new();
     for name in rx.list_trees() {
         let tree = rx.tree(&name)?;
@@ -66,5 +74,100 @@ pub fn read_model(db: &Database) -> ironbark::Result<(u64, Model)> {
         }
         model.insert(name, entries);
     }
-    Ok((rx.txn_id(), model))
+    Ok(model)
+}
+
+/// The kill tests' child: commits `n` (key `n{n}`, a value of 0, 900 or
+/// 1800 bytes, and the counter) one per `Immediate` transaction, deleting
+/// `n{n-50}`, calls `extra` inside each transaction, and prints `n` after
+/// each commit returns. Never returns.
+pub fn counting_child(db: &Database, mut extra: impl FnMut(&mut WriteTxn<'_>, u64)) {
+    let start = {
+        let rx = db.begin_read().unwrap();
+        match rx.tree("t") {
+            Ok(t) => rx
+                .get(&t, b"counter")
+                .unwrap()
+                .map(|v| u64::from_le_bytes(v.try_into().unwrap()) + 1)
+                .unwrap_or(0),
+            Err(_) => 0,
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let mut rng = Rng::new(start);
+    for n in start.. {
+        let mut tx = db.begin_write().unwrap();
+        tx.set_durability(Durability::Immediate);
+        let t = tx.open_tree("t").unwrap();
+        let len = rng.below(3) as usize * 900;
+        tx.put(&t, format!("n{n:08}").as_bytes(), &rng.bytes(len))
+            .unwrap();
+        tx.put(&t, b"counter", &n.to_le_bytes()).unwrap();
+        // Churn so that pages are freed and reused across kills.
+        if n >= 50 {
+            tx.delete(&t, format!("n{:08}", n - 50).as_bytes()).unwrap();
+        }
+        extra(&mut tx, n);
+        tx.commit().unwrap();
+        writeln!(out, "{n}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// Runs this test binary's `test` as a `counting_child` (its environment
+/// `env` set to `path`), SIGKILLs it after `delay`, and returns the last
+/// commit it reported.
+pub fn run_and_kill(test: &str, env: &str, path: &Path, delay: Duration) -> Option<u64> {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture"])
+        .env(env, path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    // Read reports on a thread; kill after the delay.
+    let reader = std::thread::spawn(move || {
+        let mut last = None;
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(n) = line.trim().parse::<u64>() {
+                last = Some(n);
+            }
+        }
+        last
+    });
+    let started = Instant::now();
+    while started.elapsed() < delay {
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    reader.join().unwrap()
+}
+
+/// After kill number `kill`: `db` holds every commit of a `counting_child`
+/// up to `last` reported, and the 50 before its counter.
+pub fn assert_reported_commits_hold(db: &Database, last: u64, kill: u64) {
+    let rx = db.begin_read().unwrap();
+    let tree = rx.tree("t").unwrap();
+    let counter = u64::from_le_bytes(
+        rx.get(&tree, b"counter")
+            .unwrap()
+            .unwrap()
+            .try_into()
+            .unwrap(),
+    );
+    assert!(
+        counter >= last,
+        "kill {kill}: commit {last} was reported but the file holds {counter}"
+    );
+    for n in counter.saturating_sub(49)..=counter {
+        assert!(
+            rx.get(&tree, format!("n{n:08}").as_bytes())
+                .unwrap()
+                .is_some(),
+            "kill {kill}: commit {n} lost"
+        );
+    }
 }

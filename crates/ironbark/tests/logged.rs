@@ -8,12 +8,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
-use common::{temp_db, Rng};
-use ironbark::{Database, Durability, Options};
+use common::{
+    assert_reported_commits_hold, counting_child, model_of, read_model, run_and_kill, temp_db, Rng,
+};
+use ironbark::{Database, Durability, Error, IoHook, IoHookHandle, Options};
 
 fn logged(durability: Durability) -> Options {
     Options {
@@ -61,29 +65,19 @@ fn logged_commits_are_read_back_kept_apart_from_old_snapshots_and_reopened() {
     // older commit).
     {
         let rx = db.begin_read().unwrap();
-        let want: Vec<(Vec<u8>, Vec<u8>)> = rx
-            .iter(&tree)
-            .unwrap()
-            .map(|e| e.unwrap())
-            .map(|(k, v)| (k.to_vec(), v.to_vec()))
-            .collect();
         assert!(matches!(
             rx.copy_to(t.dir.path().join("copy.ib")),
-            Err(ironbark::Error::InvalidOption(_))
+            Err(Error::InvalidOption(_))
         ));
         assert!(!t.dir.path().join("copy.ib").exists());
         rx.compact_to(t.dir.path().join("compact.ib")).unwrap();
         let copy = Database::open(t.dir.path().join("compact.ib")).unwrap();
         copy.check().unwrap();
-        let crx = copy.begin_read().unwrap();
-        let ct = crx.tree("t").unwrap();
-        let got: Vec<(Vec<u8>, Vec<u8>)> = crx
-            .iter(&ct)
-            .unwrap()
-            .map(|e| e.unwrap())
-            .map(|(k, v)| (k.to_vec(), v.to_vec()))
-            .collect();
-        assert_eq!(got, want, "compact_to of a logged snapshot");
+        assert_eq!(
+            read_model(&copy).unwrap().1,
+            model_of(&rx).unwrap(),
+            "compact_to of a logged snapshot"
+        );
     }
     // `stats` checkpoints first; its own commit is counted.
     let after = db.stats().unwrap().counters;
@@ -101,59 +95,22 @@ fn logged_commits_are_read_back_kept_apart_from_old_snapshots_and_reopened() {
         .count();
     assert_eq!(n, 5_000);
     drop(old);
-    let expected: Vec<(Vec<u8>, Vec<u8>)> = {
-        let rx = db.begin_read().unwrap();
-        rx.iter(&tree)
-            .unwrap()
-            .map(|e| e.unwrap())
-            .map(|(k, v)| (k.to_vec(), v.to_vec()))
-            .collect()
-    };
+    let (_, expected) = read_model(&db).unwrap();
     db.check().unwrap();
     drop(db);
     let db = Database::open_with(&t.path, &logged(Durability::None)).unwrap();
     db.check().unwrap();
-    let rx = db.begin_read().unwrap();
-    let tree = rx.tree("t").unwrap();
-    let found: Vec<(Vec<u8>, Vec<u8>)> = rx
-        .iter(&tree)
-        .unwrap()
-        .map(|e| e.unwrap())
-        .map(|(k, v)| (k.to_vec(), v.to_vec()))
-        .collect();
-    assert_eq!(found, expected);
+    assert_eq!(read_model(&db).unwrap().1, expected);
 }
 
 const CHILD_ENV: &str = "IRONBARK_LOGGED_KILL_CHILD";
+const KILL_TEST: &str = "a_process_killed_at_random_moments_loses_no_logged_commit";
 
-/// The child: logged commits of key `n{n}` and the counter, one per
-/// transaction, `Immediate`, printing `n` after each returns; trees are
-/// created and dropped on the way, so the log carries those too.
+/// The child: `counting_child` with logged commits, creating and dropping
+/// trees on the way, so the log carries those too.
 fn child(path: &str) {
     let db = Database::open_with(path, &logged(Durability::Immediate)).expect("child open");
-    let start = {
-        let rx = db.begin_read().unwrap();
-        match rx.tree("t") {
-            Ok(t) => rx
-                .get(&t, b"counter")
-                .unwrap()
-                .map(|v| u64::from_le_bytes(v.try_into().unwrap()) + 1)
-                .unwrap_or(0),
-            Err(_) => 0,
-        }
-    };
-    let mut out = std::io::stdout().lock();
-    let mut rng = Rng::new(start);
-    for n in start.. {
-        let mut tx = db.begin_write().unwrap();
-        let t = tx.open_tree("t").unwrap();
-        let len = rng.below(3) as usize * 900;
-        tx.put(&t, format!("n{n:08}").as_bytes(), &rng.bytes(len))
-            .unwrap();
-        tx.put(&t, b"counter", &n.to_le_bytes()).unwrap();
-        if n >= 50 {
-            tx.delete(&t, format!("n{:08}", n - 50).as_bytes()).unwrap();
-        }
+    counting_child(&db, |tx, n| {
         if n % 5 == 0 {
             let side = tx.open_tree(&format!("side{}", n % 3)).unwrap();
             tx.put(&side, b"k", &n.to_le_bytes()).unwrap();
@@ -161,10 +118,7 @@ fn child(path: &str) {
         if n % 15 == 7 {
             tx.drop_tree(&format!("side{}", (n + 1) % 3)).unwrap();
         }
-        tx.commit().unwrap();
-        writeln!(out, "{n}").unwrap();
-        out.flush().unwrap();
-    }
+    });
 }
 
 #[test]
@@ -179,68 +133,19 @@ fn a_process_killed_at_random_moments_loses_no_logged_commit() {
         .unwrap_or(40);
     let t = temp_db("logged-kill.ib");
     Database::open_with(&t.path, &logged(Durability::Immediate)).unwrap();
-    let exe = std::env::current_exe().unwrap();
     let mut rng = Rng::new(2026);
     let mut last_reported: Option<u64> = None;
     for kill in 0..kills {
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "a_process_killed_at_random_moments_loses_no_logged_commit",
-                "--nocapture",
-            ])
-            .env(CHILD_ENV, &t.path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            let mut last = None;
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Ok(n) = line.trim().parse::<u64>() {
-                    last = Some(n);
-                }
-            }
-            last
-        });
         let delay = Duration::from_micros(5_000 + rng.below(40_000));
-        let started = Instant::now();
-        while started.elapsed() < delay {
-            std::thread::sleep(Duration::from_micros(500));
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
-        if let Some(n) = reader.join().unwrap() {
+        if let Some(n) = run_and_kill(KILL_TEST, CHILD_ENV, &t.path, delay) {
             last_reported = Some(n);
         }
         let db = Database::open_with(&t.path, &logged(Durability::Immediate))
             .unwrap_or_else(|e| panic!("kill {kill}: open: {e}"));
         db.check()
             .unwrap_or_else(|e| panic!("kill {kill}: check: {e}"));
-        let rx = db.begin_read().unwrap();
         if let Some(last) = last_reported {
-            let tree = rx.tree("t").unwrap();
-            let counter = u64::from_le_bytes(
-                rx.get(&tree, b"counter")
-                    .unwrap()
-                    .unwrap()
-                    .try_into()
-                    .unwrap(),
-            );
-            assert!(
-                counter >= last,
-                "kill {kill}: commit {last} was reported but the file holds {counter}"
-            );
-            for n in counter.saturating_sub(49)..=counter {
-                assert!(
-                    rx.get(&tree, format!("n{n:08}").as_bytes())
-                        .unwrap()
-                        .is_some(),
-                    "kill {kill}: commit {n} lost"
-                );
-            }
+            assert_reported_commits_hold(&db, last, kill);
         }
     }
     assert!(
@@ -279,7 +184,7 @@ fn joiner(path: &str, read_only: bool) {
     .unwrap();
     let mut out = std::io::stdout().lock();
     if read_only {
-        assert!(matches!(counter(&db), Err(ironbark::Error::Locked)));
+        assert!(matches!(counter(&db), Err(Error::Locked)));
         writeln!(out, "JOINER locked").unwrap();
         out.flush().unwrap();
         let mut line = String::new();
@@ -381,15 +286,6 @@ fn readers_of_logged_commits_keep_their_snapshots_while_slots_are_reused() {
     let t = temp_db("pinned.ib");
     let db = Database::open_with(&t.path, &logged(Durability::None)).unwrap();
     let mut rng = Rng::new(11);
-    let snapshot = |db: &Database| -> Vec<(Vec<u8>, Vec<u8>)> {
-        let rx = db.begin_read().unwrap();
-        let tree = rx.tree("t").unwrap();
-        rx.iter(&tree)
-            .unwrap()
-            .map(|e| e.unwrap())
-            .map(|(k, v)| (k.to_vec(), v.to_vec()))
-            .collect()
-    };
     let mut held = Vec::new();
     for n in 0..6_000u32 {
         let mut tx = db.begin_write().unwrap();
@@ -399,7 +295,9 @@ fn readers_of_logged_commits_keep_their_snapshots_while_slots_are_reused() {
         tx.put(&tree, &k.to_be_bytes(), &rng.bytes(len)).unwrap();
         tx.commit().unwrap();
         if n % 1_000 == 500 {
-            held.push((db.begin_read().unwrap(), snapshot(&db)));
+            let rx = db.begin_read().unwrap();
+            let model = model_of(&rx).unwrap();
+            held.push((rx, model));
         }
         if n % 1_500 == 1_400 && !held.is_empty() {
             // Drop the oldest: its slots become reusable, the others' not.
@@ -408,15 +306,135 @@ fn readers_of_logged_commits_keep_their_snapshots_while_slots_are_reused() {
     }
     assert!(db.stats().unwrap().counters.logged_commits > 5_000);
     for (rx, expected) in &held {
-        let tree = rx.tree("t").unwrap();
-        let found: Vec<(Vec<u8>, Vec<u8>)> = rx
-            .iter(&tree)
-            .unwrap()
-            .map(|e| e.unwrap())
-            .map(|(k, v)| (k.to_vec(), v.to_vec()))
-            .collect();
-        assert_eq!(&found, expected, "snapshot {} changed", rx.txn_id());
+        assert_eq!(
+            &model_of(rx).unwrap(),
+            expected,
+            "snapshot {} changed",
+            rx.txn_id()
+        );
     }
     drop(held);
     db.check().unwrap();
+}
+
+/// Fails the next log write, or the next log sync, when armed.
+#[derive(Default)]
+struct LogFaults {
+    write: AtomicBool,
+    sync: AtomicBool,
+}
+
+impl IoHook for LogFaults {
+    fn on_log_write(&self, _offset: u64, _bufs: &[&[u8]]) -> io::Result<()> {
+        if self.write.swap(false, Ordering::SeqCst) {
+            return Err(io::Error::other("injected log write error"));
+        }
+        Ok(())
+    }
+    fn on_log_sync(&self) -> io::Result<()> {
+        if self.sync.swap(false, Ordering::SeqCst) {
+            return Err(io::Error::other("injected log sync error"));
+        }
+        Ok(())
+    }
+}
+
+/// One logged commit: the counter and key `n`.
+fn count(db: &Database, n: u64) -> ironbark::Result<()> {
+    let mut tx = db.begin_write()?;
+    let tree = tx.open_tree("t")?;
+    tx.put(&tree, b"counter", &n.to_le_bytes())?;
+    tx.put(&tree, &n.to_be_bytes(), b"v")?;
+    tx.commit()
+}
+
+#[test]
+fn a_failed_log_write_or_sync_is_an_error_and_loses_no_commit() {
+    let t = temp_db("faults.ib");
+    let faults = Arc::new(LogFaults::default());
+    let options = Options {
+        io_hook: Some(IoHookHandle(faults.clone())),
+        ..logged(Durability::Immediate)
+    };
+    let db = Database::open_with(&t.path, &options).unwrap();
+    for n in 0..10 {
+        count(&db, n).unwrap();
+    }
+    faults.write.store(true, Ordering::SeqCst);
+    assert!(
+        count(&db, 10).is_err(),
+        "a failed log write fails the commit"
+    );
+    assert_eq!(counter(&db).unwrap(), 9, "a failed commit is not published");
+    count(&db, 10).unwrap();
+    assert_eq!(counter(&db).unwrap(), 10);
+    // A failed sync may have lost the record: nothing more is trusted.
+    faults.sync.store(true, Ordering::SeqCst);
+    assert!(count(&db, 11).is_err());
+    assert!(matches!(count(&db, 12), Err(Error::Poisoned)));
+    drop(db);
+    let db = Database::open_with(&t.path, &logged(Durability::Immediate)).unwrap();
+    db.check().unwrap();
+    let c = counter(&db).unwrap();
+    assert!(c == 10 || c == 11, "reopened at {c}, expected 10 or 11");
+    let rx = db.begin_read().unwrap();
+    let tree = rx.tree("t").unwrap();
+    for n in 0..=c {
+        assert!(rx.get(&tree, &n.to_be_bytes()).unwrap().is_some(), "{n}");
+    }
+}
+
+const DAMAGE_ENV: &str = "IRONBARK_LOGGED_DAMAGE_CHILD";
+
+#[test]
+fn a_damaged_log_record_ends_the_replay_before_it() {
+    if let Ok(path) = std::env::var(DAMAGE_ENV) {
+        let db = Database::open_with(&path, &logged(Durability::Immediate)).unwrap();
+        for n in 0..100 {
+            count(&db, n).unwrap();
+        }
+        // No close: the log is all there is of these commits.
+        std::process::exit(0);
+    }
+    let t = temp_db("damaged.ib");
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_damaged_log_record_ends_the_replay_before_it",
+            "--nocapture",
+        ])
+        .env(DAMAGE_ENV, &t.path)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Walk the records (docs/file-format.md) to the 61st commit's and flip
+    // a byte of its payload.
+    let log_path = format!("{}-log", t.path.display());
+    let mut log = std::fs::read(&log_path).unwrap();
+    let mut at = 0usize;
+    for _ in 0..60 {
+        assert_eq!(&log[at + 8..at + 12], b"IBLG");
+        let len = u32::from_le_bytes(log[at + 12..at + 16].try_into().unwrap()) as usize;
+        at += (32 + len).next_multiple_of(8);
+    }
+    assert_eq!(&log[at + 8..at + 12], b"IBLG");
+    log[at + 40] ^= 0x55;
+    std::fs::write(&log_path, &log).unwrap();
+    let db = Database::open_with(&t.path, &logged(Durability::Immediate)).unwrap();
+    db.check().unwrap();
+    assert_eq!(
+        counter(&db).unwrap(),
+        59,
+        "the replay applies the records before the damaged one, and none after"
+    );
+    let rx = db.begin_read().unwrap();
+    let tree = rx.tree("t").unwrap();
+    for n in 0..100u64 {
+        assert_eq!(
+            rx.get(&tree, &n.to_be_bytes()).unwrap().is_some(),
+            n < 60,
+            "key {n}"
+        );
+    }
 }

@@ -147,20 +147,10 @@ impl RedoLog {
     /// Opens the log at `path` for reading only (a read-only process checks
     /// whether it holds records); `None` if there is no log.
     pub(crate) fn open_read_only(path: &Path) -> Result<Option<RedoLog>> {
-        let Some(file) =
-            DataFile::open_log_read_only(path).map_err(|e| Error::file(path, "log file", e))?
-        else {
-            return Ok(None);
-        };
-        let file_len = file.len()?;
-        Ok(Some(RedoLog {
-            file,
-            file_len,
-            next: 0,
-            last_sum: 0,
-            epoch: 0,
-            last_txn: 0,
-        }))
+        match DataFile::open_log_read_only(path).map_err(|e| Error::file(path, "log file", e))? {
+            Some(file) => RedoLog::over(file).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Gives the log the data file's permission bits and group (see
@@ -174,6 +164,11 @@ impl RedoLog {
     /// [`RedoLog::resume`] or [`RedoLog::restart`] before appending.
     pub(crate) fn open(path: &Path, hook: Option<IoHookHandle>) -> Result<RedoLog> {
         let file = DataFile::open_log(path, hook).map_err(|e| Error::file(path, "log file", e))?;
+        RedoLog::over(file)
+    }
+
+    /// The log in `file`, as after `restart(0)`.
+    fn over(file: DataFile) -> Result<RedoLog> {
         let file_len = file.len()?;
         Ok(RedoLog {
             file,

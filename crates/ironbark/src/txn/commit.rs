@@ -209,22 +209,7 @@ pub(crate) fn shrink(shared: &Shared, w: &mut WriterState) -> Result<u64> {
         if w.free.reusable_tail(end).is_none() && !chain_at_end {
             break;
         }
-        let mut catalog = base.catalog.clone();
-        let mut space = SpaceLog {
-            freed: Vec::new(),
-            taken: Vec::new(),
-            shrink: true,
-        };
-        let result = write_commit(
-            shared,
-            w,
-            &base,
-            &mut catalog,
-            &mut DirtyPages::default(),
-            &mut space,
-            Durability::Immediate,
-        );
-        finish(shared, w, &base, catalog, &space, result)?;
+        durable_commit_of_newest(shared, w, true)?;
     }
     let snap = shared.published.load_full();
     write_clean_mark(shared, w, &snap.meta)?;
@@ -630,12 +615,19 @@ pub(crate) fn sync_published(shared: &Shared, w: &mut WriterState) -> Result<()>
 /// Writes the pages of the pending logged commits to the file in one
 /// durable commit (changing nothing else).
 fn checkpoint(shared: &Shared, w: &mut WriterState) -> Result<()> {
+    durable_commit_of_newest(shared, w, false)
+}
+
+/// A durable commit of the newest snapshot with no changes of its own: it
+/// writes the pages of pending logged commits (a checkpoint) and, if
+/// `shrink`, gives the free tail of the file back.
+fn durable_commit_of_newest(shared: &Shared, w: &mut WriterState, shrink: bool) -> Result<()> {
     let base = shared.published.load_full();
     let mut catalog = base.catalog.clone();
     let mut space = SpaceLog {
         freed: Vec::new(),
         taken: Vec::new(),
-        shrink: false,
+        shrink,
     };
     let result = write_commit(
         shared,

@@ -36,7 +36,7 @@ pub(crate) const LOG_BOUND_BYTES: u64 = 64 << 20;
 /// times the bytes of its record: single puts and scattered updates (a
 /// page per few bytes) are, sorted bulk loads (pages full of new data)
 /// are not.
-const LOG_RATIO: u64 = 2;
+pub(crate) const LOG_RATIO: u64 = 2;
 
 /// Retired arena slots worth a scan of the reader table to reuse them.
 const RELEASE_BATCH: u64 = 256;

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::pages::{DirtyPages, PageSource, WriteSource};
 use crate::storage::freespace::Freed;
+use crate::txn::logged::LOG_RATIO;
 use crate::txn::read::copied;
 use crate::txn::redo::{self, RedoOp};
 use crate::txn::shared::{Shared, Snapshot, WriterGuard};
@@ -221,10 +222,15 @@ impl<'db> WriteTxn<'db> {
         self.note_failure(result)
     }
 
-    /// Stops recording redo operations once the record would be too large
-    /// to be worth logging.
+    /// Stops recording redo operations once the commit will not be logged
+    /// anyway: the record is too large, or (past 64 KiB) larger than half
+    /// of every page made dirty so far (the commit's rule, `LOG_RATIO`, on
+    /// an upper bound of its pages): a sorted bulk load stops copying its
+    /// bytes into the record after its first few hundred puts.
     fn check_log_size(&mut self) {
-        if self.redo.len() > MAX_LOGGED_BYTES {
+        let len = self.redo.len() as u64;
+        let dirty_bytes = self.dirty.pages.len() as u64 * self.shared.limits.page_size as u64;
+        if len > MAX_LOGGED_BYTES as u64 || (len > 64 << 10 && len * LOG_RATIO > dirty_bytes) {
             self.logging = false;
             self.redo.clear();
         }
