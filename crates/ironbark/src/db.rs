@@ -659,16 +659,23 @@ fn open_instance(
         )?;
         let log = open_log(path, options)?;
         let lock = Arc::new(lock);
-        let log_past = match &log {
-            Some(l) => l.has_records_after(loaded.meta.txn),
-            None => log_runs_past(path, loaded.meta.txn)?,
+        let log_end = match &log {
+            Some(l) => l.scan()?.records.last().map(|r| r.txn),
+            None => RedoLog::open_read_only(&crate::storage::log::log_path(path))?
+                .map(|l| l.scan())
+                .transpose()?
+                .and_then(|s| s.records.last().map(|r| r.txn)),
         };
-        if log_past {
-            // A crash left logged commits past the file's newest commit:
-            // `open_with` replays them (the writer of any process would).
+        let readers = ReaderTable::shared(lock.clone());
+        if let Some(end) = log_end.filter(|&end| end > loaded.meta.txn) {
+            // A crash left logged commits past the file's newest commit,
+            // the newest being the log's last: `open_with` replays them
+            // (the writer of any process would), and until then a
+            // read-only process rebuilds them from the log
+            // (`txn::recovery::follow_log`) rather than read an older one.
             lock.header().logged_by.store(u64::MAX, Ordering::Release);
+            readers.publish(end);
         }
-        let readers = ReaderTable::shared(lock);
         return Ok(assemble(path, file, options, db_id, loaded, readers, log));
     }
     let lock = gated.attach(file_id)?;

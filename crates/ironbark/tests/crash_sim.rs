@@ -638,6 +638,24 @@ fn verify_image(
 ) -> Option<String> {
     images.write(path);
     let result = (|| -> ironbark::Result<Option<String>> {
+        // With logged commits, a read-only process opens first: it cannot
+        // replay the log into the file, so it rebuilds the logged commits
+        // in its own memory, and must read the very commit the writable
+        // open then replays.
+        let read_only = match mode {
+            Mode::Logged => {
+                let ro = Database::open_with(
+                    path,
+                    &Options {
+                        read_only: true,
+                        logged_commits: true,
+                        ..Options::default()
+                    },
+                )?;
+                Some(read_model(&ro)?)
+            }
+            Mode::Plain => None,
+        };
         let db = Database::open_with(
             path,
             &Options {
@@ -651,6 +669,13 @@ fn verify_image(
             return Ok(Some(format!(
                 "opened at txn {txn}, expected {floor}..={ceiling}"
             )));
+        }
+        if let Some((ro_txn, ro_model)) = read_only {
+            if ro_model != model || ro_txn > txn {
+                return Ok(Some(format!(
+                    "a read-only open read txn {ro_txn}, unlike the writable open's txn {txn}"
+                )));
+            }
         }
         match run.states.get(&txn) {
             Some(m) if *m == model => Ok(None),

@@ -17,12 +17,14 @@
 //!
 //! See docs/design.md, "Logged commits".
 
+use std::sync::Arc;
+
 use crate::btree::page::{set_child, set_overflow, LeafValue, Node, DIRTY_BIT};
 use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::options::Durability;
 use crate::pages::{DirtyPages, MapSource, PageSource};
-use crate::storage::arena::{Fresh, ARENA_BIT};
+use crate::storage::arena::{Arena, Fresh, ARENA_BIT};
 use crate::storage::freespace::Freed;
 use crate::storage::meta::Meta;
 use crate::txn::seal::{order_dirty, seal_all};
@@ -105,79 +107,36 @@ pub(crate) fn write(
     }
 
     let limit = (ARENA_MIN_BOUND_BYTES / ps).max(base.meta.page_count);
-
-    // Arena slots no reader can see any more become reusable: looked for
-    // (a scan of the reader table) only when the free slots run short and
-    // enough have retired to make the scan worth it, or the arena is full.
-    let needed = order.len() as u64 + blob_pages;
-    let release = |w: &mut WriterState| {
-        shared.readers.snapshots(&mut w.protectors);
-        w.arena_space.release(&w.protectors);
-    };
-    if w.arena_space.free_slots() < needed && w.arena_space.retired_pages() >= RELEASE_BATCH {
-        release(w);
-    }
-    let mut fresh: Vec<(u64, Fresh)> = Vec::with_capacity(order.len() + blobs.len());
-    let mut real = vec![0u64; dirty.pages.len()];
-    let mut released = false;
-    loop {
-        let runs = blobs
-            .iter()
-            .map(|b| (*b, dirty.get(*b).len() as u64 / ps))
-            .chain(order.iter().map(|id| (*id, 1)));
-        let mut full = false;
-        for (id, pages) in runs {
-            match w.arena_space.alloc(&arena, pages, limit, txn) {
-                Some(f) => {
-                    real[(id & !DIRTY_BIT) as usize] = f.pgno();
-                    fresh.push((id, f));
-                }
-                None => {
-                    full = true;
-                    break;
+    let placed = to_arena(
+        shared,
+        w,
+        &arena,
+        catalog,
+        dirty,
+        &order,
+        &blobs,
+        limit,
+        txn,
+        |w| {
+            let log = w.log.as_mut().expect("checked above");
+            log.append(txn, payload)?;
+            if durability == Durability::Immediate {
+                shared
+                    .counters
+                    .syncs
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if let Err(e) = log.sync() {
+                    // As for the data file: the kernel may have dropped the
+                    // written record, so nothing more can be trusted.
+                    w.poisoned = true;
+                    return Err(e);
                 }
             }
-        }
-        if !full {
-            break;
-        }
-        for (_, f) in fresh.drain(..) {
-            w.arena_space.unalloc(f);
-        }
-        if released {
-            // Full even with every slot no reader holds: checkpoint.
-            return Ok(Logged::No);
-        }
-        release(w);
-        released = true;
-    }
-    // Sealing edits the dirty pages only; if anything fails from here on,
-    // the transaction is gone and its arena slots are given back.
-    let written = seal_all(dirty, catalog, &order, &blobs, &real, txn).and_then(|()| {
-        let log = w.log.as_mut().expect("checked above");
-        log.append(txn, payload)?;
-        if durability == Durability::Immediate {
-            shared
-                .counters
-                .syncs
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            if let Err(e) = log.sync() {
-                // As for the data file: the kernel may have dropped the
-                // written record, so nothing more can be trusted.
-                w.poisoned = true;
-                return Err(e);
-            }
-        }
-        Ok(())
-    });
-    if let Err(e) = written {
-        for (_, f) in fresh {
-            w.arena_space.unalloc(f);
-        }
-        return Err(e);
-    }
-    for (id, f) in &fresh {
-        arena.write(f, dirty.get(*id));
+            Ok(())
+        },
+    )?;
+    if !placed {
+        return Ok(Logged::No);
     }
     let c = &shared.counters;
     c.write_calls
@@ -201,8 +160,22 @@ pub(crate) fn write(
         w.checkpoint_catalog = Some(base.catalog.clone());
     }
     shared.set_logged_by(crate::txn::readers::ProcessId::current().word());
+    Ok(Logged::Done(arena_snapshot(
+        shared, base, txn, arena, catalog,
+    )))
+}
+
+/// The snapshot of commit `txn`: `base`'s file pages, the arena's, and the
+/// trees of `catalog`.
+fn arena_snapshot(
+    shared: &Shared,
+    base: &Snapshot,
+    txn: u64,
+    arena: Arc<Arena>,
+    catalog: &mut Catalog,
+) -> Snapshot {
     let meta = Meta { txn, ..base.meta };
-    Ok(Logged::Done(Snapshot {
+    Snapshot {
         meta,
         source: MapSource {
             map: base.source.map.clone(),
@@ -211,7 +184,123 @@ pub(crate) fn write(
             arena: Some(arena),
         },
         catalog: std::mem::take(catalog),
-    }))
+    }
+}
+
+/// Puts the dirty pages of commit `txn` into arena slots no reader can
+/// reach, sealed with those numbers; `before_publish` runs once the pages
+/// are sealed and before they are copied (the log append: a failure there
+/// gives the slots back). Returns false, with nothing changed, when the
+/// arena cannot hold them even after releasing every slot no reader sees.
+#[allow(clippy::too_many_arguments)]
+fn to_arena(
+    shared: &Shared,
+    w: &mut WriterState,
+    arena: &Arena,
+    catalog: &mut Catalog,
+    dirty: &mut DirtyPages,
+    order: &[u64],
+    blobs: &[u64],
+    limit: u64,
+    txn: u64,
+    before_publish: impl FnOnce(&mut WriterState) -> Result<()>,
+) -> Result<bool> {
+    let ps = shared.limits.page_size as u64;
+    let blob_pages: u64 = blobs.iter().map(|b| dirty.get(*b).len() as u64 / ps).sum();
+    // Arena slots no reader can see any more become reusable: looked for
+    // (a scan of the reader table) only when the free slots run short and
+    // enough have retired to make the scan worth it, or the arena is full.
+    let needed = order.len() as u64 + blob_pages;
+    let release = |w: &mut WriterState| {
+        shared.readers.snapshots(&mut w.protectors);
+        w.arena_space.release(&w.protectors);
+    };
+    if w.arena_space.free_slots() < needed && w.arena_space.retired_pages() >= RELEASE_BATCH {
+        release(w);
+    }
+    let mut fresh: Vec<(u64, Fresh)> = Vec::with_capacity(order.len() + blobs.len());
+    let mut real = vec![0u64; dirty.pages.len()];
+    let mut released = false;
+    loop {
+        let runs = blobs
+            .iter()
+            .map(|b| (*b, dirty.get(*b).len() as u64 / ps))
+            .chain(order.iter().map(|id| (*id, 1)));
+        let mut full = false;
+        for (id, pages) in runs {
+            match w.arena_space.alloc(arena, pages, limit, txn) {
+                Some(f) => {
+                    real[(id & !DIRTY_BIT) as usize] = f.pgno();
+                    fresh.push((id, f));
+                }
+                None => {
+                    full = true;
+                    break;
+                }
+            }
+        }
+        if !full {
+            break;
+        }
+        for (_, f) in fresh.drain(..) {
+            w.arena_space.unalloc(f);
+        }
+        if released {
+            // Full even with every slot no reader holds.
+            return Ok(false);
+        }
+        release(w);
+        released = true;
+    }
+    // Sealing edits the dirty pages only; if anything fails from here on,
+    // the transaction is gone and its arena slots are given back.
+    let written =
+        seal_all(dirty, catalog, order, blobs, &real, txn).and_then(|()| before_publish(w));
+    if let Err(e) = written {
+        for (_, f) in fresh {
+            w.arena_space.unalloc(f);
+        }
+        return Err(e);
+    }
+    for (id, f) in &fresh {
+        arena.write(f, dirty.get(*id));
+    }
+    Ok(true)
+}
+
+/// For a process that may not write: the snapshot of commit `base.txn() +
+/// 1` made of `base`'s file pages and `dirty` in this process's arena, of
+/// which it is the only user (nothing is logged, and no file page is
+/// freed: the writer that logged the commit frees them). `Ok(None)` when
+/// the arena cannot hold it.
+pub(crate) fn follow(
+    shared: &Shared,
+    w: &mut WriterState,
+    base: &Snapshot,
+    catalog: &mut Catalog,
+    dirty: &mut DirtyPages,
+) -> Result<Option<Snapshot>> {
+    let txn = base.txn() + 1;
+    let Some(arena) = shared.arena() else {
+        return Ok(None);
+    };
+    let (order, blobs) = order_dirty(catalog, dirty)?;
+    let limit = arena.slots();
+    if !to_arena(
+        shared,
+        w,
+        &arena,
+        catalog,
+        dirty,
+        &order,
+        &blobs,
+        limit,
+        txn,
+        |_| Ok(()),
+    )? {
+        return Ok(None);
+    }
+    Ok(Some(arena_snapshot(shared, base, txn, arena, catalog)))
 }
 
 /// Copies every arena page the trees of `catalog` reach (through dirty

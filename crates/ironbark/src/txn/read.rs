@@ -46,12 +46,6 @@ impl std::fmt::Debug for ReadTxn {
 
 impl ReadTxn {
     pub(crate) fn begin(shared: Arc<Shared>) -> Result<ReadTxn> {
-        if shared.read_only && shared.foreign_logged() {
-            // The newest commits are in the redo log (a crash) or in another
-            // process's memory (`Options::logged_commits`): this process
-            // cannot read them, and must not show an older commit instead.
-            return Err(Error::Locked);
-        }
         let slot = match shared.readers.claim() {
             Err(Error::ReadersFull { .. }) => {
                 // Slots of dead processes may be filling the table.
@@ -87,11 +81,30 @@ impl ReadTxn {
                 match shared.readers.lock_file().and_then(|l| l.load_meta(txn)) {
                     Some(meta) => Some(meta),
                     None if shared.foreign_logged() => {
-                        // Logged commits live in another process's memory
-                        // (`Options::logged_commits`); only a process that
-                        // may write can replay them (a read-only one joined).
-                        shared.readers.release(slot);
-                        return Err(Error::Locked);
+                        // A logged commit: its pages live in another
+                        // process's arena (or a crashed one's), its record
+                        // in the redo log (`Options::logged_commits`).
+                        if !shared.read_only {
+                            // A process that may write replays them when it
+                            // takes the write lock (at its open).
+                            shared.readers.release(slot);
+                            return Err(Error::Locked);
+                        }
+                        // A read-only one rebuilds the commit from the log
+                        // in its own memory, registered at it first so that
+                        // the file pages it builds on stay.
+                        if !shared.readers.try_register(slot, txn) {
+                            continue;
+                        }
+                        match crate::txn::recovery::follow_log(&shared, txn) {
+                            Ok(Some(s)) => break s,
+                            // A checkpoint moved on: look again.
+                            Ok(None) => continue,
+                            Err(e) => {
+                                shared.readers.release(slot);
+                                return Err(e);
+                            }
+                        }
                     }
                     None => continue,
                 }

@@ -18,7 +18,7 @@ use crate::pages::MapSource;
 use crate::state;
 use crate::storage::log::{log_path, RedoLog};
 use crate::storage::meta::{Meta, META_LEN};
-use crate::txn::shared::{Shared, Snapshot, WriterGuard};
+use crate::txn::shared::{Shared, Snapshot, WriterGuard, WriterState};
 use crate::txn::write::WriteTxn;
 
 /// Replays the log on the durable file commit and commits the result as a
@@ -26,35 +26,7 @@ use crate::txn::write::WriteTxn;
 /// the last record replayed when that is above every published one.
 pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> {
     let ps = shared.limits.page_size;
-    let (durable_txn, slot) = match shared.readers.lock_file() {
-        Some(l) => {
-            let h = l.header();
-            (
-                h.durable_txn.load(std::sync::atomic::Ordering::Acquire),
-                h.durable_slot.load(std::sync::atomic::Ordering::Acquire),
-            )
-        }
-        None => (w.durable_txn, w.durable_slot),
-    };
-    let mut bytes = [0u8; META_LEN];
-    shared.file.read_exact_at(&mut bytes, slot * ps as u64)?;
-    let meta = Meta::decode(&bytes, slot)?;
-    if meta.txn != durable_txn {
-        return Err(Error::Corrupted {
-            page: Some(slot),
-            detail: format!(
-                "meta slot {slot} holds txn {}, the durable commit is {durable_txn}",
-                meta.txn
-            ),
-        });
-    }
-    let file_len = shared.file.len()?;
-    if meta.page_count.saturating_mul(ps as u64) > file_len {
-        return Err(Error::Corrupted {
-            page: Some(slot),
-            detail: "the durable commit needs more pages than the file has".into(),
-        });
-    }
+    let (meta, slot, file_len) = durable_meta(shared, &w)?;
     let scan = match w.log.as_ref() {
         Some(log) => log.scan()?,
         // This instance keeps no log (logged commits off, and there was
@@ -91,9 +63,19 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
     };
     let loaded = state::load(&source, &meta, true)?;
     // The checkpoint's txn: that of the last record replayed (it holds
-    // exactly that commit), but above anything published, so that the
-    // reader table's txn moves on and every process's writer reloads.
-    let commit_txn = (shared.readers.published_txn() + 1)
+    // exactly that commit), but above anything a live writer published, so
+    // that the reader table's txn moves on and every process's writer
+    // reloads. After a crash, the txn published is the log's last record
+    // (set by the first open), which no writer state holds: only read-only
+    // processes may have read it, rebuilt from the same records.
+    let published = shared.readers.published_txn();
+    let crashed = shared.readers.lock_file().is_some_and(|l| {
+        l.header()
+            .logged_by
+            .load(std::sync::atomic::Ordering::Acquire)
+            == u64::MAX
+    });
+    let commit_txn = (published + u64::from(!crashed))
         .max(records.last().map_or(0, |r| r.txn))
         .max(meta.txn + 1);
     let top = commit_txn - 1;
@@ -139,6 +121,137 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
         });
     }
     result
+}
+
+/// The file's durable commit (its meta, its slot) and the file's length,
+/// as the lock file (or, without one, this writer) says.
+fn durable_meta(shared: &Shared, w: &WriterState) -> Result<(Meta, u64, u64)> {
+    let ps = shared.limits.page_size;
+    let (durable_txn, slot) = match shared.readers.lock_file() {
+        Some(l) => {
+            let h = l.header();
+            (
+                h.durable_txn.load(std::sync::atomic::Ordering::Acquire),
+                h.durable_slot.load(std::sync::atomic::Ordering::Acquire),
+            )
+        }
+        None => (w.durable_txn, w.durable_slot),
+    };
+    let mut bytes = [0u8; META_LEN];
+    shared.file.read_exact_at(&mut bytes, slot * ps as u64)?;
+    let meta = Meta::decode(&bytes, slot)?;
+    if meta.txn != durable_txn {
+        return Err(Error::Corrupted {
+            page: Some(slot),
+            detail: format!(
+                "meta slot {slot} holds txn {}, the durable commit is {durable_txn}",
+                meta.txn
+            ),
+        });
+    }
+    let file_len = shared.file.len()?;
+    if meta.page_count.saturating_mul(ps as u64) > file_len {
+        return Err(Error::Corrupted {
+            page: Some(slot),
+            detail: "the durable commit needs more pages than the file has".into(),
+        });
+    }
+    Ok((meta, slot, file_len))
+}
+
+/// For a read-only process: the snapshot of logged commit `txn` (the
+/// newest, which another process holds in its arena or a crashed one held),
+/// rebuilt in this process's own arena by applying the log's records after
+/// the file's durable commit, and cached as this process's newest. The file
+/// is not touched. `Ok(None)` when the log no longer holds exactly the
+/// commits from the durable one to `txn` (a checkpoint moved on meanwhile:
+/// the caller looks at the newest commit again).
+///
+/// The caller's reader slot is registered at `txn`: that keeps the durable
+/// commit's pages from reuse, since logged commits free no file page and a
+/// checkpoint frees them with a txn above `txn`.
+pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapshot>>> {
+    let mut w = shared.lock_follower();
+    let cached = shared.published.load_full();
+    if cached.txn() >= txn {
+        // Another thread rebuilt it (or a newer one) meanwhile.
+        return Ok((cached.txn() == txn).then_some(cached));
+    }
+    let (meta, _, _) = match durable_meta(shared, &w) {
+        Ok(found) => found,
+        // The durable commit moved between reading its slot and its meta.
+        Err(Error::Corrupted { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if meta.txn >= txn {
+        return Ok(None);
+    }
+    let Some(log) = RedoLog::open_read_only(&log_path(&shared.path))? else {
+        return Ok(None);
+    };
+    let scan = log.scan()?;
+    let records: Vec<_> = scan
+        .records
+        .into_iter()
+        .filter(|r| r.txn > meta.txn && r.txn <= txn)
+        .collect();
+    let whole = scan.epoch <= meta.txn
+        && records.len() as u64 == txn - meta.txn
+        && records
+            .iter()
+            .zip(meta.txn + 1..)
+            .all(|(r, expected)| r.txn == expected);
+    if !whole {
+        return Ok(None);
+    }
+    let source = MapSource {
+        map: shared.map_covering(meta.page_count)?,
+        page_count: meta.page_count,
+        page_size: shared.limits.page_size,
+        arena: None,
+    };
+    let loaded = state::load(&source, &meta, false)?;
+    // This rebuild starts over from the file: every version an earlier one
+    // put in the arena is superseded at `txn` (readers of those keep them).
+    w.arena_space.retire_all(txn);
+    // One transaction applies every record; numbered so that it commits
+    // as `txn`.
+    let base = Arc::new(Snapshot {
+        meta: Meta {
+            txn: txn - 1,
+            ..meta
+        },
+        source,
+        catalog: loaded.catalog,
+    });
+    let mut t = WriteTxn::begin_on(shared, w, base.clone(), Durability::None)?;
+    t.logging = false;
+    for r in &records {
+        t.apply_redo(&r.payload)?;
+    }
+    let WriteTxn {
+        mut writer,
+        mut catalog,
+        mut dirty,
+        ..
+    } = t;
+    let built = crate::txn::logged::follow(shared, &mut writer, &base, &mut catalog, &mut dirty);
+    writer.page_pool = dirty.into_pool(shared.limits.page_size);
+    let Some(snapshot) = built? else {
+        return Err(Error::Corrupted {
+            page: None,
+            detail: "the logged commits do not fit in this process's page arena".into(),
+        });
+    };
+    let snapshot = Arc::new(snapshot);
+    shared.published.rcu(|cached| {
+        if cached.txn() < snapshot.txn() {
+            snapshot.clone()
+        } else {
+            cached.clone()
+        }
+    });
+    Ok(Some(snapshot))
 }
 
 /// Takes the write lock (see `Shared::lock_writer`) with the writer state

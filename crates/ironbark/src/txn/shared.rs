@@ -186,6 +186,9 @@ pub(crate) struct Shared {
 pub(crate) struct WriterGuard<'a> {
     shared: &'a Shared,
     guard: MutexGuard<'a, WriterState>,
+    /// Whether it holds the cross-process lock (not a follower's guard:
+    /// `Shared::lock_follower`).
+    file_locked: bool,
 }
 
 impl std::ops::Deref for WriterGuard<'_> {
@@ -208,7 +211,9 @@ impl Drop for WriterGuard<'_> {
             .writer_thread
             .store(0, std::sync::atomic::Ordering::Relaxed);
         // Failing to unlock leaves the lock to be dropped at close.
-        let _ = self.shared.file.unlock_writer();
+        if self.file_locked {
+            let _ = self.shared.file.unlock_writer();
+        }
     }
 }
 
@@ -274,6 +279,7 @@ impl Shared {
         let mut w = WriterGuard {
             shared: self,
             guard,
+            file_locked: true,
         };
         if self.foreign_logged() {
             // The newest commits live in the log and another process's
@@ -283,6 +289,20 @@ impl Shared {
         }
         self.refresh_writer(&mut w)?;
         Ok(w)
+    }
+
+    /// This process's writer mutex without the cross-process write lock,
+    /// for an instance that cannot write (read-only): its writer state
+    /// holds only the arena of the logged commits it rebuilt
+    /// (`txn::recovery::follow_log`). Nothing else takes that mutex in such
+    /// an instance.
+    pub(crate) fn lock_follower(&self) -> WriterGuard<'_> {
+        debug_assert!(self.read_only);
+        WriterGuard {
+            shared: self,
+            guard: self.writer.lock().unwrap_or_else(|e| e.into_inner()),
+            file_locked: false,
+        }
     }
 
     /// Whether the newest commits are logged commits of another process.

@@ -71,11 +71,22 @@ impl<'db> WriteTxn<'db> {
         writer: WriterGuard<'db>,
         durability: Durability,
     ) -> Result<WriteTxn<'db>> {
+        let base = shared.published.load_full();
+        WriteTxn::begin_on(shared, writer, base, durability)
+    }
+
+    /// Begins on `base` (the newest commit, except when a read-only
+    /// process rebuilds a logged commit: `txn::recovery::follow_log`).
+    pub(crate) fn begin_on(
+        shared: &'db Shared,
+        writer: WriterGuard<'db>,
+        base: Arc<Snapshot>,
+        durability: Durability,
+    ) -> Result<WriteTxn<'db>> {
         let mut writer = writer;
         if writer.poisoned {
             return Err(Error::Poisoned);
         }
-        let base = shared.published.load_full();
         let dirty = DirtyPages::with_pool(std::mem::take(&mut writer.page_pool));
         let mut redo = std::mem::take(&mut writer.redo_buffer);
         redo.clear();
