@@ -28,6 +28,7 @@
 
 use crate::checksum::checksum;
 use crate::error::{Error, Result};
+use crate::storage::arena::ARENA_BIT;
 
 pub(crate) const HEADER_LEN: usize = 32;
 /// Marks a provisional page number: an index into the write transaction's
@@ -275,6 +276,35 @@ impl<'a> Node<'a> {
             .get(off..off + 16)
             .ok_or_else(|| self.corrupt("branch cell out of bounds"))?;
         Ok((self.check_ref(u64_at(h, 0))?, u64_at(h, 8)))
+    }
+
+    /// Calls `found(i, pgno)` for each child `i` of this branch whose page
+    /// number has any of the bits of `mask` set, from the last child to the
+    /// first: the commit's one scan of a dirty branch for its dirty
+    /// children, a load and a test per child.
+    pub(crate) fn children_marked(
+        &self,
+        mask: u64,
+        mut found: impl FnMut(usize, u64),
+    ) -> Result<()> {
+        debug_assert!(!self.is_leaf);
+        let slots = self
+            .bytes
+            .get(HEADER_LEN..HEADER_LEN + self.count * SLOT_LEN)
+            .ok_or_else(|| self.corrupt("slot array out of bounds"))?;
+        for (i, slot) in slots.chunks_exact(SLOT_LEN).enumerate().rev() {
+            let off = u16::from_le_bytes([slot[0], slot[1]]) as usize;
+            let pgno = self
+                .bytes
+                .get(off..off + 8)
+                .filter(|_| off >= HEADER_LEN + self.count * SLOT_LEN)
+                .map(|b| u64_at(b, 0))
+                .ok_or_else(|| self.corrupt("branch cell out of bounds"))?;
+            if pgno & mask != 0 {
+                found(i, pgno);
+            }
+        }
+        Ok(())
     }
 
     /// The checksum that branch cell `i` records for its child.
@@ -566,6 +596,23 @@ pub(crate) fn seal(b: &mut [u8], pgno: u64, txn: u64) -> u64 {
     sum
 }
 
+/// What the checksum field holds in an arena page (`storage::arena`): the
+/// arena is this process's memory, never read from disk, so its pages are
+/// stamped but not checksummed; a checkpoint copies them into file pages,
+/// which are. Nonzero, so that a parent sealed before its child still
+/// shows.
+pub(crate) const ARENA_SUM: u64 = u64::MAX;
+
+/// Stamps an arena page with its slot number and txn id, without a
+/// checksum (see [`ARENA_SUM`]); returns what its parent records.
+pub(crate) fn stamp_arena(b: &mut [u8], pgno: u64, txn: u64) -> u64 {
+    debug_assert!(pgno & ARENA_BIT != 0);
+    put_u64(b, 8, txn);
+    put_u64(b, 24, pgno);
+    put_u64(b, 0, ARENA_SUM);
+    ARENA_SUM
+}
+
 /// The checksum stored in a page's header (not verified).
 pub(crate) fn stored_sum(b: &[u8]) -> u64 {
     u64_at(b, 0)
@@ -642,10 +689,13 @@ pub(crate) fn blob_data(
 /// `check` and the verified cursors of bulk readers (dump, copy, compact),
 /// so that damage is reported the same way wherever it is found.
 pub(crate) fn verify_page(b: &[u8], pgno: u64, txn: u64, sum: u64) -> Result<()> {
-    if !checksum_ok(b) {
+    // An arena page has no checksum (see `ARENA_SUM`): its stamps are
+    // checked all the same.
+    let arena = pgno & ARENA_BIT != 0;
+    if !arena && !checksum_ok(b) {
         return Err(Error::corrupted_page(pgno, "page checksum mismatch"));
     }
-    if stored_sum(b) != sum {
+    if stored_sum(b) != sum && !arena {
         return Err(Error::corrupted_page(
             pgno,
             "page checksum differs from its parent's record (a stale page)",
@@ -670,7 +720,8 @@ pub(crate) fn verify_page(b: &[u8], pgno: u64, txn: u64, sum: u64) -> Result<()>
 /// checksum its leaf cell records, and its own page number. (Its txn id
 /// and length are checked by `blob_data` whenever the value is read.)
 pub(crate) fn verify_blob(run: &[u8], pgno: u64, sum: u64) -> Result<()> {
-    if !checksum_ok(run) || stored_sum(run) != sum || u64_at(run, 24) != pgno {
+    let summed = pgno & ARENA_BIT != 0 || (checksum_ok(run) && stored_sum(run) == sum);
+    if !summed || u64_at(run, 24) != pgno {
         return Err(Error::corrupted_page(
             pgno,
             "overflow blob checksum mismatch",

@@ -327,25 +327,26 @@ fn write_commit(
             page_count = tail.start;
         }
     }
-    let (order, blobs) = order_dirty(catalog, dirty)?;
+    let placement = order_dirty(catalog, dirty)?;
+    let (order, blobs) = (&placement.pages, &placement.blobs);
     let mut alloc = Allocator {
         free: &mut w.free,
         page_count,
         taken: &mut space.taken,
     };
     let mut real = vec![0u64; dirty.pages.len()];
-    for &b in &blobs {
+    for &b in blobs {
         let n = (dirty.get(b).len() / ps) as u64;
         real[(b & !DIRTY_BIT) as usize] = alloc.run(n);
     }
     let runs = alloc.pages(order.len() as u64);
     let mut next = runs.iter().flat_map(|e| e.start..e.end());
-    for &id in &order {
+    for &id in order {
         real[(id & !DIRTY_BIT) as usize] = next.next().expect("enough pages allocated");
     }
 
     // 3. Patch, stamp, checksum.
-    seal_all(dirty, catalog, &order, &blobs, &real, txn)?;
+    seal_all(dirty, catalog, &placement, &real, txn, false)?;
 
     // 4. The state chain: this commit's record of what it changed (or a new
     // base), after its own allocation, so it describes exactly the free

@@ -27,7 +27,7 @@ use crate::pages::{DirtyPages, MapSource, PageSource};
 use crate::storage::arena::{Arena, Fresh, ARENA_BIT};
 use crate::storage::freespace::Freed;
 use crate::storage::meta::Meta;
-use crate::txn::seal::{order_dirty, seal_all};
+use crate::txn::seal::{order_dirty, seal_all, Placement};
 use crate::txn::shared::{Shared, Snapshot, WriterState};
 
 /// Bytes of log after which the next commit checkpoints instead: bounds
@@ -79,9 +79,8 @@ pub(crate) fn write(
         return Ok(Logged::No);
     };
     let ps = shared.limits.page_size as u64;
-    let (order, blobs) = order_dirty(catalog, dirty)?;
-    let blob_pages: u64 = blobs.iter().map(|b| dirty.get(*b).len() as u64 / ps).sum();
-    if payload.len() as u64 * LOG_RATIO > (order.len() as u64 + blob_pages) * ps {
+    let placement = order_dirty(catalog, dirty)?;
+    if payload.len() as u64 * LOG_RATIO > placement.page_count(dirty, ps as usize) * ps {
         // Its pages are few for its bytes (a sorted load fills new pages):
         // logging would write the bytes twice, the pages once anyway.
         return Ok(Logged::No);
@@ -113,8 +112,7 @@ pub(crate) fn write(
         &arena,
         catalog,
         dirty,
-        &order,
-        &blobs,
+        &placement,
         limit,
         txn,
         |w| {
@@ -199,18 +197,17 @@ fn to_arena(
     arena: &Arena,
     catalog: &mut Catalog,
     dirty: &mut DirtyPages,
-    order: &[u64],
-    blobs: &[u64],
+    placement: &Placement,
     limit: u64,
     txn: u64,
     before_publish: impl FnOnce(&mut WriterState) -> Result<()>,
 ) -> Result<bool> {
     let ps = shared.limits.page_size as u64;
-    let blob_pages: u64 = blobs.iter().map(|b| dirty.get(*b).len() as u64 / ps).sum();
+    let (order, blobs) = (&placement.pages, &placement.blobs);
     // Arena slots no reader can see any more become reusable: looked for
     // (a scan of the reader table) only when the free slots run short and
     // enough have retired to make the scan worth it, or the arena is full.
-    let needed = order.len() as u64 + blob_pages;
+    let needed = placement.page_count(dirty, ps as usize);
     let release = |w: &mut WriterState| {
         shared.readers.snapshots(&mut w.protectors);
         w.arena_space.release(&w.protectors);
@@ -255,7 +252,7 @@ fn to_arena(
     // Sealing edits the dirty pages only; if anything fails from here on,
     // the transaction is gone and its arena slots are given back.
     let written =
-        seal_all(dirty, catalog, order, blobs, &real, txn).and_then(|()| before_publish(w));
+        seal_all(dirty, catalog, placement, &real, txn, true).and_then(|()| before_publish(w));
     if let Err(e) = written {
         for (_, f) in fresh {
             w.arena_space.unalloc(f);
@@ -284,7 +281,7 @@ pub(crate) fn follow(
     let Some(arena) = shared.arena() else {
         return Ok(None);
     };
-    let (order, blobs) = order_dirty(catalog, dirty)?;
+    let placement = order_dirty(catalog, dirty)?;
     let limit = arena.slots();
     if !to_arena(
         shared,
@@ -292,8 +289,7 @@ pub(crate) fn follow(
         &arena,
         catalog,
         dirty,
-        &order,
-        &blobs,
+        &placement,
         limit,
         txn,
         |_| Ok(()),

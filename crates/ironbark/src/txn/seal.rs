@@ -9,122 +9,130 @@
 //! (asserted), and a parent is sealed after all its children, since it
 //! records their checksums.
 
-use crate::btree::page::{seal, set_child, set_overflow, LeafValue, Node, DIRTY_BIT};
+use crate::btree::page::{
+    page_kind, seal, set_child, set_overflow, stamp_arena, LeafValue, Node, DIRTY_BIT, KIND_LEAF,
+};
 use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::pages::DirtyPages;
 
-/// The live dirty tree pages in pre-order (so leaves land in key order) and
-/// the dirty blobs they reference.
-pub(crate) fn order_dirty(catalog: &Catalog, dirty: &DirtyPages) -> Result<(Vec<u64>, Vec<u64>)> {
-    let mut order = Vec::new();
-    let mut blobs = Vec::new();
+/// Where a transaction's dirty pages go, in order, and where each is
+/// referenced: found by one scan of every dirty page, which sealing then
+/// reuses instead of scanning again.
+#[derive(Default)]
+pub(crate) struct Placement {
+    /// The live dirty tree pages in pre-order (so leaves land in key order).
+    pub(crate) pages: Vec<u64>,
+    /// The dirty blobs they reference.
+    pub(crate) blobs: Vec<u64>,
+    /// `(cell, dirty page)` of every reference to a dirty page, grouped by
+    /// the page that holds it.
+    refs: Vec<(usize, u64)>,
+    /// For dirty page index `i`, its references: `refs[start..end]`.
+    spans: Vec<(u32, u32)>,
+}
+
+impl Placement {
+    /// Pages of the tree pages and blobs, for a page size of `page_size`.
+    pub(crate) fn page_count(&self, dirty: &DirtyPages, page_size: usize) -> u64 {
+        let blob_pages: u64 = self
+            .blobs
+            .iter()
+            .map(|b| (dirty.get(*b).len() / page_size) as u64)
+            .sum();
+        self.pages.len() as u64 + blob_pages
+    }
+}
+
+/// The placement of the live dirty pages (see [`Placement`]).
+pub(crate) fn order_dirty(catalog: &Catalog, dirty: &DirtyPages) -> Result<Placement> {
+    let mut p = Placement {
+        spans: vec![(0, 0); dirty.pages.len()],
+        ..Placement::default()
+    };
     let mut stack = Vec::new();
     for t in &catalog.trees {
         if t.state.root.pgno & DIRTY_BIT != 0 {
             stack.push(t.state.root.pgno);
         }
         while let Some(id) = stack.pop() {
-            order.push(id);
+            p.pages.push(id);
             let node = Node::parse(dirty.get(id), id, None)?;
-            if node.is_leaf && dirty.blobs_added == 0 {
-                continue;
-            }
-            for i in (0..node.count).rev() {
-                let child = if node.is_leaf {
-                    match node.leaf_entry(i)?.1 {
-                        LeafValue::Overflow { pgno, .. } => pgno,
-                        LeafValue::Inline(_) => continue,
-                    }
-                } else {
-                    node.child(i)?.0
-                };
-                if child & DIRTY_BIT == 0 {
-                    continue;
-                }
-                if node.is_leaf {
-                    blobs.push(child);
-                } else {
+            let start = p.refs.len() as u32;
+            if !node.is_leaf {
+                // Pushed last to first, so popped (and placed) in key order.
+                node.children_marked(DIRTY_BIT, |i, child| {
+                    p.refs.push((i, child));
                     stack.push(child);
+                })?;
+            } else if dirty.blobs_added > 0 {
+                for i in 0..node.count {
+                    if let LeafValue::Overflow { pgno, .. } = node.leaf_entry(i)?.1 {
+                        if pgno & DIRTY_BIT != 0 {
+                            p.refs.push((i, pgno));
+                            p.blobs.push(pgno);
+                        }
+                    }
                 }
             }
+            p.spans[(id & !DIRTY_BIT) as usize] = (start, p.refs.len() as u32);
         }
     }
     let live = dirty.pages.iter().filter(|p| p.is_some()).count();
     assert_eq!(
-        order.len() + blobs.len(),
+        p.pages.len() + p.blobs.len(),
         live,
         "a dirty page is unreachable"
     );
-    Ok((order, blobs))
+    Ok(p)
 }
 
-/// Replaces provisional numbers in dirty page `id` with real ones and the
-/// checksums of the (already sealed) children, then stamps and checksums it.
-/// Returns its checksum.
-fn patch_and_seal(
-    dirty: &mut DirtyPages,
-    id: u64,
-    real: &[u64],
-    sums: &[u64],
-    txn: u64,
-) -> Result<u64> {
-    let real_of = |p: u64| real[(p & !DIRTY_BIT) as usize];
-    let sum_of = |p: u64| sums[(p & !DIRTY_BIT) as usize];
-    let node = Node::parse(dirty.get(id), id, None)?;
-    let mut patches = Vec::new();
-    let scan = !node.is_leaf || dirty.blobs_added > 0;
-    for i in (0..node.count).filter(|_| scan) {
-        let target = if node.is_leaf {
-            match node.leaf_entry(i)?.1 {
-                LeafValue::Overflow { pgno, .. } => pgno,
-                LeafValue::Inline(_) => continue,
-            }
-        } else {
-            node.child(i)?.0
-        };
-        if target & DIRTY_BIT != 0 {
-            patches.push((i, real_of(target), sum_of(target)));
-        }
-    }
-    let is_leaf = node.is_leaf;
-    let buf = dirty.get_mut(id);
-    for (i, pgno, sum) in patches {
-        assert!(pgno != 0, "dirty page without a real number");
-        assert!(sum != 0, "child sealed after its parent");
-        if is_leaf {
-            set_overflow(buf, i, pgno, txn, sum);
-        } else {
-            set_child(buf, i, pgno, txn, sum);
-        }
-    }
-    Ok(seal(buf, real_of(id), txn))
-}
-
-/// Gives every dirty page its real number `real[index]` (a file page or an
-/// arena slot): patches parents, stamps and checksums every page, blobs
-/// first, then tree pages children before parents (reversed pre-order),
-/// since each parent records its children's checksums; then the roots.
+/// Gives every dirty page its real number `real[index]` (a file page, or an
+/// arena slot when `arena`): patches parents with their children's
+/// numbers, txn ids and checksums, stamps every page and checksums it (a
+/// file page: an arena page has none, `page::ARENA_SUM`); blobs first, then
+/// tree pages children before parents (reversed pre-order), since each
+/// parent records its children's checksums; then the roots.
 pub(crate) fn seal_all(
     dirty: &mut DirtyPages,
     catalog: &mut Catalog,
-    order: &[u64],
-    blobs: &[u64],
+    placement: &Placement,
     real: &[u64],
     txn: u64,
+    arena: bool,
 ) -> Result<()> {
+    let index = |p: u64| (p & !DIRTY_BIT) as usize;
+    let stamp = |b: &mut [u8], pgno: u64| {
+        if arena {
+            stamp_arena(b, pgno, txn)
+        } else {
+            seal(b, pgno, txn)
+        }
+    };
     let mut sums = vec![0u64; dirty.pages.len()];
-    for &b in blobs {
-        let i = (b & !DIRTY_BIT) as usize;
-        sums[i] = seal(dirty.get_mut(b), real[i], txn);
+    for &b in &placement.blobs {
+        sums[index(b)] = stamp(dirty.get_mut(b), real[index(b)]);
     }
-    for &id in order.iter().rev() {
-        sums[(id & !DIRTY_BIT) as usize] = patch_and_seal(dirty, id, real, &sums, txn)?;
+    for &id in placement.pages.iter().rev() {
+        let (start, end) = placement.spans[index(id)];
+        let buf = dirty.get_mut(id);
+        let is_leaf = page_kind(buf) == KIND_LEAF;
+        for &(cell, child) in &placement.refs[start as usize..end as usize] {
+            let (pgno, sum) = (real[index(child)], sums[index(child)]);
+            assert!(pgno != 0, "dirty page without a real number");
+            assert!(sum != 0, "child sealed after its parent");
+            if is_leaf {
+                set_overflow(buf, cell, pgno, txn, sum);
+            } else {
+                set_child(buf, cell, pgno, txn, sum);
+            }
+        }
+        sums[index(id)] = stamp(buf, real[index(id)]);
     }
     for t in catalog.trees.iter_mut() {
         let root = &mut t.state.root;
         if root.pgno & DIRTY_BIT != 0 {
-            let i = (root.pgno & !DIRTY_BIT) as usize;
+            let i = index(root.pgno);
             root.pgno = real[i];
             root.txn = txn;
             root.sum = sums[i];
