@@ -327,14 +327,14 @@ fn write_commit(
             page_count = tail.start;
         }
     }
-    let placement = order_dirty(catalog, dirty)?;
-    let (order, blobs) = (&placement.pages, &placement.blobs);
+    let mut placement = std::mem::take(&mut w.placement);
+    order_dirty(catalog, dirty, &mut placement)?;
+    let (order, blobs, real) = (&placement.pages, &placement.blobs, &mut placement.real);
     let mut alloc = Allocator {
         free: &mut w.free,
         page_count,
         taken: &mut space.taken,
     };
-    let mut real = vec![0u64; dirty.pages.len()];
     for &b in blobs {
         let n = (dirty.get(b).len() / ps) as u64;
         real[(b & !DIRTY_BIT) as usize] = alloc.run(n);
@@ -346,7 +346,8 @@ fn write_commit(
     }
 
     // 3. Patch, stamp, checksum.
-    seal_all(dirty, catalog, &placement, &real, txn, false)?;
+    seal_all(dirty, catalog, &mut placement, txn, false)?;
+    let (order, blobs, real) = (&placement.pages, &placement.blobs, &placement.real);
 
     // 4. The state chain: this commit's record of what it changed (or a new
     // base), after its own allocation, so it describes exactly the free
@@ -440,6 +441,7 @@ fn write_commit(
         .collect();
     writes.push((state_pgno, &state_blob));
     writes.sort_unstable_by_key(|w| w.0);
+    w.placement = placement;
     let mut calls = 0;
     let mut bytes = 0u64;
     let mut group_start = 0;

@@ -74,12 +74,41 @@ pub(crate) fn write(
     payload: &[u8],
     durability: Durability,
 ) -> Result<Logged> {
+    let mut placement = std::mem::take(&mut w.placement);
+    let result = write_placed(
+        shared,
+        w,
+        base,
+        catalog,
+        dirty,
+        freed,
+        payload,
+        durability,
+        &mut placement,
+    );
+    w.placement = placement;
+    result
+}
+
+/// `write`, with the writer's placement buffers.
+#[allow(clippy::too_many_arguments)]
+fn write_placed(
+    shared: &Shared,
+    w: &mut WriterState,
+    base: &Snapshot,
+    catalog: &mut Catalog,
+    dirty: &mut DirtyPages,
+    freed: &[Freed],
+    payload: &[u8],
+    durability: Durability,
+    placement: &mut Placement,
+) -> Result<Logged> {
     let txn = base.txn() + 1;
     let Some(arena) = shared.arena() else {
         return Ok(Logged::No);
     };
     let ps = shared.limits.page_size as u64;
-    let placement = order_dirty(catalog, dirty)?;
+    order_dirty(catalog, dirty, placement)?;
     if payload.len() as u64 * LOG_RATIO > placement.page_count(dirty, ps as usize) * ps {
         // Its pages are few for its bytes (a sorted load fills new pages):
         // logging would write the bytes twice, the pages once anyway.
@@ -112,7 +141,7 @@ pub(crate) fn write(
         &arena,
         catalog,
         dirty,
-        &placement,
+        placement,
         limit,
         txn,
         |w| {
@@ -197,13 +226,12 @@ fn to_arena(
     arena: &Arena,
     catalog: &mut Catalog,
     dirty: &mut DirtyPages,
-    placement: &Placement,
+    placement: &mut Placement,
     limit: u64,
     txn: u64,
     before_publish: impl FnOnce(&mut WriterState) -> Result<()>,
 ) -> Result<bool> {
     let ps = shared.limits.page_size as u64;
-    let (order, blobs) = (&placement.pages, &placement.blobs);
     // Arena slots no reader can see any more become reusable: looked for
     // (a scan of the reader table) only when the free slots run short and
     // enough have retired to make the scan worth it, or the arena is full.
@@ -215,19 +243,20 @@ fn to_arena(
     if w.arena_space.free_slots() < needed && w.arena_space.retired_pages() >= RELEASE_BATCH {
         release(w);
     }
-    let mut fresh: Vec<(u64, Fresh)> = Vec::with_capacity(order.len() + blobs.len());
-    let mut real = vec![0u64; dirty.pages.len()];
+    let mut fresh: Vec<(u64, Fresh)> =
+        Vec::with_capacity(placement.pages.len() + placement.blobs.len());
     let mut released = false;
     loop {
-        let runs = blobs
+        let runs = placement
+            .blobs
             .iter()
             .map(|b| (*b, dirty.get(*b).len() as u64 / ps))
-            .chain(order.iter().map(|id| (*id, 1)));
+            .chain(placement.pages.iter().map(|id| (*id, 1)));
         let mut full = false;
         for (id, pages) in runs {
             match w.arena_space.alloc(arena, pages, limit, txn) {
                 Some(f) => {
-                    real[(id & !DIRTY_BIT) as usize] = f.pgno();
+                    placement.real[(id & !DIRTY_BIT) as usize] = f.pgno();
                     fresh.push((id, f));
                 }
                 None => {
@@ -251,8 +280,7 @@ fn to_arena(
     }
     // Sealing edits the dirty pages only; if anything fails from here on,
     // the transaction is gone and its arena slots are given back.
-    let written =
-        seal_all(dirty, catalog, placement, &real, txn, true).and_then(|()| before_publish(w));
+    let written = seal_all(dirty, catalog, placement, txn, true).and_then(|()| before_publish(w));
     if let Err(e) = written {
         for (_, f) in fresh {
             w.arena_space.unalloc(f);
@@ -281,19 +309,23 @@ pub(crate) fn follow(
     let Some(arena) = shared.arena() else {
         return Ok(None);
     };
-    let placement = order_dirty(catalog, dirty)?;
-    let limit = arena.slots();
-    if !to_arena(
-        shared,
-        w,
-        &arena,
-        catalog,
-        dirty,
-        &placement,
-        limit,
-        txn,
-        |_| Ok(()),
-    )? {
+    let mut placement = std::mem::take(&mut w.placement);
+    let placed = order_dirty(catalog, dirty, &mut placement).and_then(|()| {
+        let limit = arena.slots();
+        to_arena(
+            shared,
+            w,
+            &arena,
+            catalog,
+            dirty,
+            &mut placement,
+            limit,
+            txn,
+            |_| Ok(()),
+        )
+    });
+    w.placement = placement;
+    if !placed? {
         return Ok(None);
     }
     Ok(Some(arena_snapshot(shared, base, txn, arena, catalog)))

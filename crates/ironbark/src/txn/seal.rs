@@ -18,18 +18,25 @@ use crate::pages::DirtyPages;
 
 /// Where a transaction's dirty pages go, in order, and where each is
 /// referenced: found by one scan of every dirty page, which sealing then
-/// reuses instead of scanning again.
+/// reuses instead of scanning again. The writer keeps one between commits
+/// (`WriterState::placement`), so that a commit allocates none of it.
 #[derive(Default)]
 pub(crate) struct Placement {
     /// The live dirty tree pages in pre-order (so leaves land in key order).
     pub(crate) pages: Vec<u64>,
     /// The dirty blobs they reference.
     pub(crate) blobs: Vec<u64>,
+    /// The real number (file page or arena slot) of each dirty page, by
+    /// index: set by the caller between `order_dirty` and `seal_all`.
+    pub(crate) real: Vec<u64>,
     /// `(cell, dirty page)` of every reference to a dirty page, grouped by
     /// the page that holds it.
     refs: Vec<(usize, u64)>,
     /// For dirty page index `i`, its references: `refs[start..end]`.
     spans: Vec<(u32, u32)>,
+    /// The checksum of each sealed page, by index.
+    sums: Vec<u64>,
+    stack: Vec<u64>,
 }
 
 impl Placement {
@@ -44,25 +51,31 @@ impl Placement {
     }
 }
 
-/// The placement of the live dirty pages (see [`Placement`]).
-pub(crate) fn order_dirty(catalog: &Catalog, dirty: &DirtyPages) -> Result<Placement> {
-    let mut p = Placement {
-        spans: vec![(0, 0); dirty.pages.len()],
-        ..Placement::default()
-    };
-    let mut stack = Vec::new();
+/// Fills `p` with the placement of the live dirty pages (see
+/// [`Placement`]); `p.real` is all zeros.
+pub(crate) fn order_dirty(catalog: &Catalog, dirty: &DirtyPages, p: &mut Placement) -> Result<()> {
+    let n = dirty.pages.len();
+    p.pages.clear();
+    p.blobs.clear();
+    p.refs.clear();
+    p.stack.clear();
+    p.spans.clear();
+    p.spans.resize(n, (0, 0));
+    p.real.clear();
+    p.real.resize(n, 0);
     for t in &catalog.trees {
         if t.state.root.pgno & DIRTY_BIT != 0 {
-            stack.push(t.state.root.pgno);
+            p.stack.push(t.state.root.pgno);
         }
-        while let Some(id) = stack.pop() {
+        while let Some(id) = p.stack.pop() {
             p.pages.push(id);
             let node = Node::parse(dirty.get(id), id, None)?;
             let start = p.refs.len() as u32;
             if !node.is_leaf {
                 // Pushed last to first, so popped (and placed) in key order.
+                let (refs, stack) = (&mut p.refs, &mut p.stack);
                 node.children_marked(DIRTY_BIT, |i, child| {
-                    p.refs.push((i, child));
+                    refs.push((i, child));
                     stack.push(child);
                 })?;
             } else if dirty.blobs_added > 0 {
@@ -84,7 +97,7 @@ pub(crate) fn order_dirty(catalog: &Catalog, dirty: &DirtyPages) -> Result<Place
         live,
         "a dirty page is unreachable"
     );
-    Ok(p)
+    Ok(())
 }
 
 /// Gives every dirty page its real number `real[index]` (a file page, or an
@@ -96,8 +109,7 @@ pub(crate) fn order_dirty(catalog: &Catalog, dirty: &DirtyPages) -> Result<Place
 pub(crate) fn seal_all(
     dirty: &mut DirtyPages,
     catalog: &mut Catalog,
-    placement: &Placement,
-    real: &[u64],
+    placement: &mut Placement,
     txn: u64,
     arena: bool,
 ) -> Result<()> {
@@ -109,15 +121,25 @@ pub(crate) fn seal_all(
             seal(b, pgno, txn)
         }
     };
-    let mut sums = vec![0u64; dirty.pages.len()];
-    for &b in &placement.blobs {
+    let Placement {
+        pages,
+        blobs,
+        real,
+        refs,
+        spans,
+        sums,
+        ..
+    } = placement;
+    sums.clear();
+    sums.resize(dirty.pages.len(), 0);
+    for &b in blobs.iter() {
         sums[index(b)] = stamp(dirty.get_mut(b), real[index(b)]);
     }
-    for &id in placement.pages.iter().rev() {
-        let (start, end) = placement.spans[index(id)];
+    for &id in pages.iter().rev() {
+        let (start, end) = spans[index(id)];
         let buf = dirty.get_mut(id);
         let is_leaf = page_kind(buf) == KIND_LEAF;
-        for &(cell, child) in &placement.refs[start as usize..end as usize] {
+        for &(cell, child) in &refs[start as usize..end as usize] {
             let (pgno, sum) = (real[index(child)], sums[index(child)]);
             assert!(pgno != 0, "dirty page without a real number");
             assert!(sum != 0, "child sealed after its parent");

@@ -34,6 +34,7 @@ use crate::storage::log::RedoLog;
 use crate::storage::map::Map;
 use crate::storage::meta::Meta;
 use crate::txn::readers::ReaderTable;
+use crate::txn::seal::Placement;
 
 /// One committed state, as readers see it.
 pub(crate) struct Snapshot {
@@ -91,6 +92,8 @@ pub(crate) struct WriterState {
     pub(crate) checkpoint_catalog: Option<Catalog>,
     /// The redo buffer kept between write transactions.
     pub(crate) redo_buffer: Vec<u8>,
+    /// The commit's placement buffers, kept between commits.
+    pub(crate) placement: Placement,
 }
 
 impl WriterState {
@@ -121,6 +124,7 @@ impl WriterState {
             logged_freed: Vec::new(),
             checkpoint_catalog: None,
             redo_buffer: Vec::new(),
+            placement: Placement::default(),
         }
     }
 
