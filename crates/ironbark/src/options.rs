@@ -87,7 +87,7 @@ impl Default for Options {
             max_readers: 126,
             create: true,
             read_only: false,
-            logged_commits: false,
+            logged_commits: true,
             io_hook: None,
             broken_protocol: None,
         }
