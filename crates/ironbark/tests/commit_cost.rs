@@ -50,11 +50,15 @@ fn single_put_cost(db: &Database, commits: u64, logged: bool) -> (f64, f64) {
     )
 }
 
+/// One cost of a commit, from (bytes, pages).
+type Cost = fn((f64, f64)) -> f64;
+
 /// Both costs within 20% at every level; for logged commits the bytes only,
 /// since they write pages only at the one checkpoint.
 fn assert_flat(what: &str, logged: bool, costs: &[(u64, (f64, f64))]) {
     eprintln!("{what}, logged {logged}: (level, bytes/commit, pages/commit) {costs:?}");
-    let picks: &[fn((f64, f64)) -> f64] = if logged {
+    // Bytes, then pages.
+    let picks: &[Cost] = if logged {
         &[|c| c.0]
     } else {
         &[|c| c.0, |c| c.1]
