@@ -47,7 +47,7 @@ pub struct Options {
     /// lock file only when run by the data file's owner or by root, so that
     /// another user's reader never leaves a lock file the owner cannot use.
     pub read_only: bool,
-    /// Logged commits (default `false`; experimental): a small write
+    /// Logged commits (default `true`): a small write
     /// transaction appends one record of its changes to the redo log
     /// `<path>-log` (synced under `Durability::Immediate`) and keeps its
     /// pages in memory, instead of writing them to the data file; a
@@ -87,7 +87,7 @@ impl Default for Options {
             max_readers: 126,
             create: true,
             read_only: false,
-            logged_commits: false,
+            logged_commits: true,
             io_hook: None,
             broken_protocol: None,
         }

@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests: a seeded RNG (tests are
-//! reproducible: no clock seeds) and temp databases.
+//! reproducible: no clock seeds), temp databases, and the images of a
+//! database's two files (the data file and its redo log).
 
 #![allow(dead_code)]
 
@@ -54,6 +55,46 @@ pub fn temp_db(name: &str) -> TempDb {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join(name);
     TempDb { dir, path }
+}
+
+/// The redo log's path for the data file `path`: `<data file>-log`.
+pub fn log_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap().to_os_string();
+    name.push("-log");
+    path.with_file_name(name)
+}
+
+/// A file's bytes, or none if it is missing.
+pub fn read_or_empty(path: &Path) -> Vec<u8> {
+    match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => panic!("{}: {e}", path.display()),
+    }
+}
+
+/// The two files of a database: the data file and its redo log. With
+/// logged commits (the default) the commits since the last checkpoint are
+/// only in the log, so a copy of the database, or a crash image of it, is
+/// both files. A missing log reads as empty, and an empty log holds no
+/// record, so `write` of it gives the same database.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Images {
+    pub data: Vec<u8>,
+    pub log: Vec<u8>,
+}
+
+impl Images {
+    pub fn read(path: &Path) -> Images {
+        Images {
+            data: std::fs::read(path).unwrap(),
+            log: read_or_empty(&log_path(path)),
+        }
+    }
+    pub fn write(&self, path: &Path) {
+        std::fs::write(path, &self.data).unwrap();
+        std::fs::write(log_path(path), &self.log).unwrap();
+    }
 }
 
 /// The newest commit's txn id and every tree's entries, by full scans.

@@ -1,23 +1,45 @@
-//! Durability without fault injection: copies of the data file taken just
-//! after a commit open to that commit; a database closed after
-//! `Durability::None` commits reopens with all of them; and torn last
-//! commits (the new meta page with any mix of old and new contents of the
-//! pages the commit wrote) open to exactly the old or the new state.
+//! Durability without fault injection: copies of the database (its data
+//! file and its redo log) taken just after a commit open to that commit; a
+//! database closed after `Durability::None` commits reopens with all of
+//! them; torn last commits (the new meta page with any mix of old and new
+//! contents of the pages the commit wrote) open to exactly the old or the
+//! new state; and torn log records (any prefix or mix of the records
+//! logged since a checkpoint) open to one of the commits they hold. The
+//! copy and close tests run with logged commits on (the default) and off;
+//! the torn-page tests are about the file commit protocol, so they turn
+//! logged commits off.
 
 mod common;
 
 use std::collections::BTreeMap;
+use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
-use common::{temp_db, Rng};
-use ironbark::{BrokenProtocol, Database, Durability, Options};
+use common::{temp_db, Images, Rng};
+use ironbark::{BrokenProtocol, Database, Durability, IoHook, IoHookHandle, Options};
 
 type Contents = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
 
 fn open(path: &Path, durability: Durability) -> ironbark::Result<Database> {
-    open_broken(path, durability, None)
+    open_logged(path, durability, Options::default().logged_commits)
 }
 
+/// `logged`: whether commits may be logged (`Options::logged_commits`).
+fn open_logged(path: &Path, durability: Durability, logged: bool) -> ironbark::Result<Database> {
+    Database::open_with(
+        path,
+        &Options {
+            durability,
+            logged_commits: logged,
+            ..Options::default()
+        },
+    )
+}
+
+/// For the torn-page tests, which tear the pages and meta a file commit
+/// writes: logged commits off, so that every commit writes the data file.
 /// `broken`: a deliberately broken commit protocol, to show that the torn
 /// commit tests catch one.
 fn open_broken(
@@ -29,6 +51,7 @@ fn open_broken(
         path,
         &Options {
             durability,
+            logged_commits: false,
             broken_protocol: broken,
             ..Options::default()
         },
@@ -81,76 +104,140 @@ fn random_txn(db: &Database, rng: &mut Rng, durability: Option<Durability>, size
     tx.commit().unwrap();
 }
 
-/// Writes `image` to a new file and opens it.
-fn open_image(image: &[u8]) -> (common::TempDb, ironbark::Result<Database>) {
+/// Writes `image` (a data file and its log) to a new database and opens
+/// it.
+fn open_image(image: &Images) -> (common::TempDb, ironbark::Result<Database>) {
     let t = temp_db("copy.ib");
-    std::fs::write(&t.path, image).unwrap();
+    image.write(&t.path);
     let r = open(&t.path, Durability::Immediate);
     (t, r)
 }
 
+/// A data file image with no log (the torn-page tests, whose commits all
+/// write the data file).
+fn data_only(data: Vec<u8>) -> Images {
+    Images {
+        data,
+        log: Vec::new(),
+    }
+}
+
 #[test]
 fn copy_after_immediate_commit_has_everything() {
-    let t = temp_db("imm.ib");
-    let db = open(&t.path, Durability::Immediate).unwrap();
-    let mut rng = Rng::new(1);
-    for c in 0..12 {
-        random_txn(&db, &mut rng, None, 50 + c * 20);
-        let want = dump(&db);
-        // What is in the file now (the page cache, but the same bytes a
-        // synced disk holds).
-        let image = std::fs::read(&t.path).unwrap();
-        let (_copy, r) = open_image(&image);
-        let copy = r.unwrap_or_else(|e| panic!("commit {c}: the copy does not open: {e}"));
-        assert!(dump(&copy) == want, "commit {c}: the copy differs");
-        copy.check().unwrap();
-        // The copy is a working database.
-        let mut tx = copy.begin_write().unwrap();
-        let tr = tx.open_tree("copy-only").unwrap();
-        tx.put(&tr, b"k", b"v").unwrap();
-        tx.commit().unwrap();
-        copy.check().unwrap();
+    for logged in [true, false] {
+        let t = temp_db("imm.ib");
+        let db = open_logged(&t.path, Durability::Immediate, logged).unwrap();
+        let mut rng = Rng::new(1);
+        for c in 0..12 {
+            random_txn(&db, &mut rng, None, 50 + c * 20);
+            let want = dump(&db);
+            // What is in the files now (the page cache, but the same bytes
+            // a synced disk holds): with logged commits, the newest ones
+            // are only in the log.
+            let image = Images::read(&t.path);
+            let (_copy, r) = open_image(&image);
+            let copy = r.unwrap_or_else(|e| {
+                panic!("logged {logged}, commit {c}: the copy does not open: {e}")
+            });
+            assert!(
+                dump(&copy) == want,
+                "logged {logged}, commit {c}: the copy differs"
+            );
+            copy.check().unwrap();
+            // The copy is a working database.
+            let mut tx = copy.begin_write().unwrap();
+            let tr = tx.open_tree("copy-only").unwrap();
+            tx.put(&tr, b"k", b"v").unwrap();
+            tx.commit().unwrap();
+            copy.check().unwrap();
+        }
+        drop(db);
+        let db = open_logged(&t.path, Durability::Immediate, logged).unwrap();
+        db.check().unwrap();
     }
-    drop(db);
-    let db = open(&t.path, Durability::Immediate).unwrap();
-    db.check().unwrap();
+}
+
+/// Whether each file has writes that no `fdatasync` of it has covered yet:
+/// the newest commit is durable when neither has. (Not `Stats`: with
+/// logged commits pending, `stats` checkpoints, durably.)
+#[derive(Default)]
+struct Unsynced {
+    data: AtomicBool,
+    log: AtomicBool,
+}
+
+impl Unsynced {
+    fn any(&self) -> bool {
+        self.data.load(Ordering::SeqCst) || self.log.load(Ordering::SeqCst)
+    }
+}
+
+impl IoHook for Unsynced {
+    fn on_write(&self, _: u64, _: &[&[u8]]) -> io::Result<()> {
+        self.data.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+    fn on_sync(&self) -> io::Result<()> {
+        self.data.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+    fn on_log_write(&self, _: u64, _: &[&[u8]]) -> io::Result<()> {
+        self.log.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+    fn on_log_sync(&self) -> io::Result<()> {
+        self.log.store(false, Ordering::SeqCst);
+        Ok(())
+    }
 }
 
 #[test]
 fn durability_none_commits_survive_a_clean_close() {
-    let t = temp_db("none.ib");
-    let mut rng = Rng::new(2);
-    let mut want = Contents::new();
-    for session in 0..5 {
-        let db = open(&t.path, Durability::None).unwrap();
-        assert!(dump(&db) == want, "session {session}: reopen lost commits");
-        for _ in 0..30 {
-            random_txn(&db, &mut rng, None, 40);
+    for logged in [true, false] {
+        let t = temp_db("none.ib");
+        let mut rng = Rng::new(2);
+        let mut want = Contents::new();
+        for session in 0..5 {
+            let unsynced = Arc::new(Unsynced::default());
+            let options = Options {
+                durability: Durability::None,
+                logged_commits: logged,
+                io_hook: Some(IoHookHandle(unsynced.clone())),
+                ..Options::default()
+            };
+            let db = Database::open_with(&t.path, &options).unwrap();
+            assert!(
+                dump(&db) == want,
+                "logged {logged}, session {session}: reopen lost commits"
+            );
+            for _ in 0..30 {
+                random_txn(&db, &mut rng, None, 40);
+            }
+            // An aborted transaction is not there after reopen either.
+            let mut tx = db.begin_write().unwrap();
+            let tr = tx.open_tree("aborted").unwrap();
+            tx.put(&tr, b"k", b"v").unwrap();
+            drop(tx);
+            want = dump(&db);
+            assert!(
+                unsynced.any(),
+                "logged {logged}, session {session}: the last commit is already durable; \
+                 the test means to close before a sync"
+            );
+            // A reader alive at close does not change the outcome.
+            let rx = db.begin_read().unwrap();
+            drop(db);
+            drop(rx);
         }
-        // An aborted transaction is not there after reopen either.
-        let mut tx = db.begin_write().unwrap();
-        let tr = tx.open_tree("aborted").unwrap();
-        tx.put(&tr, b"k", b"v").unwrap();
-        drop(tx);
-        want = dump(&db);
-        let stats = db.stats().unwrap();
-        assert!(
-            stats.durable_txn_id < stats.last_txn_id,
-            "session {session}: the last commit is already durable; the test means to close before a sync"
-        );
-        // A reader alive at close does not change the outcome.
-        let rx = db.begin_read().unwrap();
-        drop(db);
-        drop(rx);
+        let db = open_logged(&t.path, Durability::None, logged).unwrap();
+        assert!(dump(&db) == want, "logged {logged}");
+        assert!(!db
+            .begin_read()
+            .unwrap()
+            .list_trees()
+            .contains(&"aborted".to_string()));
+        db.check().unwrap();
     }
-    let db = open(&t.path, Durability::None).unwrap();
-    assert!(dump(&db) == want);
-    assert!(!db
-        .begin_read()
-        .unwrap()
-        .list_trees()
-        .contains(&"aborted".to_string()));
-    db.check().unwrap();
 }
 
 struct Torn {
@@ -200,7 +287,7 @@ fn differing_pages(torn: &Torn) -> Vec<usize> {
 /// Opens `image`: it must open, to exactly the old or the new state, and
 /// pass `check()`. Returns whether it showed the new state.
 fn open_torn(torn: &Torn, image: &[u8], what: &str) -> bool {
-    let (_t, r) = open_image(image);
+    let (_t, r) = open_image(&data_only(image.to_vec()));
     let db = r.unwrap_or_else(|e| panic!("{what}: a torn commit does not open: {e}"));
     let got = dump(&db);
     let is_new = got == torn.new_state;
@@ -389,6 +476,8 @@ fn torn_commit_after_reopen() {
             } else {
                 Durability::None
             },
+            // The torn pages of a file commit, as above.
+            logged_commits: false,
             ..Options::default()
         };
         let db = Database::open_with(&t.path, &options).unwrap();
@@ -427,19 +516,167 @@ fn torn_commit_after_reopen() {
 /// close) opens to that commit exactly.
 #[test]
 fn copy_after_none_commit_has_everything() {
-    let t = temp_db("nonecopy.ib");
-    let db = open(&t.path, Durability::None).unwrap();
-    let mut rng = Rng::new(40);
-    for c in 0..15 {
-        random_txn(&db, &mut rng, None, 30 + c * 10);
-        if c == 7 {
-            db.sync().unwrap();
+    for logged in [true, false] {
+        let t = temp_db("nonecopy.ib");
+        let db = open_logged(&t.path, Durability::None, logged).unwrap();
+        let mut rng = Rng::new(40);
+        for c in 0..15 {
+            random_txn(&db, &mut rng, None, 30 + c * 10);
+            if c == 7 {
+                db.sync().unwrap();
+            }
+            let want = dump(&db);
+            let image = Images::read(&t.path);
+            let (_copy, r) = open_image(&image);
+            let copy = r.unwrap_or_else(|e| {
+                panic!("logged {logged}, commit {c}: the copy does not open: {e}")
+            });
+            assert!(
+                dump(&copy) == want,
+                "logged {logged}, commit {c}: the copy lost commits"
+            );
+            copy.check().unwrap();
         }
-        let want = dump(&db);
-        let image = std::fs::read(&t.path).unwrap();
-        let (_copy, r) = open_image(&image);
-        let copy = r.unwrap_or_else(|e| panic!("commit {c}: the copy does not open: {e}"));
-        assert!(dump(&copy) == want, "commit {c}: the copy lost commits");
-        copy.check().unwrap();
+    }
+}
+
+/// A small transaction (a few puts of short values, a delete), which a
+/// database with logged commits logs rather than checkpoints.
+fn small_txn(db: &Database, rng: &mut Rng) {
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("alpha").unwrap();
+    for _ in 0..1 + rng.below(4) {
+        let k = format!("key{:05}", rng.below(3000)).into_bytes();
+        let len = rng.below(200) as usize;
+        tx.put(&t, &k, &rng.bytes(len)).unwrap();
+    }
+    let k = format!("key{:05}", rng.below(3000)).into_bytes();
+    tx.delete(&t, &k).unwrap();
+    tx.commit().unwrap();
+}
+
+/// Opens `image`: it must open to one of `states` and pass `check()`, and
+/// take a commit. Returns which state it showed.
+fn open_torn_log(image: &Images, states: &[Contents], what: &str) -> usize {
+    let (_t, r) = open_image(image);
+    let db = r.unwrap_or_else(|e| panic!("{what}: torn log records do not open: {e}"));
+    let got = dump(&db);
+    let Some(i) = states.iter().position(|s| *s == got) else {
+        panic!("{what}: opened to a state that is none of the commits since the checkpoint")
+    };
+    db.check()
+        .unwrap_or_else(|e| panic!("{what}: check after torn log records: {e}"));
+    let mut tx = db.begin_write().unwrap();
+    let tr = tx.open_tree("after-crash").unwrap();
+    tx.put(&tr, b"k", b"v").unwrap();
+    tx.commit().unwrap();
+    db.check()
+        .unwrap_or_else(|e| panic!("{what}: check after a commit on torn log records: {e}"));
+    i
+}
+
+/// The torn-commit tests for logged commits: after a durable checkpoint,
+/// logged commits write only the log. A crash may leave any prefix of the
+/// records written since (torn anywhere), or, unsynced, any mix of their
+/// sectors; each such image opens to one of the commits since the
+/// checkpoint (a longer prefix never to an older one), and the whole
+/// records to the last.
+#[test]
+fn torn_log_records_after_a_checkpoint() {
+    const SECTOR: usize = 512;
+    for (seed, durability) in [(50u64, Durability::Immediate), (51, Durability::None)] {
+        let label = format!("logged {durability:?}");
+        let t = temp_db("torn-log.ib");
+        let db = open_logged(&t.path, durability, true).unwrap();
+        let mut rng = Rng::new(seed);
+        for _ in 0..10 {
+            random_txn(&db, &mut rng, None, 80);
+        }
+        db.checkpoint().unwrap();
+        let old = Images::read(&t.path);
+        let mut states = vec![dump(&db)];
+        for _ in 0..6 {
+            small_txn(&db, &mut rng);
+            states.push(dump(&db));
+        }
+        let new = Images::read(&t.path);
+        assert!(
+            new.data == old.data,
+            "{label}: a commit after the checkpoint wrote the data file; the test means logged commits"
+        );
+        drop(db);
+        let last = states.len() - 1;
+        // The log as the checkpoint left it, as long as the new one.
+        let mut base = old.log.clone();
+        base.resize(base.len().max(new.log.len()), 0);
+        let first = (0..new.log.len())
+            .find(|&i| base[i] != new.log[i])
+            .expect("the commits wrote no log record");
+        let end = (0..new.log.len())
+            .rev()
+            .find(|&i| base[i] != new.log[i])
+            .unwrap()
+            + 1;
+        let with_log = |log: Vec<u8>| Images {
+            data: new.data.clone(),
+            log,
+        };
+        assert_eq!(
+            open_torn_log(&with_log(new.log.clone()), &states, &label),
+            last,
+            "{label}: the whole records did not open to the last commit"
+        );
+        assert_eq!(
+            open_torn_log(&with_log(base.clone()), &states, &label),
+            0,
+            "{label}: the log without the records did not open to the checkpoint"
+        );
+        // Prefixes torn at every 8 bytes (records are 8-byte aligned), or a
+        // sample of 48, and the whole of them last.
+        let mut cuts: Vec<usize> = (first..end).step_by(8).collect();
+        while cuts.len() > 48 {
+            let i = rng.below(cuts.len() as u64) as usize;
+            cuts.remove(i);
+        }
+        cuts.push(end);
+        let mut previous = 0;
+        let mut seen = std::collections::BTreeSet::new();
+        for &cut in &cuts {
+            let mut log = base.clone();
+            log[..cut].copy_from_slice(&new.log[..cut]);
+            let i = open_torn_log(&with_log(log), &states, &format!("{label}: cut at {cut}"));
+            assert!(
+                i >= previous,
+                "{label}: the log cut at {cut} opened to commit {i}, an older one than a shorter cut"
+            );
+            previous = i;
+            seen.insert(i);
+        }
+        assert_eq!(previous, last, "{label}: the longest cut is the whole log");
+        eprintln!(
+            "{label}: {} log bytes written; {} cuts opened to commits {seen:?} of 0..={last}",
+            end - first,
+            cuts.len()
+        );
+        assert!(
+            seen.len() > 2,
+            "{label}: no cut ended between two records ({seen:?}); the test means to see earlier commits"
+        );
+        // Any mix of the sectors written.
+        for m in 0..16 {
+            let pct = if m % 2 == 0 { 50 } else { 90 };
+            let mut log = base.clone();
+            for s in first / SECTOR..end.div_ceil(SECTOR) {
+                if rng.chance(pct) {
+                    let r = s * SECTOR..((s + 1) * SECTOR).min(log.len());
+                    log[r.clone()].copy_from_slice(&new.log[r]);
+                }
+            }
+            open_torn_log(
+                &with_log(log),
+                &states,
+                &format!("{label}: mix {m} ({pct}% new)"),
+            );
+        }
     }
 }

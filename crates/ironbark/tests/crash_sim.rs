@@ -44,10 +44,10 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use common::{read_model, temp_db, Model, Rng};
+use common::{read_model, temp_db, Images, Model, Rng};
 use ironbark::{BrokenProtocol, Database, Durability, IoHook, IoHookHandle, Options};
 
 const SECTOR: usize = 512;
@@ -144,42 +144,6 @@ impl IoHook for Recorder {
     fn on_log_set_len(&self, len: u64) -> io::Result<()> {
         self.push(Op::LogSetLen(len));
         Ok(())
-    }
-}
-
-/// The redo log's path for the data file `path`: `<data file>-log`.
-fn log_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap().to_os_string();
-    name.push("-log");
-    path.with_file_name(name)
-}
-
-/// A file's bytes, or none if it is missing.
-fn read_or_empty(path: &Path) -> Vec<u8> {
-    match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => panic!("{}: {e}", path.display()),
-    }
-}
-
-/// The two files of a database: the data file and its redo log.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Images {
-    data: Vec<u8>,
-    log: Vec<u8>,
-}
-
-impl Images {
-    fn read(path: &Path) -> Images {
-        Images {
-            data: std::fs::read(path).unwrap(),
-            log: read_or_empty(&log_path(path)),
-        }
-    }
-    fn write(&self, path: &Path) {
-        std::fs::write(path, &self.data).unwrap();
-        std::fs::write(log_path(path), &self.log).unwrap();
     }
 }
 

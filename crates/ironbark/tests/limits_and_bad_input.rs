@@ -1443,8 +1443,11 @@ fn damage_is_not_laundered_by_a_later_write() {
         tx.put(&tr, format!("k{i}").as_bytes(), b"good-value")
             .unwrap();
     }
-    let txn = tx.txn_id();
     tx.commit().unwrap();
+    // A logged commit's leaf is written to the file by the checkpoint,
+    // under the checkpoint's txn id: the newest commit's.
+    db.checkpoint().unwrap();
+    let txn = db.begin_read().unwrap().txn_id();
     drop(db);
     let mut image = std::fs::read(&t.path).unwrap();
     let leaves = leaves_of(&image, txn);

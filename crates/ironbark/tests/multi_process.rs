@@ -685,6 +685,13 @@ fn lock_file_of(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// A file's owner, group and permission bits.
+fn owner_of(path: &Path) -> (u32, u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).unwrap();
+    (m.uid(), m.gid(), m.mode() & 0o777)
+}
+
 /// Opens (read-only or not), reads, for a writer commits, and says how it
 /// went: "ok value N" or "err MESSAGE".
 fn user_role(path: &Path, read_only: bool) {
@@ -730,27 +737,35 @@ fn a_read_only_open_by_another_user_does_not_lock_the_owner_out() {
     }
     let test = "a_read_only_open_by_another_user_does_not_lock_the_owner_out";
     let t = temp_db("users.ib");
+    let log = common::log_path(&t.path);
     // A shared directory, like /tmp.
     chmod(t.dir.path(), 0o1777);
+    // Made by root for the owner: only the data file is handed over. The
+    // lock file and the redo log root's process left are root's, so they
+    // go (the clean close left no record in the log): the owner's open
+    // makes its own.
     create_invariant_db(&t.path);
     std::fs::remove_file(lock_file_of(&t.path)).unwrap();
+    std::fs::remove_file(&log).ok();
     chown(&t.path, OWNER);
     chmod(&t.path, 0o644);
 
-    // Another user reads: it may not leave a lock file the owner cannot use.
+    // Another user reads: it may not leave a lock file or a log the owner
+    // cannot use.
     assert_eq!(run_user_role(test, "ro", &t.path, OTHER), "ok value 0");
-    if let Ok(m) = std::fs::metadata(lock_file_of(&t.path)) {
-        use std::os::unix::fs::MetadataExt;
-        assert_eq!(m.uid(), OWNER, "the lock file belongs to the reader");
+    for file in [lock_file_of(&t.path), log.clone()] {
+        if let Ok(m) = std::fs::metadata(&file) {
+            use std::os::unix::fs::MetadataExt;
+            assert_eq!(m.uid(), OWNER, "{} belongs to the reader", file.display());
+        }
     }
-    // The owner writes, and its lock file takes the data file's mode and
-    // group whatever the umask.
+    // The owner writes, and its lock file and log take the data file's
+    // mode and group whatever the umask.
     chmod(&t.path, 0o664);
     assert_eq!(run_user_role(test, "rw", &t.path, OWNER), "ok value 0");
-    {
-        use std::os::unix::fs::MetadataExt;
-        let m = std::fs::metadata(lock_file_of(&t.path)).unwrap();
-        assert_eq!((m.uid(), m.gid(), m.mode() & 0o777), (OWNER, OWNER, 0o664));
+    assert_eq!(owner_of(&lock_file_of(&t.path)), (OWNER, OWNER, 0o664));
+    if Options::default().logged_commits {
+        assert_eq!(owner_of(&log), (OWNER, OWNER, 0o664), "the log");
     }
     chmod(&t.path, 0o644);
     // The owner's lock file has the data file's mode: the other user may
@@ -778,6 +793,39 @@ fn a_read_only_open_by_another_user_does_not_lock_the_owner_out() {
         "{said}"
     );
     assert!(said.contains("Permission denied"), "{said}");
+
+    // The same for a log the owner cannot write.
+    std::fs::remove_file(&lock).unwrap();
+    std::fs::remove_file(&log).ok();
+    std::fs::write(&log, b"").unwrap();
+    chown(&log, OTHER);
+    chmod(&log, 0o600);
+    let said = run_user_role(test, "rw", &t.path, OWNER);
+    assert!(
+        said.starts_with("err ")
+            && said.contains(log.to_str().unwrap())
+            && said.contains("Permission denied"),
+        "{said}"
+    );
+
+    // Root opens a data file its owner has made read-only: the lock file
+    // and the log it creates are the owner's, and the owner may write them
+    // (so making the data file writable again is enough).
+    std::fs::remove_file(lock_file_of(&t.path)).ok();
+    std::fs::remove_file(&log).unwrap();
+    chmod(&t.path, 0o440);
+    let logged = Options {
+        logged_commits: true,
+        ..Options::default()
+    };
+    let db = Database::open_with(&t.path, &logged).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tr = tx.open_tree("t").unwrap();
+    tx.put(&tr, b"by root", b"").unwrap();
+    tx.commit().unwrap();
+    drop(db);
+    assert_eq!(owner_of(&lock_file_of(&t.path)), (OWNER, OWNER, 0o640));
+    assert_eq!(owner_of(&log), (OWNER, OWNER, 0o640), "the log");
 }
 
 /// Reads without a lock file (it may not write the owner's) until told to

@@ -6,12 +6,14 @@
 
 mod common;
 
+use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use common::temp_db;
-use ironbark::{Database, Durability, Error, Options};
+use ironbark::{Database, Durability, Error, IoHook, IoHookHandle, Options};
 
 fn lock_path(path: &Path) -> PathBuf {
     let mut p = path.as_os_str().to_os_string();
@@ -30,8 +32,27 @@ fn within_5s<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'stat
         .unwrap_or_else(|_| panic!("{what} hung"))
 }
 
-fn syncs(db: &Database) -> u64 {
-    db.stats().unwrap().counters.syncs
+/// Counts the `fdatasync`s of the data file and of the redo log. (Not
+/// `Stats::counters`: with logged commits pending, `stats` checkpoints,
+/// and that syncs.)
+#[derive(Default)]
+struct Syncs(AtomicU64);
+
+impl Syncs {
+    fn count(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl IoHook for Syncs {
+    fn on_sync(&self) -> io::Result<()> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn on_log_sync(&self) -> io::Result<()> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
 }
 
 fn one_commit(db: &Database) {
@@ -45,30 +66,37 @@ fn one_commit(db: &Database) {
 
 #[test]
 fn a_second_open_keeps_its_own_durability() {
-    let t = temp_db("dur.ib");
-    let fast = Database::open_with(
-        &t.path,
-        &Options {
-            durability: Durability::None,
+    // A commit syncs the data file, or (logged) the log: one sync either way.
+    for logged in [true, false] {
+        let t = temp_db("dur.ib");
+        let syncs = Arc::new(Syncs::default());
+        let options = |durability| Options {
+            durability,
+            logged_commits: logged,
+            io_hook: Some(IoHookHandle(syncs.clone())),
             ..Options::default()
-        },
-    )
-    .unwrap();
-    let safe = Database::open(&t.path).unwrap();
-    let before = syncs(&safe);
-    one_commit(&safe);
-    assert_eq!(
-        syncs(&safe) - before,
-        1,
-        "an Immediate handle committed without fsync"
-    );
-    let before = syncs(&fast);
-    one_commit(&fast);
-    assert_eq!(syncs(&fast) - before, 0, "a None handle synced");
-    // Clones keep the handle's settings.
-    let before = syncs(&safe);
-    one_commit(&safe.clone());
-    assert_eq!(syncs(&safe) - before, 1);
+        };
+        let fast = Database::open_with(&t.path, &options(Durability::None)).unwrap();
+        let safe = Database::open_with(&t.path, &options(Durability::Immediate)).unwrap();
+        let before = syncs.count();
+        one_commit(&safe);
+        assert_eq!(
+            syncs.count() - before,
+            1,
+            "logged {logged}: an Immediate handle committed without fsync"
+        );
+        let before = syncs.count();
+        one_commit(&fast);
+        assert_eq!(
+            syncs.count() - before,
+            0,
+            "logged {logged}: a None handle synced"
+        );
+        // Clones keep the handle's settings.
+        let before = syncs.count();
+        one_commit(&safe.clone());
+        assert_eq!(syncs.count() - before, 1, "logged {logged}");
+    }
 }
 
 #[test]
@@ -527,7 +555,13 @@ fn creation_leaves_no_temporary_file() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     names.sort();
-    assert_eq!(names, ["c.ib", "clean.ib", "clean.ib-lock"]);
+    // The database's own files: the data file, the lock file and (with
+    // logged commits, the default) the redo log.
+    let mut want = vec!["c.ib", "clean.ib", "clean.ib-lock"];
+    if Options::default().logged_commits {
+        want.push("clean.ib-log");
+    }
+    assert_eq!(names, want);
 }
 
 // Item: the documents state the platform, the re-entry rule and the space

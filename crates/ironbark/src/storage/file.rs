@@ -152,17 +152,20 @@ impl DataFile {
         }
     }
 
-    /// Gives the file the permission bits and group (and, as root, the
-    /// owner) of `like` (the data file), so that whoever may write the data
-    /// file may write this one too. Best effort: a failure leaves the file
-    /// as created.
+    /// Gives the file the read and write permission bits and group (and,
+    /// as root, the owner) of `like` (the data file), plus read and write
+    /// for the owner, as the lock file gets them: whoever may write the
+    /// data file may write this one too, and the owner always may (root may
+    /// create the log beside a data file its owner has made read-only for
+    /// now; once the owner makes it writable again, the log must not lock
+    /// the owner out). Best effort: a failure leaves the file as created.
     pub(crate) fn match_owner(&self, like: &std::fs::Metadata) {
         use std::os::unix::fs::MetadataExt;
         let fd = self.file.as_raw_fd();
         // SAFETY: fchmod and fchown take a descriptor we hold open and plain
         // integers; they read no memory of ours.
         unsafe {
-            libc::fchmod(fd, (like.mode() & 0o666) as libc::mode_t);
+            libc::fchmod(fd, ((like.mode() & 0o666) | 0o600) as libc::mode_t);
             let uid = if libc::geteuid() == 0 {
                 like.uid()
             } else {
