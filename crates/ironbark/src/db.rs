@@ -651,6 +651,7 @@ fn open_instance(
             }
         };
         let lock = gated.initialize(
+            !options.read_only,
             options.max_readers,
             file_id,
             &loaded.meta,
@@ -679,9 +680,13 @@ fn open_instance(
         return Ok(assemble(path, file, options, db_id, loaded, readers, log));
     }
     let lock = gated.attach(file_id)?;
-    // Under the gate: from now on no process makes logged commits, which
-    // only the process that made them could read (`Shared::may_log`).
+    // Under the gate: a writable process joining ends logged commits (a
+    // writer of another process could not continue them: `Shared::may_log`);
+    // a read-only one rebuilds them from the log.
     lock.header().processes.fetch_add(1, Ordering::SeqCst);
+    if !options.read_only {
+        lock.header().writers.fetch_add(1, Ordering::SeqCst);
+    }
     let readers = ReaderTable::shared(Arc::new(lock));
     let page_size = read_meta(&file, file.len()?, 0, 0)
         .map(|m| m.page_size as usize)

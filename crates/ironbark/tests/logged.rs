@@ -225,6 +225,15 @@ fn joiner(path: &str, read_only: bool) {
         assert_eq!(kept.iter(&t).unwrap().count() as u64, n + 2);
     }
     let n = counter(&db).unwrap();
+    if read_only {
+        // The first process went on logging: the newer commits are
+        // rebuilt from the records appended since, whole.
+        let rx = db.begin_read().unwrap();
+        let t = rx.tree("t").unwrap();
+        for k in 0..=n {
+            assert_eq!(rx.get(&t, &k.to_be_bytes()).unwrap(), Some(&[7u8; 100][..]));
+        }
+    }
     if !read_only {
         let mut tx = db.begin_write().unwrap();
         let t = tx.open_tree("t").unwrap();
@@ -276,22 +285,33 @@ fn a_process_joining_reads_every_logged_commit() {
             .spawn()
             .unwrap();
         let mut out = BufReader::new(child.stdout.take().unwrap());
-        if role == "ro" {
+        let logged_before = db.stats().unwrap().counters.logged_commits;
+        let expected = if role == "ro" {
             assert_eq!(hear(&mut out), "199", "the reader missed logged commits");
-            // Our next commit writes the file (two processes): the reader
-            // reads it from there.
-            let mut tx = db.begin_write().unwrap();
-            let tree = tx.open_tree("t").unwrap();
-            tx.put(&tree, b"counter", &200u64.to_le_bytes()).unwrap();
-            tx.commit().unwrap();
+            // A read-only process does not stop logged commits: it rebuilds
+            // them from the log.
+            for n in 200..203u64 {
+                let mut tx = db.begin_write().unwrap();
+                let tree = tx.open_tree("t").unwrap();
+                tx.put(&tree, b"counter", &n.to_le_bytes()).unwrap();
+                tx.put(&tree, &n.to_be_bytes(), &[7u8; 100]).unwrap();
+                tx.commit().unwrap();
+            }
             writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
-            assert_eq!(hear(&mut out), "200");
+            assert_eq!(hear(&mut out), "202");
+            202
         } else {
             assert_eq!(hear(&mut out), "199", "the joiner missed logged commits");
-        }
+            200
+        };
         assert!(child.wait().unwrap().success());
-        let expected = 200u64;
         assert_eq!(counter(&db).unwrap(), expected);
+        let logged_meanwhile = db.stats().unwrap().counters.logged_commits - logged_before;
+        assert_eq!(
+            logged_meanwhile,
+            if role == "ro" { 3 } else { 0 },
+            "{role}: commits logged while the other process was open"
+        );
         // Alone again: logged commits resume, on top of the other's work.
         let before = db.stats().unwrap().counters.logged_commits;
         let mut tx = db.begin_write().unwrap();
@@ -471,4 +491,101 @@ fn a_damaged_log_record_ends_the_replay_before_it() {
             "key {n}"
         );
     }
+}
+
+const FOLLOW_ENV: &str = "IRONBARK_LOGGED_FOLLOW_CHILD";
+const FOLLOW_COMMITS: u64 = 20_000;
+
+/// The read-only process: reads snapshot after snapshot while the other
+/// process commits, until it sees the last commit. Every snapshot must be
+/// a whole commit (counter `c` and keys `0..=c`, nothing more), and the
+/// counter never goes back.
+fn follower(path: &str) {
+    let db = Database::open_with(
+        path,
+        &Options {
+            read_only: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut last = 0u64;
+    let mut snapshots = 0u64;
+    while last + 1 < FOLLOW_COMMITS {
+        let rx = db.begin_read().unwrap();
+        let t = rx.tree("t").unwrap();
+        let c = u64::from_le_bytes(rx.get(&t, b"counter").unwrap().unwrap().try_into().unwrap());
+        assert!(c >= last, "the counter went back from {last} to {c}");
+        assert_eq!(
+            rx.iter(&t).unwrap().count() as u64,
+            c + 2,
+            "commit {c} not whole"
+        );
+        for k in [0, c / 2, c] {
+            assert!(
+                rx.get(&t, &k.to_be_bytes()).unwrap().is_some(),
+                "key {k} of commit {c}"
+            );
+        }
+        last = c;
+        snapshots += 1;
+    }
+    println!("FOLLOWER {snapshots}");
+}
+
+#[test]
+fn a_read_only_process_follows_logged_commits_as_they_are_made() {
+    if let Ok(path) = std::env::var(FOLLOW_ENV) {
+        follower(&path);
+        return;
+    }
+    let t = temp_db("followed.ib");
+    let db = Database::open_with(&t.path, &logged(Durability::None)).unwrap();
+    let put = |n: u64, extra: usize| {
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        tx.put(&tree, b"counter", &n.to_le_bytes()).unwrap();
+        tx.put(&tree, &n.to_be_bytes(), &vec![7u8; 100 + extra])
+            .unwrap();
+        tx.commit().unwrap();
+    };
+    put(0, 0);
+    let before = db.stats().unwrap().counters.logged_commits;
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_read_only_process_follows_logged_commits_as_they_are_made",
+            "--nocapture",
+        ])
+        .env(FOLLOW_ENV, &t.path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    for n in 1..FOLLOW_COMMITS {
+        // Now and then a checkpoint (the log restarts after it) or a value
+        // too large to log: the follower must start over from the file.
+        if n % 500 == 0 {
+            db.checkpoint().unwrap();
+        }
+        put(n, if n % 700 == 0 { 300_000 } else { 0 });
+    }
+    let mut line = String::new();
+    let snapshots = loop {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the follower said nothing"
+        );
+        if let Some(at) = line.find("FOLLOWER ") {
+            break line[at + 9..].trim_end().parse::<u64>().unwrap();
+        }
+    };
+    assert!(child.wait().unwrap().success(), "the follower failed");
+    let logged = db.stats().unwrap().counters.logged_commits - before;
+    assert!(
+        logged > FOLLOW_COMMITS * 9 / 10,
+        "only {logged} commits were logged while a read-only process was open"
+    );
+    eprintln!("{logged} logged commits, the follower read {snapshots} snapshots");
 }

@@ -105,7 +105,13 @@ pub(crate) struct Header {
     /// `u64::MAX`: an unknown, crashed one). A writer of any other process
     /// first replays the log into a checkpoint (`txn::recovery`).
     pub(crate) logged_by: AtomicU64,
-    _reserved: [AtomicU64; 3],
+    /// The processes with the database open for writing (counted like
+    /// `processes`): logged commits are made only while it is 1, since the
+    /// other processes are read-only ones, which rebuild logged commits
+    /// from the log (`txn::recovery::follow_log`). Zero in lock files of
+    /// older builds, which counted `processes` alone.
+    pub(crate) writers: AtomicU64,
+    _reserved: [AtomicU64; 2],
     /// Copies of the two newest metas, by txn parity. Word 0 is a stamp: the
     /// meta's txn when the copy is whole, 0 while it is being written.
     metas: [[AtomicU64; META_WORDS]; 2],
@@ -214,6 +220,7 @@ impl Gated {
     /// slots, all free, and the meta `meta` as the newest commit.
     pub(crate) fn initialize(
         self,
+        writable: bool,
         slot_count: usize,
         data_id: FileId,
         meta: &Meta,
@@ -239,6 +246,7 @@ impl Gated {
         h.durable_txn.store(durable_txn, Ordering::Relaxed);
         h.durable_slot.store(durable_slot, Ordering::Relaxed);
         h.processes.store(1, Ordering::Relaxed);
+        h.writers.store(u64::from(writable), Ordering::Relaxed);
         lock.store_meta(meta);
         h.table.published_txn.store(meta.txn, Ordering::SeqCst);
         h.magic.store(MAGIC, Ordering::SeqCst);

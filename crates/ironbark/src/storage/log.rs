@@ -115,6 +115,34 @@ pub(crate) struct Scan {
     pub(crate) last_sum: u64,
 }
 
+impl Scan {
+    /// Where the chain stands after this scan, for continuing it
+    /// ([`RedoLog::scan_from`]); `None` when it found no record and did not
+    /// continue one (nothing to continue).
+    pub(crate) fn chain_end(&self, from: Option<ChainEnd>) -> Option<ChainEnd> {
+        let last_txn = match self.records.last() {
+            Some(r) => r.txn,
+            None => from?.last_txn,
+        };
+        Some(ChainEnd {
+            end: self.end,
+            last_sum: self.last_sum,
+            last_txn,
+            epoch: self.epoch,
+        })
+    }
+}
+
+/// Where a chain stands: the offset after its last record, that record's
+/// checksum and txn id, and the chain's epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ChainEnd {
+    pub(crate) end: u64,
+    pub(crate) last_sum: u64,
+    pub(crate) last_txn: u64,
+    pub(crate) epoch: u64,
+}
+
 /// The log's path for the data file `data`: `<data file>-log`.
 pub(crate) fn log_path(data: &Path) -> std::path::PathBuf {
     let mut name = data.file_name().unwrap_or_default().to_os_string();
@@ -194,6 +222,18 @@ impl RedoLog {
     /// checkpoint newer than the chain's epoch, written before the restart's
     /// first append): the caller skips those by txn id.
     pub(crate) fn scan(&self) -> Result<Scan> {
+        self.scan_from(None, u64::MAX)
+    }
+
+    /// Like [`RedoLog::scan`], but continues the chain at `from` (the end
+    /// of an earlier scan of this chain: a process following the log reads
+    /// only what was appended since) or, with `None`, reads it from offset
+    /// 0; and stops after the record of txn `upto`. If the log was
+    /// restarted since `from`, what lies there is another chain's (another
+    /// epoch, or a seed that does not match) or an old record the new chain
+    /// has not overwritten yet, which continues `from`'s chain truly: either
+    /// way the result is a prefix of `from`'s chain.
+    pub(crate) fn scan_from(&self, from: Option<ChainEnd>, upto: u64) -> Result<Scan> {
         let len = self.file.len()?;
         let mut window = Window {
             file: &self.file,
@@ -202,11 +242,14 @@ impl RedoLog {
             buf: Vec::new(),
         };
         let mut scan = Scan {
-            epoch: 0,
+            epoch: from.map_or(0, |f| f.epoch),
             records: Vec::new(),
-            end: 0,
-            last_sum: 0,
+            end: from.map_or(0, |f| f.end),
+            last_sum: from.map_or(0, |f| f.last_sum),
         };
+        // The seed and txn the next record continues, once the chain's
+        // epoch is known.
+        let mut prev = from.map(|f| (f.last_sum, f.last_txn));
         loop {
             let at = scan.end;
             let Some(h) = window.get(at, HEADER_LEN)? else {
@@ -220,12 +263,12 @@ impl RedoLog {
             if !magic_ok || payload_len > MAX_PAYLOAD {
                 break;
             }
-            let (seed, prev_txn) = match scan.records.last() {
+            let (seed, prev_txn) = match prev {
                 None => (epoch, epoch),
-                Some(last) if epoch == scan.epoch => (scan.last_sum, last.txn),
+                Some(p) if epoch == scan.epoch => p,
                 Some(_) => break,
             };
-            if prev_txn.checked_add(1) != Some(txn) {
+            if prev_txn.checked_add(1) != Some(txn) || txn > upto {
                 break;
             }
             let body_end = HEADER_LEN + payload_len;
@@ -243,6 +286,7 @@ impl RedoLog {
             });
             scan.epoch = epoch;
             scan.last_sum = sum;
+            prev = Some((sum, txn));
             // Cannot overflow: the record lies within the file.
             scan.end = at + rec.len() as u64;
         }
@@ -510,6 +554,35 @@ mod tests {
         }
         log.sync().unwrap();
         (records, starts)
+    }
+
+    #[test]
+    fn a_follower_reads_only_what_was_appended_and_never_another_chain() {
+        let (_dir, path) = temp_log();
+        let mut log = RedoLog::open(&path, None).unwrap();
+        let (records, _) = write_chain(&mut log, 7, &[10, 300, 5, 70, 1]);
+        let reader = RedoLog::open_read_only(&path).unwrap().unwrap();
+        let first = reader.scan_from(None, 9).unwrap();
+        assert_eq!(first.records, records[..2], "stops after txn 9");
+        let at = first.chain_end(None).unwrap();
+        assert_eq!((at.last_txn, at.epoch), (9, 7));
+        let rest = reader.scan_from(Some(at), u64::MAX).unwrap();
+        assert_eq!(rest.records, records[2..], "continues after txn 9");
+        let end = rest.chain_end(Some(at)).unwrap();
+        assert_eq!(end.last_txn, 12);
+        let none = reader.scan_from(Some(end), u64::MAX).unwrap();
+        assert!(none.records.is_empty());
+        assert_eq!(none.chain_end(Some(end)), Some(end));
+        // One more record: only it is read.
+        log.append(13, &payload(13, 40)).unwrap();
+        let more = reader.scan_from(Some(end), u64::MAX).unwrap();
+        assert_eq!(more.records.len(), 1);
+        assert_eq!(more.records[0].txn, 13);
+        // A restart overwrites the chain from offset 0 with a longer one: a
+        // follower of the old chain at txn 9 reads nothing of the new one.
+        write_chain(&mut log, 20, &[2000, 2000]);
+        let after = reader.scan_from(Some(at), u64::MAX).unwrap();
+        assert!(after.records.is_empty(), "a follower read another chain");
     }
 
     #[test]

@@ -713,6 +713,7 @@ impl Drop for Shared {
         if lock.take_gate().is_ok() {
             lock.header().processes.fetch_sub(1, Ordering::SeqCst);
             if !self.read_only {
+                lock.header().writers.fetch_sub(1, Ordering::SeqCst);
                 let _ = close(self, lock.alone().unwrap_or(false));
             }
         }

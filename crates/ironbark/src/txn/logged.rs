@@ -294,16 +294,18 @@ fn to_arena(
 }
 
 /// For a process that may not write: the snapshot of commit `base.txn() +
-/// 1` made of `base`'s file pages and `dirty` in this process's arena, of
-/// which it is the only user (nothing is logged, and no file page is
-/// freed: the writer that logged the commit frees them). `Ok(None)` when
-/// the arena cannot hold it.
+/// 1` made of `base`'s pages and `dirty` in this process's arena, of which
+/// it is the only user (nothing is logged, and no file page is freed: the
+/// writer that logged the commit frees them; the arena pages of `base` it
+/// replaced, in `freed`, retire). `Ok(None)` when the arena cannot hold
+/// it.
 pub(crate) fn follow(
     shared: &Shared,
     w: &mut WriterState,
     base: &Snapshot,
     catalog: &mut Catalog,
     dirty: &mut DirtyPages,
+    freed: &[Freed],
 ) -> Result<Option<Snapshot>> {
     let txn = base.txn() + 1;
     let Some(arena) = shared.arena() else {
@@ -327,6 +329,9 @@ pub(crate) fn follow(
     w.placement = placement;
     if !placed? {
         return Ok(None);
+    }
+    for f in freed.iter().filter(|f| f.extent.start & ARENA_BIT != 0) {
+        w.arena_space.retire(f.extent.start, f.extent.len, txn);
     }
     Ok(Some(arena_snapshot(shared, base, txn, arena, catalog)))
 }

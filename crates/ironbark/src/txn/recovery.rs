@@ -18,7 +18,7 @@ use crate::pages::MapSource;
 use crate::state;
 use crate::storage::log::{log_path, RedoLog};
 use crate::storage::meta::{Meta, META_LEN};
-use crate::txn::shared::{Shared, Snapshot, WriterGuard, WriterState};
+use crate::txn::shared::{Following, Shared, Snapshot, WriterGuard, WriterState};
 use crate::txn::write::WriteTxn;
 
 /// Replays the log on the durable file commit and commits the result as a
@@ -161,11 +161,14 @@ fn durable_meta(shared: &Shared, w: &WriterState) -> Result<(Meta, u64, u64)> {
 
 /// For a read-only process: the snapshot of logged commit `txn` (the
 /// newest, which another process holds in its arena or a crashed one held),
-/// rebuilt in this process's own arena by applying the log's records after
-/// the file's durable commit, and cached as this process's newest. The file
-/// is not touched. `Ok(None)` when the log no longer holds exactly the
-/// commits from the durable one to `txn` (a checkpoint moved on meanwhile:
-/// the caller looks at the newest commit again).
+/// built in this process's own arena from the log's records, and cached as
+/// this process's newest. The file is not touched. When this process
+/// rebuilt the commit before `txn` and the log still continues it, only the
+/// records appended since are read and applied on it; otherwise the log's
+/// records after the file's durable commit are applied on that commit.
+/// `Ok(None)` when the log no longer holds exactly the commits up to `txn`
+/// (a checkpoint moved on meanwhile: the caller looks at the newest commit
+/// again).
 ///
 /// The caller's reader slot is registered at `txn`: that keeps the durable
 /// commit's pages from reuse, since logged commits free no file page and a
@@ -176,6 +179,25 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
     if cached.txn() >= txn {
         // Another thread rebuilt it (or a newer one) meanwhile.
         return Ok((cached.txn() == txn).then_some(cached));
+    }
+    if let Some(following) = w.following.take() {
+        if following.at.last_txn == cached.txn() && cached.source.arena.is_some() {
+            let scan = following.log.scan_from(Some(following.at), txn)?;
+            if scan.records.last().is_some_and(|r| r.txn == txn) {
+                let at = scan.chain_end(Some(following.at)).expect("records");
+                let base = Snapshot {
+                    meta: Meta {
+                        txn: txn - 1,
+                        ..cached.meta
+                    },
+                    source: cached.source.clone(),
+                    catalog: cached.catalog.clone(),
+                };
+                let log = following.log;
+                return apply_records(shared, w, base, &scan.records, Following { log, at })
+                    .map(Some);
+            }
+        }
     }
     let (meta, _, _) = match durable_meta(shared, &w) {
         Ok(found) => found,
@@ -189,21 +211,16 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
     let Some(log) = RedoLog::open_read_only(&log_path(&shared.path))? else {
         return Ok(None);
     };
-    let scan = log.scan()?;
+    let scan = log.scan_from(None, txn)?;
+    if scan.epoch > meta.txn || scan.records.last().is_none_or(|r| r.txn != txn) {
+        return Ok(None);
+    }
+    let at = scan.chain_end(None).expect("records");
     let records: Vec<_> = scan
         .records
         .into_iter()
-        .filter(|r| r.txn > meta.txn && r.txn <= txn)
+        .filter(|r| r.txn > meta.txn)
         .collect();
-    let whole = scan.epoch <= meta.txn
-        && records.len() as u64 == txn - meta.txn
-        && records
-            .iter()
-            .zip(meta.txn + 1..)
-            .all(|(r, expected)| r.txn == expected);
-    if !whole {
-        return Ok(None);
-    }
     let source = MapSource {
         map: shared.map_covering(meta.page_count)?,
         page_count: meta.page_count,
@@ -216,26 +233,42 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
     w.arena_space.retire_all(txn);
     // One transaction applies every record; numbered so that it commits
     // as `txn`.
-    let base = Arc::new(Snapshot {
+    let base = Snapshot {
         meta: Meta {
             txn: txn - 1,
             ..meta
         },
         source,
         catalog: loaded.catalog,
-    });
+    };
+    apply_records(shared, w, base, &records, Following { log, at }).map(Some)
+}
+
+/// Applies `records` (which end with the commit of `base.txn() + 1`) on
+/// `base` in one transaction placed in this process's arena, caches the
+/// result as this process's newest snapshot, and remembers `following`.
+fn apply_records(
+    shared: &Shared,
+    w: WriterGuard<'_>,
+    base: Snapshot,
+    records: &[crate::storage::log::LogRecord],
+    following: Following,
+) -> Result<Arc<Snapshot>> {
+    let base = Arc::new(base);
     let mut t = WriteTxn::begin_on(shared, w, base.clone(), Durability::None)?;
     t.logging = false;
-    for r in &records {
+    for r in records {
         t.apply_redo(&r.payload)?;
     }
     let WriteTxn {
         mut writer,
         mut catalog,
         mut dirty,
+        freed,
         ..
     } = t;
-    let built = crate::txn::logged::follow(shared, &mut writer, &base, &mut catalog, &mut dirty);
+    let built =
+        crate::txn::logged::follow(shared, &mut writer, &base, &mut catalog, &mut dirty, &freed);
     writer.page_pool = dirty.into_pool(shared.limits.page_size);
     let Some(snapshot) = built? else {
         return Err(Error::Corrupted {
@@ -243,6 +276,7 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
             detail: "the logged commits do not fit in this process's page arena".into(),
         });
     };
+    writer.following = Some(following);
     let snapshot = Arc::new(snapshot);
     shared.published.rcu(|cached| {
         if cached.txn() < snapshot.txn() {
@@ -251,7 +285,7 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
             cached.clone()
         }
     });
-    Ok(Some(snapshot))
+    Ok(snapshot)
 }
 
 /// Takes the write lock (see `Shared::lock_writer`) with the writer state

@@ -30,7 +30,7 @@ use crate::storage::arena::{Arena, ArenaSpace};
 use crate::storage::file::DataFile;
 use crate::storage::freespace::FreeSpace;
 use crate::storage::freespace::Freed;
-use crate::storage::log::RedoLog;
+use crate::storage::log::{ChainEnd, RedoLog};
 use crate::storage::map::Map;
 use crate::storage::meta::Meta;
 use crate::txn::readers::ReaderTable;
@@ -94,6 +94,17 @@ pub(crate) struct WriterState {
     pub(crate) redo_buffer: Vec<u8>,
     /// The commit's placement buffers, kept between commits.
     pub(crate) placement: Placement,
+    /// A read-only instance's place in the log it follows
+    /// (`recovery::follow_log`).
+    pub(crate) following: Option<Following>,
+}
+
+/// Where a read-only process stands in the log of another process's logged
+/// commits: the log, open for reading, and the end of the record of the
+/// last commit it rebuilt.
+pub(crate) struct Following {
+    pub(crate) log: RedoLog,
+    pub(crate) at: ChainEnd,
 }
 
 impl WriterState {
@@ -125,6 +136,7 @@ impl WriterState {
             checkpoint_catalog: None,
             redo_buffer: Vec::new(),
             placement: Placement::default(),
+            following: None,
         }
     }
 
@@ -328,9 +340,10 @@ impl Shared {
     }
 
     /// Whether a commit may be logged: this instance can write, has its log,
-    /// is the only process with the database open (other processes cannot
-    /// read this process's arena), and the protocol is not broken on
-    /// purpose for a test.
+    /// is the only process with the database open for writing (a writer of
+    /// another process could not continue from this process's arena; a
+    /// read-only process rebuilds logged commits from the log), and the
+    /// protocol is not broken on purpose for a test.
     pub(crate) fn may_log(&self, w: &WriterState) -> bool {
         self.logged_commits
             && w.log.is_some()
@@ -339,7 +352,7 @@ impl Shared {
             && self
                 .readers
                 .lock_file()
-                .is_some_and(|l| l.header().processes.load(Ordering::Acquire) == 1)
+                .is_some_and(|l| l.header().writers.load(Ordering::Acquire) == 1)
     }
 
     /// The page arena, reserved on first use.
