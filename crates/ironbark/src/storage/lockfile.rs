@@ -68,7 +68,7 @@ pub(crate) struct TableHeader {
 }
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ibLOCK\0\0");
-const LOCK_FORMAT_VERSION: u64 = 2;
+const LOCK_FORMAT_VERSION: u64 = 3;
 /// Bytes before the first reader slot.
 pub(crate) const HEADER_LEN: usize = 4096;
 const SLOT_LEN: usize = 64;
@@ -108,8 +108,7 @@ pub(crate) struct Header {
     /// The processes with the database open for writing (counted like
     /// `processes`): logged commits are made only while it is 1, since the
     /// other processes are read-only ones, which rebuild logged commits
-    /// from the log (`txn::recovery::follow_log`). Zero in lock files of
-    /// older builds, which counted `processes` alone.
+    /// from the log (`txn::recovery::follow_log`).
     pub(crate) writers: AtomicU64,
     _reserved: [AtomicU64; 2],
     /// Copies of the two newest metas, by txn parity. Word 0 is a stamp: the
