@@ -410,8 +410,22 @@ impl Database {
         if !self.shared.read_only && self.shared.published.load().source.arena.is_some() {
             // Pages of logged commits are not in the file yet: the file's
             // accounting (and so `check` and `stats`) describes a
-            // checkpoint.
-            self.sync()?;
+            // checkpoint. A durable one only if the newest commit is
+            // durable already (its log record synced): asking for figures
+            // must not change what a crash keeps.
+            let mut w = crate::txn::recovery::lock_writer(&self.shared, true)?;
+            let newest_durable = self.shared.readers.lock_file().is_some_and(|l| {
+                l.header().log_durable_txn.load(Ordering::Acquire)
+                    >= self.shared.readers.published_txn()
+            });
+            let durability = if newest_durable {
+                Durability::Immediate
+            } else {
+                Durability::None
+            };
+            let result = crate::txn::commit::checkpoint(&self.shared, &mut w, durability);
+            self.shared.save_durable(&w);
+            result?;
         }
         match self.begin_read() {
             Ok(rx) => f(rx.snapshot(), Some(rx.slot())),
@@ -450,7 +464,14 @@ impl Database {
         snapshots.dedup();
         free.release(&snapshots);
         let durable_txn = match self.shared.readers.lock_file() {
-            Some(lock) => lock.header().durable_txn.load(Ordering::Acquire),
+            // A logged commit whose record was synced is durable too.
+            Some(lock) => {
+                let h = lock.header();
+                let logged = h.log_durable_txn.load(Ordering::Acquire);
+                h.durable_txn
+                    .load(Ordering::Acquire)
+                    .max(logged.min(snap.txn()))
+            }
             None => {
                 self.shared
                     .writer

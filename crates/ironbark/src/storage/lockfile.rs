@@ -110,7 +110,11 @@ pub(crate) struct Header {
     /// other processes are read-only ones, which rebuild logged commits
     /// from the log (`txn::recovery::follow_log`).
     pub(crate) writers: AtomicU64,
-    _reserved: [AtomicU64; 2],
+    /// The newest logged commit whose log record was synced (durable
+    /// without being in the data file's durable commit). Written only by
+    /// the writer.
+    pub(crate) log_durable_txn: AtomicU64,
+    _reserved: [AtomicU64; 1],
     /// Copies of the two newest metas, by txn parity. Word 0 is a stamp: the
     /// meta's txn when the copy is whole, 0 while it is being written.
     metas: [[AtomicU64; META_WORDS]; 2],

@@ -209,7 +209,7 @@ pub(crate) fn shrink(shared: &Shared, w: &mut WriterState) -> Result<u64> {
         if w.free.reusable_tail(end).is_none() && !chain_at_end {
             break;
         }
-        durable_commit_of_newest(shared, w, true)?;
+        commit_of_newest(shared, w, true, Durability::Immediate)?;
     }
     let snap = shared.published.load_full();
     write_clean_mark(shared, w, &snap.meta)?;
@@ -603,7 +603,7 @@ pub(crate) fn sync_published(shared: &Shared, w: &mut WriterState) -> Result<()>
         return Err(crate::Error::Poisoned);
     }
     if w.checkpoint_catalog.is_some() {
-        return checkpoint(shared, w);
+        return commit_of_newest(shared, w, false, Durability::Immediate);
     }
     let txn = shared.readers.published_txn();
     if w.durable_txn < txn {
@@ -615,16 +615,33 @@ pub(crate) fn sync_published(shared: &Shared, w: &mut WriterState) -> Result<()>
     Ok(())
 }
 
-/// Writes the pages of the pending logged commits to the file in one
-/// durable commit (changing nothing else).
-fn checkpoint(shared: &Shared, w: &mut WriterState) -> Result<()> {
-    durable_commit_of_newest(shared, w, false)
+/// Writes the pages of the pending logged commits, if any, to the file in
+/// one commit with `durability` (changing nothing else): so that the
+/// file's accounting describes the newest commit (`stats`, `check`), or at
+/// close.
+pub(crate) fn checkpoint(
+    shared: &Shared,
+    w: &mut WriterState,
+    durability: Durability,
+) -> Result<()> {
+    if w.checkpoint_catalog.is_none() {
+        return Ok(());
+    }
+    if w.poisoned {
+        return Err(crate::Error::Poisoned);
+    }
+    commit_of_newest(shared, w, false, durability)
 }
 
-/// A durable commit of the newest snapshot with no changes of its own: it
-/// writes the pages of pending logged commits (a checkpoint) and, if
-/// `shrink`, gives the free tail of the file back.
-fn durable_commit_of_newest(shared: &Shared, w: &mut WriterState, shrink: bool) -> Result<()> {
+/// A commit of the newest snapshot with no changes of its own: it writes
+/// the pages of pending logged commits (a checkpoint) and, if `shrink`,
+/// gives the free tail of the file back.
+fn commit_of_newest(
+    shared: &Shared,
+    w: &mut WriterState,
+    shrink: bool,
+    durability: Durability,
+) -> Result<()> {
     let base = shared.published.load_full();
     let mut catalog = base.catalog.clone();
     let mut space = SpaceLog {
@@ -639,7 +656,7 @@ fn durable_commit_of_newest(shared: &Shared, w: &mut WriterState, shrink: bool) 
         &mut catalog,
         &mut DirtyPages::default(),
         &mut space,
-        Durability::Immediate,
+        durability,
     );
     finish(shared, w, &base, catalog, &space, result)
 }
@@ -659,7 +676,7 @@ pub(crate) fn close(shared: &Shared, alone: bool) -> Result<()> {
         return Ok(());
     }
     if w.checkpoint_catalog.is_some() && !w.poisoned {
-        checkpoint(shared, &mut w)?;
+        checkpoint(shared, &mut w, Durability::Immediate)?;
         shared.save_durable(&w);
     }
     if !alone {

@@ -158,6 +158,11 @@ fn write_placed(
                     w.poisoned = true;
                     return Err(e);
                 }
+                if let Some(l) = shared.readers.lock_file() {
+                    l.header()
+                        .log_durable_txn
+                        .store(txn, std::sync::atomic::Ordering::Release);
+                }
             }
             Ok(())
         },
