@@ -88,6 +88,25 @@ fn lock_file_of(db: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The redo log the engine keeps beside `db`.
+fn log_file_of(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push("-log");
+    PathBuf::from(name)
+}
+
+/// Removes a database this command created (the data file, and its lock
+/// file and log unless they were there before).
+fn remove_new_database(path: &Path, lock_existed: bool, log_existed: bool) {
+    let _ = fs::remove_file(path);
+    if !log_existed {
+        let _ = fs::remove_file(log_file_of(path));
+    }
+    if !lock_existed {
+        let _ = fs::remove_file(lock_file_of(path));
+    }
+}
+
 fn stats_of(db: &Database) -> Result<Stats> {
     db.stats().map_err(|e| db_error(db.path(), e))
 }
@@ -567,6 +586,7 @@ pub fn load(
     };
     let existed = fs::symlink_metadata(path).is_ok();
     let lock_existed = fs::symlink_metadata(lock_file_of(path)).is_ok();
+    let log_existed = fs::symlink_metadata(log_file_of(path)).is_ok();
     // The first section header is read before the database is opened (and
     // perhaps created): an empty input, or one that is not a dump at all,
     // creates nothing. Empty input is refused: it is what a failed
@@ -590,10 +610,7 @@ pub fn load(
         Ok(db) => db,
         Err(e) => {
             if !existed {
-                let _ = fs::remove_file(path);
-                if !lock_existed {
-                    let _ = fs::remove_file(lock_file_of(path));
-                }
+                remove_new_database(path, lock_existed, log_existed);
             }
             return Err(db_error(path, e));
         }
@@ -610,12 +627,9 @@ pub fn load(
         }
         Err(e) => {
             if !existed {
-                // Leave no empty database (nor its lock file) behind a
-                // failed load.
-                let _ = fs::remove_file(path);
-                if !lock_existed {
-                    let _ = fs::remove_file(lock_file_of(path));
-                }
+                // Leave no empty database (nor its lock file or log)
+                // behind a failed load.
+                remove_new_database(path, lock_existed, log_existed);
             }
             Err(e)
         }
@@ -773,22 +787,33 @@ pub fn copy(src: &Path, dst: &Path, compact: bool) -> Result<()> {
         }
         e => db_error(dst, e),
     };
-    let summary = if compact {
+    let compacted = |why: &str| -> Result<String> {
         let pb = progress::bar(None, Unit::Nothing, "compacting", true);
         let r = rx.compact_to(dst).map_err(blame);
         pb.finish_and_clear();
         let done = r?;
-        format!(
-            ", compacted: {}, {}",
+        Ok(format!(
+            ", compacted{why}: {}, {}",
             plural(done.trees as u64, "tree", "trees"),
             plural(done.entries, "entry", "entries")
-        )
+        ))
+    };
+    let summary = if compact {
+        compacted("")?
     } else {
         let pb = progress::bar(None, Unit::Nothing, "copying", true);
-        let r = rx.copy_to_verified(dst).map_err(blame);
+        let r = rx.copy_to_verified(dst);
         pb.finish_and_clear();
-        r?;
-        String::new()
+        match r {
+            Ok(()) => String::new(),
+            // The snapshot's newest commits are logged commits another
+            // process holds in memory (and its log): no page-for-page copy
+            // of the file holds them, a compacting copy does.
+            Err(ironbark::Error::InvalidOption(_)) => {
+                compacted(" (its newest commits were in the redo log)")?
+            }
+            Err(e) => return Err(blame(e)),
+        }
     };
     let size = fs::metadata(dst).map(|m| m.len()).unwrap_or(0);
     let mut out = stdout();

@@ -16,11 +16,12 @@ pub struct Ironbark {
     tree: Tree,
 }
 
-/// Opens the database; `logged`: with `Options::logged_commits` (the
-/// `ironbark-logged` engine).
-pub fn open(cfg: &EngineConfig, logged: bool) -> Result<Box<dyn Engine>> {
+/// Opens the database with the default options (logged commits on), or
+/// with `file_commits`, every commit written to the data file (logged
+/// commits off: the `ironbark-files` engine).
+pub fn open(cfg: &EngineConfig, file_commits: bool) -> Result<Box<dyn Engine>> {
     let options = Options {
-        logged_commits: logged,
+        logged_commits: !file_commits,
         durability: if cfg.sync {
             Durability::Immediate
         } else {

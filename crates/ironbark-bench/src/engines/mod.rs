@@ -17,7 +17,7 @@ pub fn available() -> Vec<&'static str> {
     let mut names = Vec::new();
     names.extend([
         "ironbark",
-        "ironbark-logged",
+        "ironbark-files",
         "lmdb",
         "redb",
         "fjall",
@@ -39,7 +39,7 @@ pub fn open(name: &str, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
     std::fs::create_dir_all(&cfg.dir)?;
     match name {
         "ironbark" => ironbark::open(cfg, false),
-        "ironbark-logged" => ironbark::open(cfg, true),
+        "ironbark-files" => ironbark::open(cfg, true),
         "lmdb" => lmdb::open(cfg),
         "redb" => redb::open(cfg),
         "fjall" => fjall::open(cfg),
