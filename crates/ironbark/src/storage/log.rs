@@ -441,7 +441,12 @@ impl RedoLog {
             bufs.push(&ZEROS[..n as usize]);
             left -= n;
         }
-        self.file.write_vectored_at(&bufs, self.file_len)?;
+        if let Err(e) = self.file.write_vectored_at(&bufs, self.file_len) {
+            // A growth that failed part-way (a full disk) gives back what it
+            // wrote: a checkpoint, which makes room in the log, needs it.
+            let _ = self.file.set_len(self.file_len);
+            return Err(e);
+        }
         self.file_len = target;
         Ok(())
     }
