@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::options::Durability;
-use crate::pages::MapSource;
 use crate::state;
 use crate::storage::log::{log_path, RedoLog};
 use crate::storage::meta::{Meta, META_LEN};
@@ -25,7 +24,6 @@ use crate::txn::write::WriteTxn;
 /// durable checkpoint (which releases the write lock), with the txn id of
 /// the last record replayed when that is above every published one.
 pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> {
-    let ps = shared.limits.page_size;
     let (meta, slot, file_len) = durable_meta(shared, &w)?;
     let scan = match w.log.as_ref() {
         Some(log) => log.scan()?,
@@ -55,12 +53,7 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
         .into_iter()
         .filter(|r| r.txn > meta.txn)
         .collect();
-    let source = MapSource {
-        map: shared.map_covering(meta.page_count)?,
-        page_count: meta.page_count,
-        page_size: ps,
-        arena: None,
-    };
+    let source = shared.file_source(&meta)?;
     let loaded = state::load(&source, &meta, true)?;
     // The checkpoint's txn: that of the last record replayed (it holds
     // exactly that commit), but above anything a live writer published, so
@@ -221,12 +214,7 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
         .into_iter()
         .filter(|r| r.txn > meta.txn)
         .collect();
-    let source = MapSource {
-        map: shared.map_covering(meta.page_count)?,
-        page_count: meta.page_count,
-        page_size: shared.limits.page_size,
-        arena: None,
-    };
+    let source = shared.file_source(&meta)?;
     let loaded = state::load(&source, &meta, false)?;
     // This rebuild starts over from the file: every version an earlier one
     // put in the arena is superseded at `txn` (readers of those keep them).
@@ -278,13 +266,7 @@ fn apply_records(
     };
     writer.following = Some(following);
     let snapshot = Arc::new(snapshot);
-    shared.published.rcu(|cached| {
-        if cached.txn() < snapshot.txn() {
-            snapshot.clone()
-        } else {
-            cached.clone()
-        }
-    });
+    shared.cache_if_newer(&snapshot);
     Ok(snapshot)
 }
 

@@ -467,18 +467,20 @@ impl Shared {
                 ),
             });
         }
-        let source = MapSource {
-            map: self.map_covering(meta.page_count)?,
-            page_count: meta.page_count,
-            page_size: self.limits.page_size,
-            arena: None,
-        };
+        let source = self.file_source(&meta)?;
         let state = state::load(&source, &meta, false)?;
         let snapshot = Arc::new(Snapshot {
             meta,
             source,
             catalog: state.catalog,
         });
+        self.cache_if_newer(&snapshot);
+        Ok(snapshot)
+    }
+
+    /// Makes `snapshot` this process's newest known commit, unless a newer
+    /// one is cached already (another thread got further meanwhile).
+    pub(crate) fn cache_if_newer(&self, snapshot: &Arc<Snapshot>) {
         self.published.rcu(|cached| {
             if cached.txn() < snapshot.txn() {
                 snapshot.clone()
@@ -486,7 +488,16 @@ impl Shared {
                 cached.clone()
             }
         });
-        Ok(snapshot)
+    }
+
+    /// The pages of the file's commit `meta`, read through the map.
+    pub(crate) fn file_source(&self, meta: &Meta) -> Result<MapSource> {
+        Ok(MapSource {
+            map: self.map_covering(meta.page_count)?,
+            page_count: meta.page_count,
+            page_size: self.limits.page_size,
+            arena: None,
+        })
     }
 
     /// Frees reader slots of dead processes. Reading `/proc` (which also
