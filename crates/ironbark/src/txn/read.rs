@@ -9,7 +9,7 @@
 //! against its parent's record before trusting it, so that a copy or a dump
 //! never carries damage on as if it were data.
 
-use std::ops::{Bound, RangeBounds};
+use std::ops::RangeBounds;
 use std::sync::Arc;
 
 use crate::btree::cursor::Range;
@@ -194,8 +194,8 @@ impl ReadTxn {
         Ok(Range::new(
             &self.snapshot.source,
             root,
-            copied(range.start_bound()),
-            copied(range.end_bound()),
+            range.start_bound().map(|k| *k),
+            range.end_bound().map(|k| *k),
         ))
     }
 
@@ -301,15 +301,6 @@ impl ReadTxn {
             .ok_or_else(|| Error::corrupted_page(META_SLOTS, "snapshot beyond the map"))?;
         DataFile::create_atomically(path, &[&head, body])?;
         Ok(())
-    }
-}
-
-/// `Bound<&&[u8]>` to `Bound<&[u8]>`.
-pub(crate) fn copied<'a>(b: Bound<&&'a [u8]>) -> Bound<&'a [u8]> {
-    match b {
-        Bound::Included(k) => Bound::Included(*k),
-        Bound::Excluded(k) => Bound::Excluded(*k),
-        Bound::Unbounded => Bound::Unbounded,
     }
 }
 

@@ -18,7 +18,6 @@ use crate::options::Durability;
 use crate::pages::{DirtyPages, PageSource, WriteSource};
 use crate::storage::freespace::Freed;
 use crate::txn::logged::LOG_RATIO;
-use crate::txn::read::copied;
 use crate::txn::redo::{self, RedoOp};
 use crate::txn::shared::{Shared, Snapshot, WriterGuard};
 use crate::txn::Tree;
@@ -349,8 +348,8 @@ impl<'db> WriteTxn<'db> {
         Ok(Range::new(
             self,
             root,
-            copied(range.start_bound()),
-            copied(range.end_bound()),
+            range.start_bound().map(|k| *k),
+            range.end_bound().map(|k| *k),
         ))
     }
 
