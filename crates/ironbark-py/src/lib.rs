@@ -362,6 +362,7 @@ impl PyDatabase {
         d.set_item("live_readers", s.live_readers)?;
         d.set_item("max_readers", s.max_readers)?;
         d.set_item("oldest_snapshot", s.oldest_snapshot)?;
+        d.set_item("logged_commits", s.counters.logged_commits)?;
         let trees = PyDict::new(py);
         for t in &s.trees {
             let td = PyDict::new(py);
@@ -397,7 +398,8 @@ impl PyDatabase {
 
 /// Opens (by default creating) the database at `path`.
 #[pyfunction]
-#[pyo3(signature = (path, *, create=true, read_only=false, durability="immediate", page_size=4096, max_readers=126))]
+#[pyo3(signature = (path, *, create=true, read_only=false, durability="immediate", page_size=4096, max_readers=126, logged_commits=true))]
+#[allow(clippy::too_many_arguments)]
 fn open(
     py: Python<'_>,
     path: PathBuf,
@@ -406,6 +408,7 @@ fn open(
     durability: &str,
     page_size: usize,
     max_readers: usize,
+    logged_commits: bool,
 ) -> PyResult<PyDatabase> {
     let durability = match durability {
         "immediate" => Durability::Immediate,
@@ -422,6 +425,7 @@ fn open(
         durability,
         create,
         read_only,
+        logged_commits,
         ..Options::default()
     };
     let db = py

@@ -423,6 +423,24 @@ def test_stats_and_sync(db):
     assert s["durable_txn_id"] == s["last_txn_id"]
 
 
+def test_logged_commits_on_by_default_and_off_on_request(tmp_path):
+    for logged in [True, False]:
+        path = tmp_path / f"logged-{logged}.ib"
+        with ironbark.open(path, logged_commits=logged) as db:
+            for i in range(5):
+                with db.begin(write=True) as txn:
+                    txn.put(b"k%d" % i, b"v")
+            assert (db.stats()["logged_commits"] == 5) == logged
+            assert (db.stats()["logged_commits"] == 0) == (not logged)
+        with ironbark.open(path) as db:
+            with db.begin() as txn:
+                assert txn.count() == 5
+    with ironbark.open(tmp_path / "default.ib") as db:
+        with db.begin(write=True) as txn:
+            txn.put(b"k", b"v")
+        assert db.stats()["logged_commits"] == 1
+
+
 def test_data_survives_reopen(tmp_path):
     path = tmp_path / "persist.ib"
     with ironbark.open(path) as db:

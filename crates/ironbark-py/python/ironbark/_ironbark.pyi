@@ -76,6 +76,7 @@ def open(
     durability: Literal["immediate", "none"] = "immediate",
     page_size: int = 4096,
     max_readers: int = 126,
+    logged_commits: bool = True,
 ) -> Database: ...
 
 @final
