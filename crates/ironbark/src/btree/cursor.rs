@@ -1,4 +1,7 @@
-//! Cursors and range iteration, in both directions.
+//! Cursors and what is built on them: range and prefix iteration, in both
+//! directions, and the lookups of an edge (first, last) or of the nearest
+//! key to a given one. Both kinds of transaction call these with their own
+//! page source, so a lookup has one implementation.
 //!
 //! A cursor is a fixed-size stack of (page, slot) frames from the root to a
 //! leaf: stepping allocates nothing, takes no lock and makes no system call.
@@ -294,9 +297,10 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// An iterator over the entries of a tree within key bounds, in key order,
-/// or in reverse with `.rev()`. Yields `Result` because each step reads
-/// pages that are checked as they are read.
+/// An iterator over the entries of a tree within key bounds (`range`) or
+/// under a key prefix (`prefix`), in key order, or in reverse with
+/// `.rev()`. Yields `Result` because each step reads pages that are
+/// checked as they are read.
 pub struct Range<'a> {
     front: Cursor<'a>,
     back: Cursor<'a>,

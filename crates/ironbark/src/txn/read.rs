@@ -1,13 +1,15 @@
 //! Read transactions: a registered snapshot. Lookups and cursors borrow the
 //! memory map for the life of the transaction: zero-copy, no allocation, no
-//! lock, no system call.
+//! lock, no system call (a prefix scan copies its prefix, once, so that
+//! its entries borrow only the transaction).
 //!
-//! Two kinds of reads: fast ones (`get`, `range`, `iter`), which check the
-//! structure of every page they read but not its checksum, and verified
-//! ones for bulk readers (`range_verified`, `iter_verified`,
-//! `copy_to_verified`, `compact_to`), which check every page's checksum
-//! against its parent's record before trusting it, so that a copy or a dump
-//! never carries damage on as if it were data.
+//! Two kinds of reads: fast ones (`get` and the other lookups, `range`,
+//! `prefix`, `iter`), which check the structure of every page they read
+//! but not its checksum, and verified ones for bulk readers
+//! (`range_verified`, `iter_verified`, `copy_to_verified`, `compact_to`),
+//! which check every page's checksum against its parent's record before
+//! trusting it, so that a copy or a dump never carries damage on as if it
+//! were data.
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;

@@ -5,6 +5,14 @@
 //! Invariant: while a `WriteTxn` lives it holds the write lock (this
 //! process's writer mutex and the cross-process lock), so the free-space map
 //! and the dirty pages belong to it alone.
+//!
+//! Its reads are a `ReadTxn`'s (the same functions of `btree::search` and
+//! `btree::cursor`), over its own pages. The conveniences built on `put`
+//! and `delete` (`insert`, `get_or_insert`, `pop_first`, `pop_last`,
+//! `delete_range`, `retain`) reach the redo log as the puts and deletes
+//! they make. `clear` frees a tree's pages without a delete per key, which
+//! no redo operation expresses: a transaction that clears a tree stops
+//! recording and commits by writing its pages to the file.
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
