@@ -625,17 +625,28 @@ impl<'a> TreeWriter<'a> {
         }
     }
 
-    /// Frees every page of a tree (for dropping it).
+    /// Frees every page of a tree (for dropping or clearing it), one visit
+    /// per page read. A tree with no overflow values (its counter says so)
+    /// has nothing in its leaves to free but the leaves themselves: they
+    /// are freed from their parents' records, unread, so freeing it reads
+    /// only its branch pages. A counter that is wrong (damage) can only
+    /// leave blob pages unfreed, which `check` reports; nothing is freed
+    /// twice.
     pub(crate) fn free_tree(&mut self, tree: &TreeState) -> Result<()> {
         *self.finger = Finger::default();
         if tree.root.is_empty() {
             return Ok(());
         }
         check_root(tree.root)?;
-        self.free_subtree(tree.root.pgno, tree.root.txn, tree.root.depth)
+        let read_leaves = tree.overflow_pages != 0;
+        if tree.root.depth == 1 && !read_leaves {
+            self.free_page(tree.root.pgno, tree.root.txn);
+            return Ok(());
+        }
+        self.free_subtree(tree.root.pgno, tree.root.txn, tree.root.depth, read_leaves)
     }
 
-    fn free_subtree(&mut self, pgno: u64, txn: u64, level: u32) -> Result<()> {
+    fn free_subtree(&mut self, pgno: u64, txn: u64, level: u32, read_leaves: bool) -> Result<()> {
         let src = self.source();
         let node = node_at(&src, pgno, txn, level)?;
         let mut refs = Vec::with_capacity(node.count);
@@ -652,8 +663,10 @@ impl<'a> TreeWriter<'a> {
         for (p, t) in refs {
             if is_leaf {
                 self.free_blob(p, t)?;
+            } else if level == 2 && !read_leaves {
+                self.free_page(p, t);
             } else {
-                self.free_subtree(p, t, level - 1)?;
+                self.free_subtree(p, t, level - 1, read_leaves)?;
             }
         }
         self.free_page(pgno, txn);
