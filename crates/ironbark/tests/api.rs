@@ -288,11 +288,10 @@ fn pop_insert_and_get_or_insert_agree_with_model() {
             1 => assert_eq!(tx.pop_last(&t).unwrap(), model.pop_last(), "op {i}"),
             2 | 3 => {
                 let v = random_value(&mut rng);
-                let had = model.get(&k).cloned();
-                let got = tx.get_or_insert(&t, &k, &v).unwrap().to_vec();
-                let want = model.entry(k).or_insert(v).clone();
-                assert_eq!(got, want, "op {i}");
-                assert_eq!(had.is_some(), got != want || had.as_ref() == Some(&got));
+                // The value already there, or else the one given.
+                let want = model.get(&k).cloned().unwrap_or_else(|| v.clone());
+                assert_eq!(tx.get_or_insert(&t, &k, &v).unwrap(), &want[..], "op {i}");
+                model.entry(k).or_insert(v);
             }
             _ => {
                 let v = random_value(&mut rng);
@@ -405,6 +404,7 @@ fn clear_in_a_mixed_transaction_survives_a_crash() {
     // has no operation for, so it must have been written to the file.
     let db_dir = temp_db("mixed.ib");
     let crashed = db_dir.dir.path().join("crashed.ib");
+    let big_entries;
     {
         let db = open_small(&db_dir.path);
         let mut tx = db.begin_write().unwrap();
@@ -437,6 +437,27 @@ fn clear_in_a_mixed_transaction_survives_a_crash() {
             Some((b"h".to_vec(), b"5".to_vec()))
         );
         tx.commit().unwrap();
+        // A range across many leaves of a larger tree, removed a leaf at a
+        // time (and, being small, logged as its deletes).
+        let mut tx = db.begin_write().unwrap();
+        let big = tx.open_tree("big").unwrap();
+        fill(&mut tx, &big, 3000, 9, false);
+        tx.commit().unwrap();
+        let logged_before = db.stats().unwrap().counters.logged_commits;
+        let mut tx = db.begin_write().unwrap();
+        let lo = 0x4000_0000u32.to_be_bytes();
+        let hi = 0x4800_0000u32.to_be_bytes();
+        let removed = tx.delete_range(&big, lo.as_slice()..hi.as_slice()).unwrap();
+        assert!(removed > 50, "removed {removed}");
+        tx.commit().unwrap();
+        assert_eq!(
+            db.stats().unwrap().counters.logged_commits,
+            logged_before + 1
+        );
+        let rx = db.begin_read().unwrap();
+        big_entries = collect(rx.iter(&big).unwrap());
+        assert_eq!(big_entries.len() as u64, 3000 - removed);
+        drop(rx);
         Images::read(&db_dir.path).write(&crashed);
     }
     for path in [&crashed, &db_dir.path] {
@@ -452,8 +473,52 @@ fn clear_in_a_mixed_transaction_survives_a_crash() {
             "{}",
             path.display()
         );
+        let big = rx.tree("big").unwrap();
+        assert_eq!(collect(rx.iter(&big).unwrap()), big_entries);
         db.check().unwrap();
     }
+}
+
+#[test]
+fn clear_commits_pages_and_small_removals_stay_logged() {
+    let db_dir = temp_db("logging.ib");
+    let db = open_small(&db_dir.path);
+    let logged = |db: &Database| db.stats().unwrap().counters.logged_commits;
+    let mut tx = db.begin_write().unwrap();
+    let small = tx.open_tree("small").unwrap();
+    let big = tx.open_tree("big").unwrap();
+    fill(&mut tx, &big, 2000, 7, false);
+    tx.commit().unwrap();
+    let mut tx = db.begin_write().unwrap();
+    for k in [b"a", b"b", b"c"] {
+        tx.put(&small, k, b"v").unwrap();
+    }
+    tx.commit().unwrap();
+    let before = logged(&db);
+    // All of a one-leaf tree: three deletes, logged (beside a put, so
+    // that the commit has a page to weigh its record against).
+    let mut tx = db.begin_write().unwrap();
+    assert_eq!(
+        tx.delete_range::<std::ops::RangeFull>(&small, ..).unwrap(),
+        3
+    );
+    tx.put(&big, b"extra", b"1").unwrap();
+    tx.commit().unwrap();
+    assert_eq!(logged(&db), before + 1, "the small removal was not logged");
+    // A clear is a commit of pages, whatever else the transaction did.
+    let mut tx = db.begin_write().unwrap();
+    tx.put(&small, b"x", b"y").unwrap();
+    assert_eq!(tx.delete_range(&big, b"".as_slice()..).unwrap(), 2001);
+    tx.commit().unwrap();
+    assert_eq!(logged(&db), before + 1, "the clear was logged");
+    let rx = db.begin_read().unwrap();
+    assert!(rx.is_empty(&big).unwrap());
+    assert_eq!(
+        collect(rx.iter(&small).unwrap()),
+        [(b"x".to_vec(), b"y".to_vec())]
+    );
+    drop(rx);
+    db.check().unwrap();
 }
 
 #[test]

@@ -11,8 +11,9 @@
 //! and `delete` (`insert`, `get_or_insert`, `pop_first`, `pop_last`,
 //! `delete_range`, `retain`) reach the redo log as the puts and deletes
 //! they make. `clear` frees a tree's pages without a delete per key, which
-//! no redo operation expresses: a transaction that clears a tree stops
-//! recording and commits by writing its pages to the file.
+//! no redo operation expresses: a transaction that clears a tree (or
+//! `delete_range`s all of a tree of more than one leaf) stops recording
+//! and commits by writing its pages to the file.
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
@@ -677,9 +678,11 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Removes the entries with keys in `range` and returns how many.
-    /// A range that holds every entry of the tree is a [`WriteTxn::clear`];
-    /// any other is removed key by key (each removal a descent: O(k log n)
-    /// for k keys), reading the keys in batches so that memory stays small.
+    /// A range that holds every entry of a tree of more than one leaf is a
+    /// [`WriteTxn::clear`] (one visit per page); any other is removed a
+    /// leaf at a time: a lookup, one copy of the path and one rebalancing
+    /// per leaf it touches, not per key. An empty or inverted range
+    /// removes nothing.
     ///
     /// ```
     /// # fn main() -> ironbark::Result<()> {
@@ -702,15 +705,55 @@ impl<'db> WriteTxn<'db> {
     ) -> Result<u64> {
         let lower = copied(range.start_bound()).map(<[u8]>::to_vec);
         let upper = copied(range.end_bound()).map(<[u8]>::to_vec);
-        if self.covers_tree(tree, as_slice(&lower), as_slice(&upper))? {
+        // A clear is a commit of pages (the log has no clear): worth it
+        // for a tree of more than one leaf, not for a leaf's worth of
+        // deletes, which stay logged.
+        if self.root(tree)?.depth > 1
+            && self.covers_tree(tree, as_slice(&lower), as_slice(&upper))?
+        {
             return self.clear(tree);
         }
-        self.remove_where(tree, lower, upper, |_, _| true)
+        let i = self.index_of(tree)?;
+        let mut from = lower;
+        let mut removed = 0;
+        loop {
+            // The first key left in range starts the next run; the run
+            // removes it and the keys after it in its leaf, so the scan
+            // resumes after it.
+            let start = match self
+                .range(tree, (as_slice(&from), as_slice(&upper)))?
+                .next()
+            {
+                None => return Ok(removed),
+                Some(entry) => entry?.0.to_vec(),
+            };
+            let mut state = self.catalog.trees[i].state;
+            let (logging, redo, id) = (self.logging, &mut self.redo, tree.id);
+            let result = TreeWriter {
+                base: &self.base.source,
+                dirty: &mut self.dirty,
+                freed: &mut self.freed,
+                finger: &mut self.finger,
+                limits: self.shared.limits,
+            }
+            .delete_run(&mut state, &start, as_slice(&upper), |key| {
+                if logging {
+                    redo::delete(redo, id, key);
+                }
+            });
+            self.catalog.trees[i].state = state;
+            self.changed = true;
+            removed += self.note_failure(result)?;
+            if self.logging {
+                self.check_log_size();
+            }
+            from = Bound::Excluded(start);
+        }
     }
 
-    /// Keeps only the entries for which `keep(key, value)` is true, in key
-    /// order, and returns how many it removed. Every entry is read once;
-    /// each removal is a delete (a descent).
+    /// Keeps only the entries for which `keep(key, value)` is true (asked
+    /// in key order) and returns how many it removed. Every entry is read
+    /// once; each removal is a delete (a descent).
     ///
     /// ```
     /// # fn main() -> ironbark::Result<()> {
@@ -731,7 +774,39 @@ impl<'db> WriteTxn<'db> {
         tree: &Tree,
         mut keep: F,
     ) -> Result<u64> {
-        self.remove_where(tree, Bound::Unbounded, Bound::Unbounded, |k, v| !keep(k, v))
+        // The entries borrow the pages the deletes change, so they are
+        // read in batches: up to `BATCH` entries looked at, the keys to
+        // remove copied out and removed, and the scan resumed after the
+        // last key looked at.
+        const BATCH: usize = 1024;
+        let mut from = Bound::Unbounded;
+        let mut doomed: Vec<Vec<u8>> = Vec::new();
+        let mut removed = 0;
+        loop {
+            doomed.clear();
+            let mut seen = 0;
+            let mut last_seen = None;
+            for entry in self.range(tree, (as_slice(&from), Bound::Unbounded))? {
+                let (key, value) = entry?;
+                if !keep(key, value) {
+                    doomed.push(key.to_vec());
+                }
+                seen += 1;
+                if seen == BATCH {
+                    last_seen = Some(key.to_vec());
+                    break;
+                }
+            }
+            for key in &doomed {
+                if self.delete(tree, key)? {
+                    removed += 1;
+                }
+            }
+            match last_seen {
+                Some(key) => from = Bound::Excluded(key),
+                None => return Ok(removed),
+            }
+        }
     }
 
     /// Whether `lower..upper` holds every key of `tree` (two lookups).
@@ -753,49 +828,6 @@ impl<'db> WriteTxn<'db> {
             Bound::Excluded(u) => last < u,
         };
         Ok(from_start && to_end)
-    }
-
-    /// Removes the entries in `lower..upper` for which `remove` is true.
-    /// The entries borrow the pages the deletes change, so they are read
-    /// in batches: up to `BATCH` entries looked at, the keys to remove
-    /// copied out, removed, and the scan resumed after the last key looked
-    /// at.
-    fn remove_where(
-        &mut self,
-        tree: &Tree,
-        lower: Bound<Vec<u8>>,
-        upper: Bound<Vec<u8>>,
-        mut remove: impl FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<u64> {
-        const BATCH: usize = 1024;
-        let mut from = lower;
-        let mut doomed: Vec<Vec<u8>> = Vec::new();
-        let mut removed = 0;
-        loop {
-            doomed.clear();
-            let mut seen = 0;
-            let mut last_seen = None;
-            for entry in self.range(tree, (as_slice(&from), as_slice(&upper)))? {
-                let (key, value) = entry?;
-                if remove(key, value) {
-                    doomed.push(key.to_vec());
-                }
-                seen += 1;
-                if seen == BATCH {
-                    last_seen = Some(key.to_vec());
-                    break;
-                }
-            }
-            for key in &doomed {
-                if self.delete(tree, key)? {
-                    removed += 1;
-                }
-            }
-            match last_seen {
-                Some(key) => from = Bound::Excluded(key),
-                None => return Ok(removed),
-            }
-        }
     }
 
     /// Commits: when it returns `Ok`, readers that begin see the changes,
