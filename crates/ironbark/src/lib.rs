@@ -34,11 +34,38 @@
 //! # Platform
 //!
 //! Linux only (kernel 3.15 or later), on any architecture Rust supports
-//! there. Processes sharing a database coordinate through Linux
-//! open-file-description locks (`F_OFD_SETLK`) and find dead readers
-//! through `/proc`; files are created with `O_TMPFILE` where the filesystem
-//! has it. On other systems the crate does not build (a compile error says
-//! so).
+//! there: the crate is built and tested on Linux alone, and on other
+//! systems it does not build (a compile error says so). What it relies on:
+//!
+//! - `fdatasync` (through `File::sync_data`) to make a commit durable, and
+//!   `sync_file_range` to start writeback early under
+//!   [`Durability::None`], so that the sync it defers finds its work mostly
+//!   done;
+//! - open-file-description locks (`F_OFD_SETLK`, `F_OFD_GETLK`), which
+//!   belong to an open file rather than a process, for the write lock and
+//!   for telling live processes from dead ones;
+//! - `/proc/<pid>/stat` to find the reader slots of dead processes (a pid
+//!   and its start time, so a recycled pid is not mistaken for the reader);
+//! - `O_TMPFILE` with `linkat` (where the filesystem has it) to make a new
+//!   file appear whole under its name, and `MAP_NORESERVE` for the arena of
+//!   logged commits.
+//!
+//! # The API at a glance
+//!
+//! Both kinds of transaction read the same way: [`ReadTxn::get`],
+//! [`ReadTxn::contains_key`], [`ReadTxn::first`] and [`ReadTxn::last`], the
+//! nearest-key lookups [`ReadTxn::get_ge`], [`ReadTxn::get_gt`],
+//! [`ReadTxn::get_le`] and [`ReadTxn::get_lt`], and the iterators
+//! [`ReadTxn::range`], [`ReadTxn::prefix`] and [`ReadTxn::iter`] (all on
+//! [`WriteTxn`] too, seeing its own uncommitted changes). The entries of a
+//! lookup or a prefix scan borrow the transaction, not the key or prefix
+//! passed in. [`WriteTxn`] adds
+//! [`WriteTxn::put`], [`WriteTxn::insert`] (returning the old value),
+//! [`WriteTxn::get_or_insert`], [`WriteTxn::delete`],
+//! [`WriteTxn::pop_first`], [`WriteTxn::pop_last`], and the bulk removals
+//! [`WriteTxn::clear`] (one visit per page, the tree and its handles
+//! staying), [`WriteTxn::delete_range`] and [`WriteTxn::retain`]. A
+//! [`Tree`] handle is `Hash + Ord`, so it can key a map.
 
 #![warn(missing_docs)]
 

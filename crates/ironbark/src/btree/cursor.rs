@@ -1,4 +1,7 @@
-//! Cursors and range iteration, in both directions.
+//! Cursors and what is built on them: range and prefix iteration, in both
+//! directions, and the lookups of an edge (first, last) or of the nearest
+//! key to a given one. Both kinds of transaction call these with their own
+//! page source, so a lookup has one implementation.
 //!
 //! A cursor is a fixed-size stack of (page, slot) frames from the root to a
 //! leaf: stepping allocates nothing, takes no lock and makes no system call.
@@ -294,9 +297,10 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// An iterator over the entries of a tree within key bounds, in key order,
-/// or in reverse with `.rev()`. Yields `Result` because each step reads
-/// pages that are checked as they are read.
+/// An iterator over the entries of a tree within key bounds (`range`) or
+/// under a key prefix (`prefix`), in key order, or in reverse with
+/// `.rev()`. Yields `Result` because each step reads pages that are
+/// checked as they are read.
 pub struct Range<'a> {
     front: Cursor<'a>,
     back: Cursor<'a>,
@@ -306,6 +310,9 @@ pub struct Range<'a> {
     back_started: bool,
     last_front: Option<&'a [u8]>,
     last_back: Option<&'a [u8]>,
+    /// For a prefix scan: the prefix every key must start with, owned so
+    /// that the entries borrow only the source, never the caller's prefix.
+    prefix: Option<Box<[u8]>>,
     done: bool,
 }
 
@@ -326,8 +333,18 @@ impl<'a> Range<'a> {
             back_started: false,
             last_front: None,
             last_back: None,
+            prefix: None,
             done: false,
         }
+    }
+
+    /// The entries whose keys start with `prefix`. The empty prefix is
+    /// every key; a prefix of 0xff bytes has no successor key, so its scan
+    /// runs to the end of the tree (see `prefix_end`).
+    pub(crate) fn prefix(src: &'a dyn PageSource, root: Root, prefix: &[u8]) -> Range<'a> {
+        let mut range = Range::new(src, root, Bound::Unbounded, Bound::Unbounded);
+        range.prefix = Some(prefix.into());
+        range
     }
 
     /// This range, reading through verified cursors (see the module doc).
@@ -338,7 +355,14 @@ impl<'a> Range<'a> {
         self
     }
 
+    fn within_prefix(&self, key: &[u8]) -> bool {
+        self.prefix.as_deref().is_none_or(|p| key.starts_with(p))
+    }
+
     fn below_upper(&self, key: &[u8]) -> bool {
+        if !self.within_prefix(key) {
+            return false;
+        }
         match self.upper {
             Bound::Included(u) => key <= u,
             Bound::Excluded(u) => key < u,
@@ -347,6 +371,9 @@ impl<'a> Range<'a> {
     }
 
     fn above_lower(&self, key: &[u8]) -> bool {
+        if !self.within_prefix(key) {
+            return false;
+        }
         match self.lower {
             Bound::Included(l) => key >= l,
             Bound::Excluded(l) => key > l,
@@ -357,13 +384,19 @@ impl<'a> Range<'a> {
     fn advance_front(&mut self) -> Result<Option<(&'a [u8], &'a [u8])>> {
         if !self.front_started {
             self.front_started = true;
-            match self.lower {
-                Bound::Unbounded => self.front.seek_first()?,
-                Bound::Included(k) => self.front.seek_ge(k)?,
-                Bound::Excluded(k) => {
-                    self.front.seek_ge(k)?;
-                    if self.front.is_valid() && self.front.key()? == k {
-                        self.front.step_forward()?;
+            if let Some(p) = &self.prefix {
+                // Keys starting with `p` are the keys `>= p` up to the
+                // first one that does not (checked in `below_upper`).
+                self.front.seek_ge(p)?;
+            } else {
+                match self.lower {
+                    Bound::Unbounded => self.front.seek_first()?,
+                    Bound::Included(k) => self.front.seek_ge(k)?,
+                    Bound::Excluded(k) => {
+                        self.front.seek_ge(k)?;
+                        if self.front.is_valid() && self.front.key()? == k {
+                            self.front.step_forward()?;
+                        }
                     }
                 }
             }
@@ -384,13 +417,27 @@ impl<'a> Range<'a> {
     fn advance_back(&mut self) -> Result<Option<(&'a [u8], &'a [u8])>> {
         if !self.back_started {
             self.back_started = true;
-            match self.upper {
-                Bound::Unbounded => self.back.seek_last()?,
-                Bound::Included(k) => self.back.seek_le(k)?,
-                Bound::Excluded(k) => {
-                    self.back.seek_le(k)?;
-                    if self.back.is_valid() && self.back.key()? == k {
-                        self.back.step_back()?;
+            if let Some(p) = &self.prefix {
+                // The last key starting with `p` is the last one below its
+                // successor, or the last key of all if it has none.
+                match prefix_end(p) {
+                    Some(end) => {
+                        self.back.seek_le(&end)?;
+                        if self.back.is_valid() && self.back.key()? == &end[..] {
+                            self.back.step_back()?;
+                        }
+                    }
+                    None => self.back.seek_last()?,
+                }
+            } else {
+                match self.upper {
+                    Bound::Unbounded => self.back.seek_last()?,
+                    Bound::Included(k) => self.back.seek_le(k)?,
+                    Bound::Excluded(k) => {
+                        self.back.seek_le(k)?;
+                        if self.back.is_valid() && self.back.key()? == k {
+                            self.back.step_back()?;
+                        }
                     }
                 }
             }
@@ -445,5 +492,92 @@ impl DoubleEndedIterator for Range<'_> {
         }
         let r = self.advance_back();
         self.finish(r)
+    }
+}
+
+/// The smallest key greater than every key that starts with `prefix`: the
+/// prefix without its trailing 0xff bytes, its last byte incremented.
+/// `None` when there is none (the prefix is empty or all 0xff bytes): then
+/// every key from the prefix on starts with it, up to the end of the tree.
+pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let keep = prefix.iter().rposition(|&b| b != 0xff)?;
+    let mut end = prefix[..=keep].to_vec();
+    end[keep] += 1;
+    Some(end)
+}
+
+/// Which entry a nearest-key lookup wants, relative to its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Nearest {
+    AtOrAfter,
+    After,
+    AtOrBefore,
+    Before,
+}
+
+/// A key and its value, borrowed from the page source.
+pub(crate) type Entry<'a> = (&'a [u8], &'a [u8]);
+
+/// The first entry of a tree (the last with `last`). The lookups of both
+/// kinds of transaction share this and `nearest`, as they share
+/// `search::get` and `Range`.
+pub(crate) fn edge<'a>(
+    src: &'a dyn PageSource,
+    root: Root,
+    last: bool,
+) -> Result<Option<Entry<'a>>> {
+    let mut cursor = Cursor::new(src, root);
+    if last {
+        cursor.seek_last()?;
+    } else {
+        cursor.seek_first()?;
+    }
+    current(&cursor)
+}
+
+/// The entry nearest to `key` in the direction `how` asks for.
+pub(crate) fn nearest<'a>(
+    src: &'a dyn PageSource,
+    root: Root,
+    key: &[u8],
+    how: Nearest,
+) -> Result<Option<Entry<'a>>> {
+    let mut cursor = Cursor::new(src, root);
+    match how {
+        Nearest::AtOrAfter | Nearest::After => {
+            cursor.seek_ge(key)?;
+            if how == Nearest::After && cursor.is_valid() && cursor.key()? == key {
+                cursor.step_forward()?;
+            }
+        }
+        Nearest::AtOrBefore | Nearest::Before => {
+            cursor.seek_le(key)?;
+            if how == Nearest::Before && cursor.is_valid() && cursor.key()? == key {
+                cursor.step_back()?;
+            }
+        }
+    }
+    current(&cursor)
+}
+
+fn current<'a>(cursor: &Cursor<'a>) -> Result<Option<Entry<'a>>> {
+    if cursor.is_valid() {
+        cursor.entry().map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_end;
+
+    #[test]
+    fn prefix_end_is_the_successor() {
+        assert_eq!(prefix_end(b""), None);
+        assert_eq!(prefix_end(&[0xff, 0xff]), None);
+        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_end(&[b'a', 0xff]), Some(b"b".to_vec()));
+        assert_eq!(prefix_end(&[0, 0xfe, 0xff]), Some(vec![0, 0xff]));
     }
 }

@@ -92,6 +92,14 @@ pub(crate) fn get<'a, S: PageSource + ?Sized>(
     }
 }
 
+/// Whether the tree holds `key`: `get` without reading the value.
+pub(crate) fn contains<S: PageSource + ?Sized>(src: &S, root: Root, key: &[u8]) -> Result<bool> {
+    if root.is_empty() {
+        return Ok(false);
+    }
+    Ok(find_leaf(src, root, key)?.search_leaf(key)?.is_ok())
+}
+
 /// The bytes of a leaf value, following an overflow reference.
 #[inline]
 pub(crate) fn resolve_value<'a, S: PageSource + ?Sized>(

@@ -1,11 +1,14 @@
-//! Mutations of the write path: insert with split, delete with merge, and
-//! freeing a whole tree. Copy-on-write: a committed page is never changed;
-//! the first change to it copies it into a dirty page with a provisional
-//! number, and the committed page is recorded as freed by this transaction.
+//! Mutations of the write path: insert with split, delete with merge (of
+//! one key, or of a run of keys in one leaf), and freeing a whole tree.
+//! Copy-on-write: a committed page is never changed; the first change to
+//! it copies it into a dirty page with a provisional number, and the
+//! committed page is recorded as freed by this transaction.
 //!
 //! Invariants kept here: after every call the tree satisfies the rules in
 //! `btree`'s module doc; a page is never both dirty and freed; the page and
 //! entry counters in [`TreeState`] match the tree.
+
+use std::ops::Bound;
 
 use crate::btree::page::DIRTY_BIT;
 use crate::btree::page::{
@@ -467,16 +470,34 @@ impl<'a> TreeWriter<'a> {
 
     /// Removes `key`; returns whether it was there.
     pub(crate) fn delete(&mut self, tree: &mut TreeState, key: &[u8]) -> Result<bool> {
+        Ok(self.delete_run(tree, key, Bound::Included(key), |_| {})? == 1)
+    }
+
+    /// Removes, from the leaf that holds `start`, the entries from `start`
+    /// on whose keys are within `upper`, and returns how many: 0, with no
+    /// page copied, if `start` is not in the tree. One descent and one copy
+    /// of the path for the whole run, then the rebalancing of a single
+    /// delete, so that a range is removed a leaf at a time rather than a
+    /// key at a time. Keys in range past the leaf's last one are left for
+    /// the caller's next run. `removed` sees each key before it goes (for
+    /// the redo log).
+    pub(crate) fn delete_run(
+        &mut self,
+        tree: &mut TreeState,
+        start: &[u8],
+        upper: Bound<&[u8]>,
+        mut removed: impl FnMut(&[u8]),
+    ) -> Result<u64> {
         // Merges may free or widen the finger's leaf.
         *self.finger = Finger::default();
         if tree.root.is_empty() {
-            return Ok(false);
+            return Ok(0);
         }
         // Look before copying: a miss must not dirty any page.
         let src = self.source();
-        let leaf = find_leaf(&src, tree.root, key)?;
-        if leaf.search_leaf(key)?.is_err() {
-            return Ok(false);
+        let leaf = find_leaf(&src, tree.root, start)?;
+        if leaf.search_leaf(start)?.is_err() {
+            return Ok(0);
         }
         let mut path = [Step::default(); MAX_DEPTH];
         let depth = tree.root.depth as usize;
@@ -486,7 +507,7 @@ impl<'a> TreeWriter<'a> {
         for (d, step) in path.iter_mut().enumerate().take(depth - 1) {
             let level = (depth - d) as u32;
             let node = Node::parse(self.dirty.get(id), id, None)?;
-            let slot = node.search_branch(key)?;
+            let slot = node.search_branch(start)?;
             let (child, child_txn) = node.child(slot)?;
             let child_sum = node.child_sum(slot)?;
             let child_id = self.touch(child, child_txn, child_sum, level - 1)?;
@@ -496,15 +517,31 @@ impl<'a> TreeWriter<'a> {
             *step = Step { page: id, slot };
             id = child_id;
         }
-        let leaf = Node::parse(self.dirty.get(id), id, None)?;
-        let slot = leaf
-            .search_leaf(key)?
+        let first = Node::parse(self.dirty.get(id), id, None)?
+            .search_leaf(start)?
             .expect("key found before copying the path");
-        if let (_, LeafValue::Overflow { pgno, txn, .. }) = leaf.leaf_entry(slot)? {
-            tree.overflow_pages -= self.free_blob(pgno, txn)?;
+        // The run's blobs are freed as it is read; its cells go after.
+        let mut end = first;
+        loop {
+            let leaf = Node::parse(self.dirty.get(id), id, None)?;
+            if end == leaf.count {
+                break;
+            }
+            let (key, value) = leaf.leaf_entry(end)?;
+            if !within(key, upper) {
+                break;
+            }
+            removed(key);
+            if let LeafValue::Overflow { pgno, txn, .. } = value {
+                tree.overflow_pages -= self.free_blob(pgno, txn)?;
+            }
+            end += 1;
         }
-        remove_cell(self.dirty.get_mut(id), slot);
-        tree.entries -= 1;
+        for _ in first..end {
+            remove_cell(self.dirty.get_mut(id), first);
+        }
+        let count = (end - first) as u64;
+        tree.entries -= count;
         // Rebalance upwards: merge an underfull page into a sibling.
         let mut child = id;
         for d in (0..depth - 1).rev() {
@@ -516,7 +553,7 @@ impl<'a> TreeWriter<'a> {
             child = parent.page;
         }
         self.shrink_root(tree)?;
-        Ok(true)
+        Ok(count)
     }
 
     /// If dirty page `child` (at `parent.slot`) is less than a quarter full
@@ -625,17 +662,28 @@ impl<'a> TreeWriter<'a> {
         }
     }
 
-    /// Frees every page of a tree (for dropping it).
+    /// Frees every page of a tree (for dropping or clearing it), one visit
+    /// per page read. A tree with no overflow values (its counter says so)
+    /// has nothing in its leaves to free but the leaves themselves: they
+    /// are freed from their parents' records, unread, so freeing it reads
+    /// only its branch pages. A counter that is wrong (damage) can only
+    /// leave blob pages unfreed, which `check` reports; nothing is freed
+    /// twice.
     pub(crate) fn free_tree(&mut self, tree: &TreeState) -> Result<()> {
         *self.finger = Finger::default();
         if tree.root.is_empty() {
             return Ok(());
         }
         check_root(tree.root)?;
-        self.free_subtree(tree.root.pgno, tree.root.txn, tree.root.depth)
+        let read_leaves = tree.overflow_pages != 0;
+        if tree.root.depth == 1 && !read_leaves {
+            self.free_page(tree.root.pgno, tree.root.txn);
+            return Ok(());
+        }
+        self.free_subtree(tree.root.pgno, tree.root.txn, tree.root.depth, read_leaves)
     }
 
-    fn free_subtree(&mut self, pgno: u64, txn: u64, level: u32) -> Result<()> {
+    fn free_subtree(&mut self, pgno: u64, txn: u64, level: u32, read_leaves: bool) -> Result<()> {
         let src = self.source();
         let node = node_at(&src, pgno, txn, level)?;
         let mut refs = Vec::with_capacity(node.count);
@@ -652,12 +700,23 @@ impl<'a> TreeWriter<'a> {
         for (p, t) in refs {
             if is_leaf {
                 self.free_blob(p, t)?;
+            } else if level == 2 && !read_leaves {
+                self.free_page(p, t);
             } else {
-                self.free_subtree(p, t, level - 1)?;
+                self.free_subtree(p, t, level - 1, read_leaves)?;
             }
         }
         self.free_page(pgno, txn);
         Ok(())
+    }
+}
+
+/// Whether `key` is within the upper bound `upper`.
+fn within(key: &[u8], upper: Bound<&[u8]>) -> bool {
+    match upper {
+        Bound::Included(u) => compare_keys(key, u).is_le(),
+        Bound::Excluded(u) => compare_keys(key, u).is_lt(),
+        Bound::Unbounded => true,
     }
 }
 

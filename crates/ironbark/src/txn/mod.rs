@@ -29,13 +29,30 @@ use crate::error::{Error, Result};
 /// [`Error::TreeDropped`] (in the dropping transaction) or
 /// [`Error::StaleTree`] (later, even if a tree of the same name was
 /// created since).
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Handles compare equal when they name the same tree of the same
+/// database; they hash accordingly (as map keys) and order by name, then
+/// by creation (a later tree of the same name sorts after), then by
+/// database.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Tree {
     pub(crate) id: u64,
     pub(crate) name: Arc<str>,
     /// The database it came from (`db::Shared::db_id`), so that one compare
     /// tells a foreign handle apart.
     pub(crate) db: u64,
+}
+
+impl Ord for Tree {
+    fn cmp(&self, other: &Tree) -> std::cmp::Ordering {
+        (&self.name, self.id, self.db).cmp(&(&other.name, other.id, other.db))
+    }
+}
+
+impl PartialOrd for Tree {
+    fn partial_cmp(&self, other: &Tree) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl Tree {

@@ -1,18 +1,20 @@
 //! Read transactions: a registered snapshot. Lookups and cursors borrow the
 //! memory map for the life of the transaction: zero-copy, no allocation, no
-//! lock, no system call.
+//! lock, no system call (a prefix scan copies its prefix, once, so that
+//! its entries borrow only the transaction).
 //!
-//! Two kinds of reads: fast ones (`get`, `range`, `iter`), which check the
-//! structure of every page they read but not its checksum, and verified
-//! ones for bulk readers (`range_verified`, `iter_verified`,
-//! `copy_to_verified`, `compact_to`), which check every page's checksum
-//! against its parent's record before trusting it, so that a copy or a dump
-//! never carries damage on as if it were data.
+//! Two kinds of reads: fast ones (`get` and the other lookups, `range`,
+//! `prefix`, `iter`), which check the structure of every page they read
+//! but not its checksum, and verified ones for bulk readers
+//! (`range_verified`, `iter_verified`, `copy_to_verified`, `compact_to`),
+//! which check every page's checksum against its parent's record before
+//! trusting it, so that a copy or a dump never carries damage on as if it
+//! were data.
 
 use std::ops::RangeBounds;
 use std::sync::Arc;
 
-use crate::btree::cursor::Range;
+use crate::btree::cursor::{edge, nearest, Nearest, Range};
 use crate::btree::search::{self, Root};
 use crate::catalog::TreeEntry;
 use crate::check::verify_trees;
@@ -202,6 +204,201 @@ impl ReadTxn {
     /// All entries of `tree`, in key order.
     pub fn iter<'a>(&'a self, tree: &Tree) -> Result<Range<'a>> {
         self.range::<std::ops::RangeFull>(tree, ..)
+    }
+
+    /// The entry with the smallest key, or `None` if `tree` is empty.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # for (k, v) in [(&b"a"[..], &b"1"[..]), (b"c", b"3"), (b"e", b"5")] { tx.put(&t, k, v)?; }
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// let t = rx.tree("t")?; // holds a: 1, c: 3, e: 5
+    /// assert_eq!(rx.first(&t)?, Some((&b"a"[..], &b"1"[..])));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn first(&self, tree: &Tree) -> Result<Option<(&[u8], &[u8])>> {
+        edge(&self.snapshot.source, self.root(tree)?, false)
+    }
+
+    /// The entry with the largest key, or `None` if `tree` is empty.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # for (k, v) in [(&b"a"[..], &b"1"[..]), (b"c", b"3"), (b"e", b"5")] { tx.put(&t, k, v)?; }
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// let t = rx.tree("t")?; // holds a: 1, c: 3, e: 5
+    /// assert_eq!(rx.last(&t)?, Some((&b"e"[..], &b"5"[..])));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn last(&self, tree: &Tree) -> Result<Option<(&[u8], &[u8])>> {
+        edge(&self.snapshot.source, self.root(tree)?, true)
+    }
+
+    /// The entry with the smallest key `>= key`.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # for (k, v) in [(&b"a"[..], &b"1"[..]), (b"c", b"3"), (b"e", b"5")] { tx.put(&t, k, v)?; }
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// let t = rx.tree("t")?; // holds a: 1, c: 3, e: 5
+    /// assert_eq!(rx.get_ge(&t, b"c")?, Some((&b"c"[..], &b"3"[..])));
+    /// assert_eq!(rx.get_ge(&t, b"d")?, Some((&b"e"[..], &b"5"[..])));
+    /// assert_eq!(rx.get_ge(&t, b"f")?, None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn get_ge(&self, tree: &Tree, key: &[u8]) -> Result<Option<(&[u8], &[u8])>> {
+        nearest(
+            &self.snapshot.source,
+            self.root(tree)?,
+            key,
+            Nearest::AtOrAfter,
+        )
+    }
+
+    /// The entry with the smallest key `> key`.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # for (k, v) in [(&b"a"[..], &b"1"[..]), (b"c", b"3"), (b"e", b"5")] { tx.put(&t, k, v)?; }
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// let t = rx.tree("t")?; // holds a: 1, c: 3, e: 5
+    /// assert_eq!(rx.get_gt(&t, b"c")?, Some((&b"e"[..], &b"5"[..])));
+    /// assert_eq!(rx.get_gt(&t, b"e")?, None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn get_gt(&self, tree: &Tree, key: &[u8]) -> Result<Option<(&[u8], &[u8])>> {
+        nearest(&self.snapshot.source, self.root(tree)?, key, Nearest::After)
+    }
+
+    /// The entry with the largest key `<= key`.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # for (k, v) in [(&b"a"[..], &b"1"[..]), (b"c", b"3"), (b"e", b"5")] { tx.put(&t, k, v)?; }
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// let t = rx.tree("t")?; // holds a: 1, c: 3, e: 5
+    /// assert_eq!(rx.get_le(&t, b"c")?, Some((&b"c"[..], &b"3"[..])));
+    /// assert_eq!(rx.get_le(&t, b"b")?, Some((&b"a"[..], &b"1"[..])));
+    /// assert_eq!(rx.get_le(&t, b"")?, None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn get_le(&self, tree: &Tree, key: &[u8]) -> Result<Option<(&[u8], &[u8])>> {
+        nearest(
+            &self.snapshot.source,
+            self.root(tree)?,
+            key,
+            Nearest::AtOrBefore,
+        )
+    }
+
+    /// The entry with the largest key `< key`.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # for (k, v) in [(&b"a"[..], &b"1"[..]), (b"c", b"3"), (b"e", b"5")] { tx.put(&t, k, v)?; }
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// let t = rx.tree("t")?; // holds a: 1, c: 3, e: 5
+    /// assert_eq!(rx.get_lt(&t, b"c")?, Some((&b"a"[..], &b"1"[..])));
+    /// assert_eq!(rx.get_lt(&t, b"a")?, None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn get_lt(&self, tree: &Tree, key: &[u8]) -> Result<Option<(&[u8], &[u8])>> {
+        nearest(
+            &self.snapshot.source,
+            self.root(tree)?,
+            key,
+            Nearest::Before,
+        )
+    }
+
+    /// Whether `tree` holds `key` (no value is read: an overflow value's
+    /// pages are not touched).
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # for (k, v) in [(&b"a"[..], &b"1"[..]), (b"c", b"3"), (b"e", b"5")] { tx.put(&t, k, v)?; }
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// let t = rx.tree("t")?; // holds a: 1, c: 3, e: 5
+    /// assert!(rx.contains_key(&t, b"c")?);
+    /// assert!(!rx.contains_key(&t, b"d")?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn contains_key(&self, tree: &Tree, key: &[u8]) -> Result<bool> {
+        search::contains(&self.snapshot.source, self.root(tree)?, key)
+    }
+
+    /// The entries whose keys start with `prefix`, in key order (`.rev()`
+    /// for reverse): the same iterator as `range`. The empty prefix is every
+    /// key; a prefix of 0xff bytes runs to the end of the tree. The entries
+    /// borrow the transaction, not `prefix` (which is copied, once).
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # for (k, v) in [(&b"a"[..], &b"1"[..]), (b"c", b"3"), (b"e", b"5")] { tx.put(&t, k, v)?; }
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// let t = rx.tree("t")?; // holds a: 1, c: 3, e: 5
+    /// let keys: Vec<&[u8]> = rx
+    ///     .prefix(&t, b"c")?
+    ///     .map(|e| e.map(|(k, _)| k))
+    ///     .collect::<ironbark::Result<_>>()?;
+    /// assert_eq!(keys, [&b"c"[..]]);
+    /// assert_eq!(rx.prefix(&t, b"")?.rev().count(), 3);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn prefix(&self, tree: &Tree, prefix: &[u8]) -> Result<Range<'_>> {
+        Ok(Range::prefix(
+            &self.snapshot.source,
+            self.root(tree)?,
+            prefix,
+        ))
     }
 
     /// Like [`ReadTxn::range`], but every page is verified before it is

@@ -5,12 +5,21 @@
 //! Invariant: while a `WriteTxn` lives it holds the write lock (this
 //! process's writer mutex and the cross-process lock), so the free-space map
 //! and the dirty pages belong to it alone.
+//!
+//! Its reads are a `ReadTxn`'s (the same functions of `btree::search` and
+//! `btree::cursor`), over its own pages. The conveniences built on `put`
+//! and `delete` (`insert`, `get_or_insert`, `pop_first`, `pop_last`,
+//! `delete_range`, `retain`) reach the redo log as the puts and deletes
+//! they make. `clear` frees a tree's pages without a delete per key, which
+//! no redo operation expresses: a transaction that clears a tree (or
+//! `delete_range`s all of a tree of more than one leaf) stops recording
+//! and commits by writing its pages to the file.
 
-use std::ops::RangeBounds;
+use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
-use crate::btree::cursor::Range;
-use crate::btree::search;
+use crate::btree::cursor::{edge, nearest, Nearest, Range};
+use crate::btree::search::{self, Root};
 use crate::btree::write::{Finger, TreeState, TreeWriter};
 use crate::catalog::{Catalog, TreeEntry};
 use crate::error::{Error, Result};
@@ -322,10 +331,14 @@ impl<'db> WriteTxn<'db> {
         self.note_failure(result)
     }
 
+    /// The root of `tree` as this transaction sees it.
+    fn root(&self, tree: &Tree) -> Result<Root> {
+        Ok(self.catalog.trees[self.index_of(tree)?].state.root)
+    }
+
     /// The value under `key` as this transaction sees it.
     pub fn get(&self, tree: &Tree, key: &[u8]) -> Result<Option<&[u8]>> {
-        let root = self.catalog.trees[self.index_of(tree)?].state.root;
-        search::get(self, root, key)
+        search::get(self, self.root(tree)?, key)
     }
 
     /// The number of entries in `tree`.
@@ -356,6 +369,466 @@ impl<'db> WriteTxn<'db> {
     /// All entries of `tree`, in key order.
     pub fn iter<'a>(&'a self, tree: &Tree) -> Result<Range<'a>> {
         self.range::<std::ops::RangeFull>(tree, ..)
+    }
+
+    /// The entry with the smallest key, or `None` if `tree` is empty.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// for (k, v) in [(&b"a"[..], &b"1"[..]), (b"c", b"3"), (b"e", b"5")] {
+    ///     tx.put(&t, k, v)?;
+    /// }
+    /// assert_eq!(tx.first(&t)?, Some((&b"a"[..], &b"1"[..])));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn first(&self, tree: &Tree) -> Result<Option<(&[u8], &[u8])>> {
+        edge(self, self.root(tree)?, false)
+    }
+
+    /// The entry with the largest key, or `None` if `tree` is empty.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// for (k, v) in [(&b"a"[..], &b"1"[..]), (b"c", b"3"), (b"e", b"5")] {
+    ///     tx.put(&t, k, v)?;
+    /// }
+    /// assert_eq!(tx.last(&t)?, Some((&b"e"[..], &b"5"[..])));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn last(&self, tree: &Tree) -> Result<Option<(&[u8], &[u8])>> {
+        edge(self, self.root(tree)?, true)
+    }
+
+    /// The entry with the smallest key `>= key`.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// for (k, v) in [(&b"a"[..], &b"1"[..]), (b"c", b"3"), (b"e", b"5")] {
+    ///     tx.put(&t, k, v)?;
+    /// }
+    /// assert_eq!(tx.get_ge(&t, b"c")?, Some((&b"c"[..], &b"3"[..])));
+    /// assert_eq!(tx.get_ge(&t, b"d")?, Some((&b"e"[..], &b"5"[..])));
+    /// assert_eq!(tx.get_ge(&t, b"f")?, None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn get_ge(&self, tree: &Tree, key: &[u8]) -> Result<Option<(&[u8], &[u8])>> {
+        nearest(self, self.root(tree)?, key, Nearest::AtOrAfter)
+    }
+
+    /// The entry with the smallest key `> key`.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// for (k, v) in [(&b"a"[..], &b"1"[..]), (b"c", b"3"), (b"e", b"5")] {
+    ///     tx.put(&t, k, v)?;
+    /// }
+    /// assert_eq!(tx.get_gt(&t, b"c")?, Some((&b"e"[..], &b"5"[..])));
+    /// assert_eq!(tx.get_gt(&t, b"e")?, None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn get_gt(&self, tree: &Tree, key: &[u8]) -> Result<Option<(&[u8], &[u8])>> {
+        nearest(self, self.root(tree)?, key, Nearest::After)
+    }
+
+    /// The entry with the largest key `<= key`.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// for (k, v) in [(&b"a"[..], &b"1"[..]), (b"c", b"3"), (b"e", b"5")] {
+    ///     tx.put(&t, k, v)?;
+    /// }
+    /// assert_eq!(tx.get_le(&t, b"c")?, Some((&b"c"[..], &b"3"[..])));
+    /// assert_eq!(tx.get_le(&t, b"b")?, Some((&b"a"[..], &b"1"[..])));
+    /// assert_eq!(tx.get_le(&t, b"")?, None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn get_le(&self, tree: &Tree, key: &[u8]) -> Result<Option<(&[u8], &[u8])>> {
+        nearest(self, self.root(tree)?, key, Nearest::AtOrBefore)
+    }
+
+    /// The entry with the largest key `< key`.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// for (k, v) in [(&b"a"[..], &b"1"[..]), (b"c", b"3"), (b"e", b"5")] {
+    ///     tx.put(&t, k, v)?;
+    /// }
+    /// assert_eq!(tx.get_lt(&t, b"c")?, Some((&b"a"[..], &b"1"[..])));
+    /// assert_eq!(tx.get_lt(&t, b"a")?, None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn get_lt(&self, tree: &Tree, key: &[u8]) -> Result<Option<(&[u8], &[u8])>> {
+        nearest(self, self.root(tree)?, key, Nearest::Before)
+    }
+
+    /// Whether `tree` holds `key` (no value is read: an overflow value's
+    /// pages are not touched).
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// for (k, v) in [(&b"a"[..], &b"1"[..]), (b"c", b"3"), (b"e", b"5")] {
+    ///     tx.put(&t, k, v)?;
+    /// }
+    /// assert!(tx.contains_key(&t, b"c")?);
+    /// assert!(!tx.contains_key(&t, b"d")?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn contains_key(&self, tree: &Tree, key: &[u8]) -> Result<bool> {
+        search::contains(self, self.root(tree)?, key)
+    }
+
+    /// The entries whose keys start with `prefix`, in key order (`.rev()`
+    /// for reverse): the same iterator as `range`. The empty prefix is every
+    /// key; a prefix of 0xff bytes runs to the end of the tree. The entries
+    /// borrow the transaction, not `prefix` (which is copied, once).
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// for (k, v) in [(&b"a"[..], &b"1"[..]), (b"c", b"3"), (b"e", b"5")] {
+    ///     tx.put(&t, k, v)?;
+    /// }
+    /// let keys: Vec<&[u8]> = tx
+    ///     .prefix(&t, b"c")?
+    ///     .map(|e| e.map(|(k, _)| k))
+    ///     .collect::<ironbark::Result<_>>()?;
+    /// assert_eq!(keys, [&b"c"[..]]);
+    /// assert_eq!(tx.prefix(&t, b"")?.rev().count(), 3);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn prefix(&self, tree: &Tree, prefix: &[u8]) -> Result<Range<'_>> {
+        Ok(Range::prefix(self, self.root(tree)?, prefix))
+    }
+
+    /// Removes the entry with the smallest key and returns it (owned: the
+    /// pages it was read from may be freed by the removal).
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let jobs = tx.open_tree("jobs")?;
+    /// tx.put(&jobs, b"002", b"second")?;
+    /// tx.put(&jobs, b"001", b"first")?;
+    /// assert_eq!(tx.pop_first(&jobs)?, Some((b"001".to_vec(), b"first".to_vec())));
+    /// assert_eq!(tx.len(&jobs)?, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn pop_first(&mut self, tree: &Tree) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.pop(tree, false)
+    }
+
+    /// Removes the entry with the largest key and returns it (owned).
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let stack = tx.open_tree("stack")?;
+    /// tx.put(&stack, b"1", b"bottom")?;
+    /// tx.put(&stack, b"2", b"top")?;
+    /// assert_eq!(tx.pop_last(&stack)?, Some((b"2".to_vec(), b"top".to_vec())));
+    /// assert_eq!(tx.pop_last(&stack)?, Some((b"1".to_vec(), b"bottom".to_vec())));
+    /// assert_eq!(tx.pop_last(&stack)?, None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn pop_last(&mut self, tree: &Tree) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.pop(tree, true)
+    }
+
+    fn pop(&mut self, tree: &Tree, last: bool) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let Some((key, value)) = edge(self, self.root(tree)?, last)? else {
+            return Ok(None);
+        };
+        let (key, value) = (key.to_vec(), value.to_vec());
+        self.delete(tree, &key)?;
+        Ok(Some((key, value)))
+    }
+
+    /// Stores `value` under `key` and returns the value it replaced. The
+    /// old value is copied out before it is overwritten, which costs one
+    /// more descent and a copy of its bytes: [`WriteTxn::put`] is the
+    /// cheaper call when the old value is not wanted.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// assert_eq!(tx.insert(&t, b"k", b"old")?, None);
+    /// assert_eq!(tx.insert(&t, b"k", b"new")?, Some(b"old".to_vec()));
+    /// assert_eq!(tx.get(&t, b"k")?, Some(&b"new"[..]));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn insert(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>> {
+        // Sizes first, so that a refused put reads nothing and changes nothing.
+        self.tree_writer().check_sizes(key, value.len())?;
+        let old = self.get(tree, key)?.map(<[u8]>::to_vec);
+        self.put(tree, key, value)?;
+        Ok(old)
+    }
+
+    /// The value under `key`, after storing `value` there if `key` was
+    /// missing (an existing value is left as it is).
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// assert_eq!(tx.get_or_insert(&t, b"k", b"first")?, b"first");
+    /// assert_eq!(tx.get_or_insert(&t, b"k", b"second")?, b"first");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn get_or_insert(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<&[u8]> {
+        if !self.contains_key(tree, key)? {
+            self.put(tree, key, value)?;
+        }
+        // A second lookup: the value must borrow the transaction as it is
+        // after the put.
+        self.get(tree, key)?.ok_or_else(|| Error::Corrupted {
+            page: None,
+            detail: "a key just stored is not in its tree".into(),
+        })
+    }
+
+    /// Removes every entry of `tree` and returns how many there were. The
+    /// tree stays (same handle, same id): its pages are freed as by
+    /// [`WriteTxn::drop_tree`], one visit per page, not a delete per key.
+    ///
+    /// The redo log has no operation for it, so a transaction that clears
+    /// a non-empty tree commits by writing its pages to the file, like a
+    /// large transaction does (see `Options::logged_commits`).
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let cache = tx.open_tree("cache")?;
+    /// for i in 0..1000u32 {
+    ///     tx.put(&cache, &i.to_be_bytes(), b"value")?;
+    /// }
+    /// assert_eq!(tx.clear(&cache)?, 1000);
+    /// assert!(tx.is_empty(&cache)?);
+    /// tx.put(&cache, b"again", b"ok")?; // the handle stays valid
+    /// tx.commit()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn clear(&mut self, tree: &Tree) -> Result<u64> {
+        let i = self.index_of(tree)?;
+        let state = self.catalog.trees[i].state;
+        if state.root.is_empty() {
+            return Ok(0);
+        }
+        self.changed = true;
+        self.logging = false;
+        self.redo.clear();
+        let result = self.tree_writer().free_tree(&state);
+        self.note_failure(result)?;
+        self.catalog.trees[i].state = TreeState::default();
+        Ok(state.entries)
+    }
+
+    /// Removes the entries with keys in `range` and returns how many.
+    /// A range that holds every entry of a tree of more than one leaf is a
+    /// [`WriteTxn::clear`] (one visit per page); any other is removed a
+    /// leaf at a time: a lookup, one copy of the path and one rebalancing
+    /// per leaf it touches, not per key. An empty or inverted range
+    /// removes nothing.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// for k in [b"a", b"b", b"c", b"d"] {
+    ///     tx.put(&t, k, b"v")?;
+    /// }
+    /// assert_eq!(tx.delete_range(&t, b"b".as_slice()..b"d".as_slice())?, 2);
+    /// assert_eq!(tx.len(&t)?, 2);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn delete_range<'k, R: RangeBounds<&'k [u8]>>(
+        &mut self,
+        tree: &Tree,
+        range: R,
+    ) -> Result<u64> {
+        let lower = copied(range.start_bound()).map(<[u8]>::to_vec);
+        let upper = copied(range.end_bound()).map(<[u8]>::to_vec);
+        // A clear is a commit of pages (the log has no clear): worth it
+        // for a tree of more than one leaf, not for a leaf's worth of
+        // deletes, which stay logged.
+        if self.root(tree)?.depth > 1
+            && self.covers_tree(tree, as_slice(&lower), as_slice(&upper))?
+        {
+            return self.clear(tree);
+        }
+        let i = self.index_of(tree)?;
+        let mut from = lower;
+        let mut removed = 0;
+        loop {
+            // The first key left in range starts the next run; the run
+            // removes it and the keys after it in its leaf, so the scan
+            // resumes after it.
+            let start = match self
+                .range(tree, (as_slice(&from), as_slice(&upper)))?
+                .next()
+            {
+                None => return Ok(removed),
+                Some(entry) => entry?.0.to_vec(),
+            };
+            let mut state = self.catalog.trees[i].state;
+            let (logging, redo, id) = (self.logging, &mut self.redo, tree.id);
+            let result = TreeWriter {
+                base: &self.base.source,
+                dirty: &mut self.dirty,
+                freed: &mut self.freed,
+                finger: &mut self.finger,
+                limits: self.shared.limits,
+            }
+            .delete_run(&mut state, &start, as_slice(&upper), |key| {
+                if logging {
+                    redo::delete(redo, id, key);
+                }
+            });
+            self.catalog.trees[i].state = state;
+            self.changed = true;
+            removed += self.note_failure(result)?;
+            if self.logging {
+                self.check_log_size();
+            }
+            from = Bound::Excluded(start);
+        }
+    }
+
+    /// Keeps only the entries for which `keep(key, value)` is true (asked
+    /// in key order) and returns how many it removed. Every entry is read
+    /// once; each removal is a delete (a descent).
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// for i in 0..10u8 {
+    ///     tx.put(&t, &[i], &[i * 10])?;
+    /// }
+    /// assert_eq!(tx.retain(&t, |_key, value| value[0] >= 50)?, 5);
+    /// assert_eq!(tx.first(&t)?, Some((&[5u8][..], &[50u8][..])));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn retain<F: FnMut(&[u8], &[u8]) -> bool>(
+        &mut self,
+        tree: &Tree,
+        mut keep: F,
+    ) -> Result<u64> {
+        // The entries borrow the pages the deletes change, so they are
+        // read in batches: up to `BATCH` entries looked at, the keys to
+        // remove copied out and removed, and the scan resumed after the
+        // last key looked at.
+        const BATCH: usize = 1024;
+        let mut from = Bound::Unbounded;
+        let mut doomed: Vec<Vec<u8>> = Vec::new();
+        let mut removed = 0;
+        loop {
+            doomed.clear();
+            let mut seen = 0;
+            let mut last_seen = None;
+            for entry in self.range(tree, (as_slice(&from), Bound::Unbounded))? {
+                let (key, value) = entry?;
+                if !keep(key, value) {
+                    doomed.push(key.to_vec());
+                }
+                seen += 1;
+                if seen == BATCH {
+                    last_seen = Some(key.to_vec());
+                    break;
+                }
+            }
+            for key in &doomed {
+                if self.delete(tree, key)? {
+                    removed += 1;
+                }
+            }
+            match last_seen {
+                Some(key) => from = Bound::Excluded(key),
+                None => return Ok(removed),
+            }
+        }
+    }
+
+    /// Whether `lower..upper` holds every key of `tree` (two lookups).
+    fn covers_tree(&self, tree: &Tree, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Result<bool> {
+        let root = self.root(tree)?;
+        let (Some((first, _)), Some((last, _))) =
+            (edge(self, root, false)?, edge(self, root, true)?)
+        else {
+            return Ok(false);
+        };
+        let from_start = match lower {
+            Bound::Unbounded => true,
+            Bound::Included(l) => l <= first,
+            Bound::Excluded(l) => l < first,
+        };
+        let to_end = match upper {
+            Bound::Unbounded => true,
+            Bound::Included(u) => last <= u,
+            Bound::Excluded(u) => last < u,
+        };
+        Ok(from_start && to_end)
     }
 
     /// Commits: when it returns `Ok`, readers that begin see the changes,
@@ -415,4 +888,9 @@ impl PageSource for WriteTxn<'_> {
         }
         .resolve_blob_run(pgno)
     }
+}
+
+/// `Bound<Vec<u8>>` to `Bound<&[u8]>`.
+fn as_slice(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    bound.as_ref().map(Vec::as_slice)
 }

@@ -1,0 +1,760 @@
+//! The convenience API (`first`/`last`, nearest-key lookups, `prefix`,
+//! `pop_*`, `insert`, `get_or_insert`, `clear`, `delete_range`, `retain`,
+//! `Tree` as a map key), checked against a `BTreeMap` model on trees deep
+//! enough to span many pages, in both kinds of transaction.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::ops::Bound;
+
+use common::{temp_db, Images, Rng};
+use ironbark::{Database, Error, Options, Range, ReadTxn, Tree, WriteTxn};
+
+type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Small pages, so that a few thousand keys make a tree of several levels.
+fn open_small(path: &std::path::Path) -> Database {
+    let options = Options {
+        page_size: 1024,
+        ..Options::default()
+    };
+    Database::open_with(path, &options).unwrap()
+}
+
+/// Keys over a small alphabet that includes 0x00 and 0xff, so that keys
+/// share prefixes, collide, and sit at the edges of the byte order.
+fn random_key(rng: &mut Rng) -> Vec<u8> {
+    const ALPHABET: [u8; 6] = [0x00, 0x01, b'a', b'b', 0xfe, 0xff];
+    let len = rng.below(7) as usize;
+    (0..len)
+        .map(|_| ALPHABET[rng.below(ALPHABET.len() as u64) as usize])
+        .collect()
+}
+
+/// Mostly small values, some long enough to go to overflow pages.
+fn random_value(rng: &mut Rng) -> Vec<u8> {
+    let len = if rng.chance(5) {
+        600 + rng.below(3000) as usize
+    } else {
+        rng.below(40) as usize
+    };
+    rng.bytes(len)
+}
+
+fn owned(e: Option<(&[u8], &[u8])>) -> Option<(Vec<u8>, Vec<u8>)> {
+    e.map(|(k, v)| (k.to_vec(), v.to_vec()))
+}
+
+fn model_entry<'a, I: Iterator<Item = (&'a Vec<u8>, &'a Vec<u8>)>>(
+    mut it: I,
+) -> Option<(Vec<u8>, Vec<u8>)> {
+    it.next().map(|(k, v)| (k.clone(), v.clone()))
+}
+
+fn collect<'a>(
+    r: impl Iterator<Item = ironbark::Result<(&'a [u8], &'a [u8])>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    r.map(|e| {
+        let (k, v) = e.unwrap();
+        (k.to_vec(), v.to_vec())
+    })
+    .collect()
+}
+
+/// The same lookups through either kind of transaction.
+trait Lookups {
+    fn first(&self, t: &Tree) -> ironbark::Result<Option<(&[u8], &[u8])>>;
+    fn last(&self, t: &Tree) -> ironbark::Result<Option<(&[u8], &[u8])>>;
+    fn get_ge(&self, t: &Tree, k: &[u8]) -> ironbark::Result<Option<(&[u8], &[u8])>>;
+    fn get_gt(&self, t: &Tree, k: &[u8]) -> ironbark::Result<Option<(&[u8], &[u8])>>;
+    fn get_le(&self, t: &Tree, k: &[u8]) -> ironbark::Result<Option<(&[u8], &[u8])>>;
+    fn get_lt(&self, t: &Tree, k: &[u8]) -> ironbark::Result<Option<(&[u8], &[u8])>>;
+    fn contains_key(&self, t: &Tree, k: &[u8]) -> ironbark::Result<bool>;
+    fn prefix(&self, t: &Tree, p: &[u8]) -> ironbark::Result<Range<'_>>;
+}
+
+macro_rules! lookups {
+    ($t:ty) => {
+        impl Lookups for $t {
+            fn first(&self, t: &Tree) -> ironbark::Result<Option<(&[u8], &[u8])>> {
+                <$t>::first(self, t)
+            }
+            fn last(&self, t: &Tree) -> ironbark::Result<Option<(&[u8], &[u8])>> {
+                <$t>::last(self, t)
+            }
+            fn get_ge(&self, t: &Tree, k: &[u8]) -> ironbark::Result<Option<(&[u8], &[u8])>> {
+                <$t>::get_ge(self, t, k)
+            }
+            fn get_gt(&self, t: &Tree, k: &[u8]) -> ironbark::Result<Option<(&[u8], &[u8])>> {
+                <$t>::get_gt(self, t, k)
+            }
+            fn get_le(&self, t: &Tree, k: &[u8]) -> ironbark::Result<Option<(&[u8], &[u8])>> {
+                <$t>::get_le(self, t, k)
+            }
+            fn get_lt(&self, t: &Tree, k: &[u8]) -> ironbark::Result<Option<(&[u8], &[u8])>> {
+                <$t>::get_lt(self, t, k)
+            }
+            fn contains_key(&self, t: &Tree, k: &[u8]) -> ironbark::Result<bool> {
+                <$t>::contains_key(self, t, k)
+            }
+            fn prefix(&self, t: &Tree, p: &[u8]) -> ironbark::Result<Range<'_>> {
+                <$t>::prefix(self, t, p)
+            }
+        }
+    };
+}
+lookups!(ReadTxn);
+lookups!(WriteTxn<'_>);
+
+/// Every lookup of `txn` agrees with `model` at `probes` keys, and every
+/// prefix scan (forward, reverse, and from both ends at once) with the
+/// model's keys that start with the prefix.
+fn check_lookups(txn: &impl Lookups, t: &Tree, model: &Map, probes: &[Vec<u8>]) {
+    assert_eq!(owned(txn.first(t).unwrap()), model_entry(model.iter()));
+    assert_eq!(owned(txn.last(t).unwrap()), model_entry(model.iter().rev()));
+    for key in probes {
+        let k = key.as_slice();
+        let ge = model_entry(model.range::<[u8], _>((Bound::Included(k), Bound::Unbounded)));
+        let gt = model_entry(model.range::<[u8], _>((Bound::Excluded(k), Bound::Unbounded)));
+        let le = model_entry(
+            model
+                .range::<[u8], _>((Bound::Unbounded, Bound::Included(k)))
+                .rev(),
+        );
+        let lt = model_entry(
+            model
+                .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(k)))
+                .rev(),
+        );
+        assert_eq!(owned(txn.get_ge(t, k).unwrap()), ge, "get_ge {k:?}");
+        assert_eq!(owned(txn.get_gt(t, k).unwrap()), gt, "get_gt {k:?}");
+        assert_eq!(owned(txn.get_le(t, k).unwrap()), le, "get_le {k:?}");
+        assert_eq!(owned(txn.get_lt(t, k).unwrap()), lt, "get_lt {k:?}");
+        assert_eq!(
+            txn.contains_key(t, k).unwrap(),
+            model.contains_key(k),
+            "contains {k:?}"
+        );
+
+        let want: Vec<(Vec<u8>, Vec<u8>)> = model
+            .iter()
+            .filter(|(mk, _)| mk.starts_with(k))
+            .map(|(mk, mv)| (mk.clone(), mv.clone()))
+            .collect();
+        assert_eq!(collect(txn.prefix(t, k).unwrap()), want, "prefix {k:?}");
+        let mut rev = collect(txn.prefix(t, k).unwrap().rev());
+        rev.reverse();
+        assert_eq!(rev, want, "prefix {k:?} reversed");
+        // From both ends at once: the two halves meet without overlap.
+        let mut both = txn.prefix(t, k).unwrap();
+        let (mut front, mut back) = (Vec::new(), Vec::new());
+        while let Some(e) = both.next() {
+            front.push(e.unwrap().0.to_vec());
+            match both.next_back() {
+                Some(e) => back.push(e.unwrap().0.to_vec()),
+                None => break,
+            }
+        }
+        back.reverse();
+        front.extend(back);
+        let want_keys: Vec<Vec<u8>> = want.iter().map(|(k, _)| k.clone()).collect();
+        assert_eq!(front, want_keys, "prefix {k:?} from both ends");
+    }
+}
+
+/// Probe keys: random ones, every key in the model, and the edge prefixes
+/// (empty, 0xff runs, a byte followed by 0xff).
+fn probes(rng: &mut Rng, model: &Map) -> Vec<Vec<u8>> {
+    let mut p: Vec<Vec<u8>> = (0..300).map(|_| random_key(rng)).collect();
+    p.extend(model.keys().step_by(7).cloned());
+    p.extend([
+        vec![],
+        vec![0xff],
+        vec![0xff, 0xff],
+        vec![0xff; 7],
+        vec![0x00],
+        vec![b'a', 0xff],
+        vec![0xfe, 0xff],
+    ]);
+    p
+}
+
+#[test]
+fn lookups_agree_with_model_in_both_transactions() {
+    let db_dir = temp_db("lookups.ib");
+    let db = open_small(&db_dir.path);
+    let mut rng = Rng::new(0x5eed_0001);
+    let mut model = Map::new();
+    let t = {
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        // An empty tree: every lookup is None, every prefix empty.
+        let empty: Vec<Vec<u8>> = vec![vec![], vec![0xff], b"a".to_vec()];
+        check_lookups(&tx, &t, &model, &empty);
+        tx.commit().unwrap();
+        t
+    };
+    check_lookups(&db.begin_read().unwrap(), &t, &model, &[vec![], vec![0xff]]);
+    for round in 0..4 {
+        let mut tx = db.begin_write().unwrap();
+        for _ in 0..1500 {
+            let k = random_key(&mut rng);
+            if rng.chance(25) {
+                tx.delete(&t, &k).unwrap();
+                model.remove(&k);
+            } else {
+                let v = random_value(&mut rng);
+                tx.put(&t, &k, &v).unwrap();
+                model.insert(k, v);
+            }
+        }
+        let p = probes(&mut rng, &model);
+        // Uncommitted changes, through the write transaction's own pages.
+        check_lookups(&tx, &t, &model, &p);
+        tx.commit().unwrap();
+        let rx = db.begin_read().unwrap();
+        check_lookups(&rx, &t, &model, &p);
+        assert!(
+            model.len() > 100,
+            "round {round}: the model is too small to test much"
+        );
+    }
+    db.check().unwrap();
+}
+
+#[test]
+fn prefix_results_outlive_the_prefix_argument() {
+    let db_dir = temp_db("prefix.ib");
+    let db = Database::open(&db_dir.path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    for k in [
+        &b"app"[..],
+        b"apple",
+        b"apply",
+        b"b",
+        &[b'a', 0xff],
+        &[0xff],
+        &[0xff, 0xff, 1],
+    ] {
+        tx.put(&t, k, k).unwrap();
+    }
+    tx.commit().unwrap();
+    let rx = db.begin_read().unwrap();
+    let keys: Vec<&[u8]> = {
+        let prefix = b"appl".to_vec();
+        let range = rx.prefix(&t, &prefix).unwrap();
+        drop(prefix);
+        range.map(|e| e.unwrap().0).collect()
+    };
+    assert_eq!(keys, [&b"apple"[..], b"apply"]);
+    let ff: Vec<&[u8]> = rx
+        .prefix(&t, &[0xff])
+        .unwrap()
+        .map(|e| e.unwrap().0)
+        .collect();
+    assert_eq!(ff, [&[0xff][..], &[0xff, 0xff, 1]]);
+    let a: Vec<&[u8]> = rx
+        .prefix(&t, b"a")
+        .unwrap()
+        .rev()
+        .map(|e| e.unwrap().0)
+        .collect();
+    assert_eq!(a, [&[b'a', 0xff][..], b"apply", b"apple", b"app"]);
+    assert_eq!(rx.prefix(&t, b"").unwrap().count(), 7);
+    // A nearest-key lookup's entry outlives its key argument too.
+    let (k, v) = {
+        let probe = b"apple!".to_vec();
+        rx.get_gt(&t, &probe).unwrap().unwrap()
+    };
+    assert_eq!((k, v), (&b"apply"[..], &b"apply"[..]));
+    let first = rx.first(&t).unwrap().unwrap().0;
+    assert_eq!(first, b"app");
+}
+
+#[test]
+fn pop_insert_and_get_or_insert_agree_with_model() {
+    let db_dir = temp_db("pop.ib");
+    let db = open_small(&db_dir.path);
+    let mut rng = Rng::new(0x5eed_0002);
+    let mut model = Map::new();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    for i in 0..20_000u32 {
+        let k = random_key(&mut rng);
+        match rng.below(10) {
+            0 => assert_eq!(tx.pop_first(&t).unwrap(), model.pop_first(), "op {i}"),
+            1 => assert_eq!(tx.pop_last(&t).unwrap(), model.pop_last(), "op {i}"),
+            2 | 3 => {
+                let v = random_value(&mut rng);
+                // The value already there, or else the one given.
+                let want = model.get(&k).cloned().unwrap_or_else(|| v.clone());
+                assert_eq!(tx.get_or_insert(&t, &k, &v).unwrap(), &want[..], "op {i}");
+                model.entry(k).or_insert(v);
+            }
+            _ => {
+                let v = random_value(&mut rng);
+                assert_eq!(tx.insert(&t, &k, &v).unwrap(), model.insert(k, v), "op {i}");
+            }
+        }
+        if i % 2000 == 1999 {
+            assert_eq!(tx.len(&t).unwrap(), model.len() as u64);
+            tx.commit().unwrap();
+            tx = db.begin_write().unwrap();
+        }
+    }
+    assert_eq!(
+        collect(tx.iter(&t).unwrap()),
+        model.into_iter().collect::<Vec<_>>()
+    );
+    // Drain from both ends.
+    while let Some((k, _)) = tx.pop_first(&t).unwrap() {
+        if let Some((k2, _)) = tx.pop_last(&t).unwrap() {
+            assert!(k < k2);
+        }
+    }
+    assert!(tx.is_empty(&t).unwrap());
+    assert_eq!(tx.pop_first(&t).unwrap(), None);
+    assert_eq!(tx.pop_last(&t).unwrap(), None);
+    tx.commit().unwrap();
+    db.check().unwrap();
+}
+
+#[test]
+fn insert_refused_for_size_changes_nothing() {
+    let db_dir = temp_db("sizes.ib");
+    let db = Database::open(&db_dir.path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    tx.put(&t, b"k", b"v").unwrap();
+    let long_key = vec![7u8; db.max_key_len() + 1];
+    assert!(matches!(
+        tx.insert(&t, &long_key, b"x"),
+        Err(Error::KeyTooLarge { .. })
+    ));
+    assert!(matches!(
+        tx.get_or_insert(&t, &long_key, b"x"),
+        Err(Error::KeyTooLarge { .. })
+    ));
+    assert_eq!(tx.len(&t).unwrap(), 1);
+    tx.commit().unwrap();
+}
+
+/// Fills `t` with `n` keys of 60-byte values, and with `blobs` every
+/// 50th value long enough for overflow pages.
+fn fill(tx: &mut WriteTxn<'_>, t: &Tree, n: u32, seed: u32, blobs: bool) {
+    for i in 0..n {
+        let k = (i.wrapping_mul(2_654_435_761) ^ seed).to_be_bytes();
+        let len = if blobs && i % 50 == 0 { 3000 } else { 60 };
+        tx.put(t, &k, &vec![i as u8; len]).unwrap();
+    }
+}
+
+#[test]
+fn clear_keeps_handles_and_snapshots() {
+    let db_dir = temp_db("clear.ib");
+    let db = open_small(&db_dir.path);
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    let other = tx.open_tree("other").unwrap();
+    fill(&mut tx, &t, 5000, 1, true);
+    tx.put(&other, b"stays", b"1").unwrap();
+    tx.commit().unwrap();
+
+    let before = db.begin_read().unwrap();
+    let mut tx = db.begin_write().unwrap();
+    assert_eq!(tx.clear(&t).unwrap(), 5000);
+    assert_eq!(tx.clear(&t).unwrap(), 0);
+    assert!(tx.is_empty(&t).unwrap());
+    assert_eq!(tx.first(&t).unwrap(), None);
+    // The same handle, in the clearing transaction and after it.
+    tx.put(&t, b"new", b"value").unwrap();
+    tx.commit().unwrap();
+    let rx = db.begin_read().unwrap();
+    assert_eq!(rx.tree("t").unwrap(), t);
+    assert_eq!(
+        collect(rx.iter(&t).unwrap()),
+        [(b"new".to_vec(), b"value".to_vec())]
+    );
+    assert_eq!(rx.get(&other, b"stays").unwrap(), Some(&b"1"[..]));
+    // A snapshot from before the clear still sees every entry.
+    assert_eq!(before.len(&t).unwrap(), 5000);
+    assert_eq!(before.iter(&t).unwrap().count(), 5000);
+    drop(before);
+    db.check().unwrap();
+    let stats = db.stats().unwrap();
+    let ts = stats.trees.iter().find(|s| s.name == "t").unwrap();
+    assert_eq!(ts.entries, 1);
+    drop(rx);
+    drop(db);
+    // And after reopening (the clear was a file commit; later ones logged).
+    let db = open_small(&db_dir.path);
+    let rx = db.begin_read().unwrap();
+    let t2 = rx.tree("t").unwrap();
+    assert_eq!(rx.len(&t2).unwrap(), 1);
+    db.check().unwrap();
+}
+
+#[test]
+fn clear_in_a_mixed_transaction_survives_a_crash() {
+    // Puts before and after a clear in one transaction, a logged commit
+    // after it, and the files as a crash leaves them (no checkpoint at
+    // close): recovery replays the log on the clear's commit, which the log
+    // has no operation for, so it must have been written to the file.
+    let db_dir = temp_db("mixed.ib");
+    let crashed = db_dir.dir.path().join("crashed.ib");
+    {
+        let db = open_small(&db_dir.path);
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        tx.put(&t, b"a", b"1").unwrap();
+        tx.commit().unwrap();
+        let mut tx = db.begin_write().unwrap();
+        tx.put(&t, b"b", b"2").unwrap();
+        assert_eq!(tx.clear(&t).unwrap(), 2);
+        tx.put(&t, b"c", b"3").unwrap();
+        tx.commit().unwrap();
+        let mut tx = db.begin_write().unwrap();
+        tx.put(&t, b"d", b"4").unwrap();
+        tx.commit().unwrap();
+        // Logged commits: the removals reach the log as deletes.
+        let mut tx = db.begin_write().unwrap();
+        for k in [b"e", b"f", b"g", b"h"] {
+            tx.put(&t, k, b"5").unwrap();
+        }
+        assert_eq!(
+            tx.delete_range(&t, b"e".as_slice()..=b"f".as_slice())
+                .unwrap(),
+            2
+        );
+        tx.commit().unwrap();
+        let mut tx = db.begin_write().unwrap();
+        assert_eq!(tx.retain(&t, |k, _| k != b"g").unwrap(), 1);
+        assert_eq!(
+            tx.pop_last(&t).unwrap(),
+            Some((b"h".to_vec(), b"5".to_vec()))
+        );
+        tx.commit().unwrap();
+        Images::read(&db_dir.path).write(&crashed);
+    }
+    for path in [&crashed, &db_dir.path] {
+        let db = open_small(path);
+        let rx = db.begin_read().unwrap();
+        let t = rx.tree("t").unwrap();
+        assert_eq!(
+            collect(rx.iter(&t).unwrap()),
+            [
+                (b"c".to_vec(), b"3".to_vec()),
+                (b"d".to_vec(), b"4".to_vec())
+            ],
+            "{}",
+            path.display()
+        );
+        db.check().unwrap();
+    }
+}
+
+#[test]
+fn delete_range_across_leaves_survives_a_crash() {
+    // A range across many leaves, removed a leaf at a time in a logged
+    // commit (small, so logged as its deletes), and the files as a crash
+    // leaves them: replaying the log must remove the same keys.
+    let db_dir = temp_db("range_crash.ib");
+    let crashed = db_dir.dir.path().join("crashed.ib");
+    let (expected, removed) = {
+        let db = open_small(&db_dir.path);
+        let mut tx = db.begin_write().unwrap();
+        let big = tx.open_tree("big").unwrap();
+        fill(&mut tx, &big, 3000, 9, false);
+        tx.commit().unwrap();
+        // (`stats` checkpoints: only before the commit under test.)
+        let logged_before = db.stats().unwrap().counters.logged_commits;
+        let mut tx = db.begin_write().unwrap();
+        let lo = 0x4000_0000u32.to_be_bytes();
+        let hi = 0x4800_0000u32.to_be_bytes();
+        let removed = tx.delete_range(&big, lo.as_slice()..hi.as_slice()).unwrap();
+        tx.commit().unwrap();
+        Images::read(&db_dir.path).write(&crashed);
+        assert!(removed > 50, "removed {removed}");
+        assert_eq!(
+            db.stats().unwrap().counters.logged_commits,
+            logged_before + 1
+        );
+        let rx = db.begin_read().unwrap();
+        (collect(rx.iter(&big).unwrap()), removed)
+    };
+    assert_eq!(expected.len() as u64, 3000 - removed);
+    let db = open_small(&crashed);
+    let rx = db.begin_read().unwrap();
+    let big = rx.tree("big").unwrap();
+    assert_eq!(collect(rx.iter(&big).unwrap()), expected);
+    db.check().unwrap();
+}
+
+#[test]
+fn clear_commits_pages_and_small_removals_stay_logged() {
+    let db_dir = temp_db("logging.ib");
+    let db = open_small(&db_dir.path);
+    let logged = |db: &Database| db.stats().unwrap().counters.logged_commits;
+    let mut tx = db.begin_write().unwrap();
+    let small = tx.open_tree("small").unwrap();
+    let big = tx.open_tree("big").unwrap();
+    fill(&mut tx, &big, 2000, 7, false);
+    tx.commit().unwrap();
+    let mut tx = db.begin_write().unwrap();
+    for k in [b"a", b"b", b"c"] {
+        tx.put(&small, k, b"v").unwrap();
+    }
+    tx.commit().unwrap();
+    let before = logged(&db);
+    // All of a one-leaf tree: three deletes, logged (beside a put, so
+    // that the commit has a page to weigh its record against).
+    let mut tx = db.begin_write().unwrap();
+    assert_eq!(
+        tx.delete_range::<std::ops::RangeFull>(&small, ..).unwrap(),
+        3
+    );
+    tx.put(&big, b"extra", b"1").unwrap();
+    tx.commit().unwrap();
+    assert_eq!(logged(&db), before + 1, "the small removal was not logged");
+    // A clear is a commit of pages, whatever else the transaction did.
+    let mut tx = db.begin_write().unwrap();
+    tx.put(&small, b"x", b"y").unwrap();
+    assert_eq!(tx.delete_range(&big, b"".as_slice()..).unwrap(), 2001);
+    tx.commit().unwrap();
+    assert_eq!(logged(&db), before + 1, "the clear was logged");
+    let rx = db.begin_read().unwrap();
+    assert!(rx.is_empty(&big).unwrap());
+    assert_eq!(
+        collect(rx.iter(&small).unwrap()),
+        [(b"x".to_vec(), b"y".to_vec())]
+    );
+    drop(rx);
+    db.check().unwrap();
+}
+
+#[test]
+fn fill_and_clear_cycles_reuse_pages() {
+    let db_dir = temp_db("cycles.ib");
+    let db = open_small(&db_dir.path);
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    tx.commit().unwrap();
+    let mut sizes = Vec::new();
+    for cycle in 0..12u32 {
+        // Odd cycles have no overflow values: their leaves are freed
+        // unread (`check` would find a page that was not freed).
+        let blobs = cycle % 2 == 0;
+        let mut tx = db.begin_write().unwrap();
+        fill(&mut tx, &t, 20_000, cycle, blobs);
+        tx.commit().unwrap();
+        let stats = db.stats().unwrap();
+        let ts = stats.trees.iter().find(|s| s.name == "t").unwrap();
+        assert_eq!(ts.overflow_pages > 0, blobs);
+        let mut tx = db.begin_write().unwrap();
+        assert_eq!(tx.clear(&t).unwrap(), 20_000);
+        tx.commit().unwrap();
+        db.check().unwrap();
+        sizes.push(std::fs::metadata(&db_dir.path).unwrap().len());
+    }
+    // After the first cycles have made room, the file stops growing.
+    assert!(
+        sizes[0] > 1 << 20,
+        "a fill is large enough to matter: {sizes:?}"
+    );
+    assert_eq!(
+        sizes[4], sizes[11],
+        "the file grew across cycles: {sizes:?}"
+    );
+    let rx = db.begin_read().unwrap();
+    assert!(rx.is_empty(&t).unwrap());
+    drop(rx);
+    // A tree of one leaf, cleared and dropped.
+    let mut tx = db.begin_write().unwrap();
+    tx.put(&t, b"one", b"leaf").unwrap();
+    tx.commit().unwrap();
+    let mut tx = db.begin_write().unwrap();
+    assert_eq!(tx.clear(&t).unwrap(), 1);
+    tx.put(&t, b"again", b"x").unwrap();
+    tx.commit().unwrap();
+    db.check().unwrap();
+    let mut tx = db.begin_write().unwrap();
+    assert!(tx.drop_tree("t").unwrap());
+    tx.commit().unwrap();
+    db.check().unwrap();
+}
+
+#[test]
+fn delete_range_and_retain_agree_with_model() {
+    let db_dir = temp_db("ranges.ib");
+    let db = open_small(&db_dir.path);
+    let mut rng = Rng::new(0x5eed_0003);
+    let mut model = Map::new();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    for round in 0..40 {
+        for _ in 0..800 {
+            let k = random_key(&mut rng);
+            let v = random_value(&mut rng);
+            tx.put(&t, &k, &v).unwrap();
+            model.insert(k, v);
+        }
+        let bound = |rng: &mut Rng| -> Bound<Vec<u8>> {
+            match rng.below(3) {
+                0 => Bound::Unbounded,
+                1 => Bound::Included(random_key(rng)),
+                _ => Bound::Excluded(random_key(rng)),
+            }
+        };
+        let (mut lo, mut hi) = (bound(&mut rng), bound(&mut rng));
+        // BTreeMap panics on an inverted range; the store removes nothing.
+        let inverted = match (&lo, &hi) {
+            (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+                a > b
+            }
+            _ => false,
+        };
+        if inverted {
+            std::mem::swap(&mut lo, &mut hi);
+        }
+        if let (Bound::Excluded(a), Bound::Excluded(b)) = (&lo, &hi) {
+            if a == b {
+                hi = Bound::Included(b.clone());
+            }
+        }
+        let as_ref = |b: &Bound<Vec<u8>>| -> Bound<Vec<u8>> { b.clone() };
+        let doomed: Vec<Vec<u8>> = model
+            .range::<Vec<u8>, _>((as_ref(&lo), as_ref(&hi)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let lo_s = lo.as_ref().map(Vec::as_slice);
+        let hi_s = hi.as_ref().map(Vec::as_slice);
+        let removed = tx.delete_range(&t, (lo_s, hi_s)).unwrap();
+        assert_eq!(
+            removed,
+            doomed.len() as u64,
+            "round {round}: {lo:?}..{hi:?}"
+        );
+        for k in doomed {
+            model.remove(&k);
+        }
+        if round % 3 == 0 {
+            let cut = rng.below(256) as u8;
+            let removed = tx
+                .retain(&t, |k, v| k.len() % 2 == 0 || v.first() > Some(&cut))
+                .unwrap();
+            let before = model.len();
+            model.retain(|k, v| k.len() % 2 == 0 || v.first() > Some(&cut));
+            assert_eq!(
+                removed,
+                (before - model.len()) as u64,
+                "round {round}: retain"
+            );
+        }
+        assert_eq!(tx.len(&t).unwrap(), model.len() as u64);
+        if round % 5 == 4 {
+            assert_eq!(
+                collect(tx.iter(&t).unwrap()),
+                model.clone().into_iter().collect::<Vec<_>>()
+            );
+            tx.commit().unwrap();
+            db.check().unwrap();
+            tx = db.begin_write().unwrap();
+        }
+    }
+    // An inverted range and an empty one remove nothing.
+    let len = tx.len(&t).unwrap();
+    assert_eq!(
+        tx.delete_range(&t, (Bound::Included(&b"b"[..]), Bound::Excluded(&b"a"[..])))
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        tx.delete_range(&t, (Bound::Excluded(&b"a"[..]), Bound::Excluded(&b"a"[..])))
+            .unwrap(),
+        0
+    );
+    assert_eq!(tx.len(&t).unwrap(), len);
+    // The whole range is a clear.
+    assert_eq!(tx.delete_range::<std::ops::RangeFull>(&t, ..).unwrap(), len);
+    assert!(tx.is_empty(&t).unwrap());
+    tx.commit().unwrap();
+    db.check().unwrap();
+}
+
+#[test]
+fn new_methods_resolve_handles_like_the_old_ones() {
+    let db_dir = temp_db("handles.ib");
+    let db = Database::open(&db_dir.path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    tx.put(&t, b"k", b"v").unwrap();
+    tx.commit().unwrap();
+    let mut tx = db.begin_write().unwrap();
+    tx.drop_tree("t").unwrap();
+    assert!(matches!(tx.first(&t), Err(Error::TreeDropped(_))));
+    assert!(matches!(tx.get_ge(&t, b""), Err(Error::TreeDropped(_))));
+    assert!(matches!(tx.clear(&t), Err(Error::TreeDropped(_))));
+    assert!(matches!(tx.pop_last(&t), Err(Error::TreeDropped(_))));
+    assert!(matches!(
+        tx.retain(&t, |_, _| true),
+        Err(Error::TreeDropped(_))
+    ));
+    assert!(matches!(
+        tx.delete_range(&t, b"a".as_slice()..),
+        Err(Error::TreeDropped(_))
+    ));
+    tx.commit().unwrap();
+    let rx = db.begin_read().unwrap();
+    assert!(matches!(rx.prefix(&t, b""), Err(Error::StaleTree(_))));
+    assert!(matches!(
+        rx.contains_key(&t, b"k"),
+        Err(Error::StaleTree(_))
+    ));
+}
+
+#[test]
+fn tree_handles_are_hashable_and_ordered() {
+    let db_dir = temp_db("tree.ib");
+    let db = Database::open(&db_dir.path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let b = tx.open_tree("b").unwrap();
+    let a = tx.open_tree("a").unwrap();
+    let b_again = tx.open_tree("b").unwrap();
+    tx.commit().unwrap();
+    let rx = db.begin_read().unwrap();
+    let b_read = rx.tree("b").unwrap();
+    assert_eq!(b, b_again);
+    assert_eq!(b, b_read);
+    let set: HashSet<Tree> = [a.clone(), b.clone(), b_again, b_read]
+        .into_iter()
+        .collect();
+    assert_eq!(set.len(), 2);
+    let ordered: BTreeSet<Tree> = set.into_iter().collect();
+    assert_eq!(
+        ordered.into_iter().collect::<Vec<_>>(),
+        [a.clone(), b.clone()]
+    );
+    assert!(a < b);
+    drop(rx);
+    // A tree created again under the same name is another tree, after it.
+    let mut tx = db.begin_write().unwrap();
+    tx.drop_tree("b").unwrap();
+    let b_new = tx.open_tree("b").unwrap();
+    tx.commit().unwrap();
+    assert_ne!(b, b_new);
+    assert!(b < b_new && a < b_new);
+    // The same name in another database is another tree.
+    let other_dir = temp_db("other.ib");
+    let other = Database::open(&other_dir.path).unwrap();
+    let mut tx = other.begin_write().unwrap();
+    let a_other = tx.open_tree("a").unwrap();
+    tx.commit().unwrap();
+    assert_ne!(a, a_other);
+    let mut map = std::collections::HashMap::new();
+    map.insert(a.clone(), 1);
+    map.insert(a_other.clone(), 2);
+    assert_eq!(map[&a], 1);
+    assert_eq!(map[&a_other], 2);
+}
