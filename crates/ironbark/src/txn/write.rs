@@ -704,8 +704,8 @@ impl<'db> WriteTxn<'db> {
         tree: &Tree,
         range: R,
     ) -> Result<u64> {
-        let lower = copied(range.start_bound()).map(<[u8]>::to_vec);
-        let upper = copied(range.end_bound()).map(<[u8]>::to_vec);
+        let lower = range.start_bound().map(|k| k.to_vec());
+        let upper = range.end_bound().map(|k| k.to_vec());
         // A clear is a commit of pages (the log has no clear): worth it
         // for a tree of more than one leaf, not for a leaf's worth of
         // deletes, which stay logged.
