@@ -633,7 +633,7 @@ fn open_instance(
         // byte), so nothing it reads is ever overwritten.
         file.lock_writer_shared()?;
         let loaded = load(&file)?;
-        if log_runs_past(path, loaded.meta.txn)? {
+        if log_end(path, None)?.is_some_and(|end| end > loaded.meta.txn) {
             // Commits a crash left in the log: only a writer can replay
             // them, and this reader keeps writers out.
             return Err(Error::Locked);
@@ -681,15 +681,9 @@ fn open_instance(
         )?;
         let log = open_log(path, options)?;
         let lock = Arc::new(lock);
-        let log_end = match &log {
-            Some(l) => l.scan()?.records.last().map(|r| r.txn),
-            None => RedoLog::open_read_only(&crate::storage::log::log_path(path))?
-                .map(|l| l.scan())
-                .transpose()?
-                .and_then(|s| s.records.last().map(|r| r.txn)),
-        };
+        let end = log_end(path, log.as_ref())?;
         let readers = ReaderTable::shared(lock.clone());
-        if let Some(end) = log_end.filter(|&end| end > loaded.meta.txn) {
+        if let Some(end) = end.filter(|&end| end > loaded.meta.txn) {
             // A crash left logged commits past the file's newest commit,
             // the newest being the log's last: `open_with` replays them
             // (the writer of any process would), and until then a
@@ -780,11 +774,17 @@ fn open_log(path: &Path, options: &Options) -> Result<Option<RedoLog>> {
     Ok(Some(log))
 }
 
-/// Whether the redo log holds commits past `txn` (the file's newest), for
-/// a process that cannot replay them (read-only).
-fn log_runs_past(path: &Path, txn: u64) -> Result<bool> {
-    let log_path = crate::storage::log::log_path(path);
-    Ok(RedoLog::open_read_only(&log_path)?.is_some_and(|l| l.has_records_after(txn)))
+/// The txn of the redo log's last record (`None`: no log, or no record),
+/// read through `log` or, for an instance that keeps none, a read-only
+/// handle.
+fn log_end(path: &Path, log: Option<&RedoLog>) -> Result<Option<u64>> {
+    match log {
+        Some(l) => l.last_recorded_txn(),
+        None => match RedoLog::open_read_only(&crate::storage::log::log_path(path))? {
+            Some(l) => l.last_recorded_txn(),
+            None => Ok(None),
+        },
+    }
 }
 
 /// The instance of a process that loaded the commit itself.

@@ -151,12 +151,9 @@ pub(crate) fn log_path(data: &Path) -> std::path::PathBuf {
 }
 
 impl RedoLog {
-    /// Whether the log holds a record of a txn after `txn` (a read error
-    /// counts as yes: the replay then reports it).
-    pub(crate) fn has_records_after(&self, txn: u64) -> bool {
-        self.scan()
-            .map(|s| s.records.last().is_some_and(|r| r.txn > txn))
-            .unwrap_or(true)
+    /// The txn of the valid chain's last record (`None`: no record).
+    pub(crate) fn last_recorded_txn(&self) -> Result<Option<u64>> {
+        Ok(self.scan()?.records.last().map(|r| r.txn))
     }
 
     /// Restarts the chain after the durable checkpoint `epoch` and zeroes
