@@ -184,7 +184,7 @@ impl Database {
                 Err(Error::Locked) if db.shared.read_only => {}
                 other => drop(other?),
             }
-            if let Ok(mut w) = crate::txn::recovery::lock_writer(&db.shared, false) {
+            if let Some(mut w) = db.shared.try_lock_writer_if_writing() {
                 db.shared.clear_stale(&mut w, true);
             }
             lock.release_gate()?;
@@ -628,10 +628,10 @@ fn open_instance(
         Err(e) => return Err(Error::file(&lockfile::lock_path(path), "lock file", e)),
     };
     let Some(gated) = gated else {
-        // No lock file: a read-only reader that keeps writers out for as
-        // long as it is open (they wait for its shared lock on the writer
-        // byte), so nothing it reads is ever overwritten.
-        file.lock_writer_shared()?;
+        // No lock file: a read-only reader that keeps writing processes out
+        // for as long as it is open (or fails with `Locked` if one writes
+        // already), so nothing it reads is ever overwritten.
+        file.lockless_reader_lock()?;
         let loaded = load(&file)?;
         if log_end(path, None)?.is_some_and(|end| end > loaded.meta.txn) {
             // Commits a crash left in the log: only a writer can replay

@@ -69,11 +69,10 @@ pub enum Error {
     /// found another write transaction of this process in progress.
     Busy,
     /// `try_begin_write` (or `begin_write_timeout`) found another process's
-    /// write transaction in progress. Also returned to a read-only process
-    /// by `begin_read` while the newest commits are logged commits
-    /// (`Options::logged_commits`) another process holds in memory: they
-    /// become readable when that process commits again, checkpoints or
-    /// closes.
+    /// write transaction in progress. Also returned by a read-only open
+    /// that cannot use the lock file (`Options::read_only`) while another
+    /// process writes the database, or while its log holds commits only a
+    /// writer can replay.
     Locked,
     /// `try_begin_write` (or `begin_write_timeout`) found no writer, but a
     /// read-only process that reads without the lock file (it could not

@@ -42,8 +42,11 @@
 //!   [`Durability::None`], so that the sync it defers finds its work mostly
 //!   done;
 //! - open-file-description locks (`F_OFD_SETLK`, `F_OFD_GETLK`), which
-//!   belong to an open file rather than a process, for the write lock and
-//!   for telling live processes from dead ones;
+//!   belong to an open file rather than a process, for telling live
+//!   processes from dead ones, and a futex on the lock file's shared
+//!   mapping for waiting for the write lock;
+//! - a shared, writable mapping of the redo log, through which commits
+//!   append their records;
 //! - `/proc/<pid>/stat` to find the reader slots of dead processes (a pid
 //!   and its start time, so a recycled pid is not mistaken for the reader);
 //! - `O_TMPFILE` with `linkat` (where the filesystem has it) to make a new

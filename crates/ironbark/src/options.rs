@@ -41,9 +41,11 @@ pub struct Options {
     /// would write through this handle fails with
     /// [`crate::Error::ReadOnly`] (other handles of the same file in this
     /// process may still write). If the lock file cannot be opened for
-    /// writing either, the process reads without one and keeps writers of
-    /// other processes waiting while it is open (they are told so with
-    /// [`crate::Error::LocklessReader`]). A read-only open creates a missing
+    /// writing either, the process reads without one and keeps other
+    /// processes from starting to write while it is open (they are told so
+    /// with [`crate::Error::LocklessReader`]); such an open fails with
+    /// [`crate::Error::Locked`] if a process already writes (has run a
+    /// write transaction since it opened the database). A read-only open creates a missing
     /// lock file only when run by the data file's owner or by root, so that
     /// another user's reader never leaves a lock file the owner cannot use.
     pub read_only: bool,

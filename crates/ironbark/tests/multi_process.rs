@@ -282,15 +282,27 @@ fn sigkill_of_a_writer_releases_the_lock_and_hides_its_transaction() {
         "in-txn"
     );
     assert!(matches!(db.try_begin_write(), Err(Error::Locked)));
+    // A thread waiting for the lock (asleep on it) takes it over when the
+    // holder dies; the dead writer's transaction never happened.
+    let waiter = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let mut tx = db
+                .begin_write()
+                .expect("the dead writer's lock is taken over");
+            let tr = tx.open_tree("t").unwrap();
+            assert_eq!(tx.get(&tr, b"partial000000").unwrap(), None);
+            tx.put(&tr, b"after", b"1").unwrap();
+            tx.commit().unwrap();
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !waiter.is_finished(),
+        "the waiter got the lock of a live holder"
+    );
     kill(&mut stuck);
-    // The lock went with the process; its transaction never happened.
-    let mut tx = db
-        .try_begin_write()
-        .expect("the dead writer's lock is gone");
-    let tr = tx.open_tree("t").unwrap();
-    assert_eq!(tx.get(&tr, b"partial000000").unwrap(), None);
-    tx.put(&tr, b"after", b"1").unwrap();
-    tx.commit().unwrap();
+    waiter.join().unwrap();
 
     // Kill a writer in the middle of committing, many times; this process
     // keeps its database open throughout and must see only whole commits.

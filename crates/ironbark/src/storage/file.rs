@@ -20,10 +20,17 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::storage::map::WriteMap;
 use crate::storage::oslock::{conflicting_lock, lock_byte, LockKind};
 
 /// The byte of the data file whose lock is the writer lock.
-const WRITER_BYTE: u64 = 0;
+/// Byte locks on the data file that keep readers without a lock file and
+/// writing processes apart (`declare_writing`): held shared by each reader
+/// without a lock file while it is open...
+const LOCKLESS_READER_BYTE: u64 = 0;
+/// ... and by each process that has written (or tried to) while it has
+/// the database open.
+const WRITE_INTENT_BYTE: u64 = 1;
 
 /// The largest number of buffers passed to one `pwritev` (Linux allows
 /// 1024). 64, as LMDB: with 1024 buffers of one page each, the kernel's copy
@@ -179,6 +186,39 @@ impl DataFile {
         self.hook.as_ref().map(|h| &*h.0)
     }
 
+    /// Tells the hooks of a write of `bufs` at `offset`, which they may
+    /// fail (before anything is written).
+    fn before_write(&self, bufs: &[&[u8]], offset: u64) -> Result<()> {
+        match (self.hook(), self.kind) {
+            (Some(h), FileKind::Data) => h.on_write(offset, bufs)?,
+            (Some(h), FileKind::Log) => h.on_log_write(offset, bufs)?,
+            (None, _) => {}
+        }
+        Ok(())
+    }
+
+    /// Maps the file's first `len` bytes for writing through
+    /// [`DataFile::write_mapped`]. The caller guarantees the file holds
+    /// them (written bytes, not holes) for as long as the map lives.
+    pub(crate) fn map_writable(&self, len: u64) -> Result<WriteMap> {
+        WriteMap::new(&self.file, len)
+    }
+
+    /// Writes `bufs`, back to back, at `offset` through `map` (a map of
+    /// this file from [`DataFile::map_writable`]): to the hooks and to the
+    /// page cache the same as [`DataFile::write_vectored_at`], but a memory
+    /// copy instead of a system call. A later `sync_data` makes it durable.
+    pub(crate) fn write_mapped(
+        &self,
+        map: &mut WriteMap,
+        bufs: &[&[u8]],
+        offset: u64,
+    ) -> Result<()> {
+        self.before_write(bufs, offset)?;
+        map.write(offset, bufs);
+        Ok(())
+    }
+
     /// Creates `path` holding exactly `parts`, back to back, atomically: the
     /// bytes are written and synced to a temporary file (unnamed where the
     /// filesystem can) that is then linked under its final name, and the
@@ -218,36 +258,41 @@ impl DataFile {
         }
     }
 
-    /// Whether the writer lock is held shared (by a read-only process that
-    /// reads without the lock file), as far as can be told now.
-    pub(crate) fn writer_held_shared(&self) -> bool {
-        matches!(
-            conflicting_lock(&self.file, WRITER_BYTE),
-            Ok(Some(LockKind::Shared))
-        )
+    /// Declares that this process writes the database, for as long as the
+    /// file is open: holds byte [`WRITE_INTENT_BYTE`] shared, unless a
+    /// reader without a lock file holds [`LOCKLESS_READER_BYTE`] (then
+    /// `Ok(false)`, holding nothing). Such a reader cannot register its
+    /// snapshot, so no process may write while it reads; it checks the
+    /// other way round when it opens (`lockless_reader_lock`). Each side
+    /// takes its own lock before it looks for the other's, so of two that
+    /// race at least one sees the other and backs off. With `wait`, waits
+    /// for such readers to close instead of returning `Ok(false)`.
+    pub(crate) fn declare_writing(&self, wait: bool) -> Result<bool> {
+        loop {
+            lock_byte(&self.file, WRITE_INTENT_BYTE, LockKind::Shared, true)?;
+            if conflicting_lock(&self.file, LOCKLESS_READER_BYTE)?.is_none() {
+                return Ok(true);
+            }
+            lock_byte(&self.file, WRITE_INTENT_BYTE, LockKind::Unlock, false)?;
+            if !wait {
+                return Ok(false);
+            }
+            // Until the lockless readers close.
+            lock_byte(&self.file, LOCKLESS_READER_BYTE, LockKind::Exclusive, true)?;
+            lock_byte(&self.file, LOCKLESS_READER_BYTE, LockKind::Unlock, false)?;
+        }
     }
 
-    /// Takes the cross-process writer lock (byte 0, exclusive). Without
-    /// `wait`, `Ok(false)` if another process holds it.
-    pub(crate) fn lock_writer(&self, wait: bool) -> Result<bool> {
-        Ok(lock_byte(
-            &self.file,
-            WRITER_BYTE,
-            LockKind::Exclusive,
-            wait,
-        )?)
-    }
-
-    pub(crate) fn unlock_writer(&self) -> Result<()> {
-        lock_byte(&self.file, WRITER_BYTE, LockKind::Unlock, false)?;
-        Ok(())
-    }
-
-    /// Holds the writer byte shared for as long as the file is open, so no
-    /// writer can start (for a reader without a lock file). Waits for a
-    /// writer that is committing now.
-    pub(crate) fn lock_writer_shared(&self) -> Result<()> {
-        lock_byte(&self.file, WRITER_BYTE, LockKind::Shared, true)?;
+    /// For a read-only process without a lock file: holds
+    /// [`LOCKLESS_READER_BYTE`] shared for as long as the file is open, so
+    /// no process starts writing (`declare_writing`); fails with `Locked`
+    /// if a process writes the database already (it has declared it).
+    pub(crate) fn lockless_reader_lock(&self) -> Result<()> {
+        lock_byte(&self.file, LOCKLESS_READER_BYTE, LockKind::Shared, true)?;
+        if conflicting_lock(&self.file, WRITE_INTENT_BYTE)?.is_some() {
+            lock_byte(&self.file, LOCKLESS_READER_BYTE, LockKind::Unlock, false)?;
+            return Err(Error::Locked);
+        }
         Ok(())
     }
 
@@ -273,11 +318,7 @@ impl DataFile {
     /// Writes `bufs` back to back starting at `offset`, in as few `pwritev`
     /// calls as the kernel allows. Returns the number of calls made.
     pub(crate) fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<u64> {
-        match (self.hook(), self.kind) {
-            (Some(h), FileKind::Data) => h.on_write(offset, bufs)?,
-            (Some(h), FileKind::Log) => h.on_log_write(offset, bufs)?,
-            (None, _) => {}
-        }
+        self.before_write(bufs, offset)?;
         let mut calls = 0u64;
         let mut offset = offset;
         let mut index = 0usize; // first buffer not fully written

@@ -26,11 +26,17 @@
 //! - byte 1, *liveness*: held shared by every process with the database
 //!   open. A process that can lock it exclusively (under the gate) is alone:
 //!   it initialises the file when opening, and marks the data file clean
-//!   when closing.
+//!   when closing;
+//! - bytes from 2^32 on, *owner tokens*: a process that writes locks one
+//!   of them exclusively for as long as it has the database open; the
+//!   writer lock word (`Header::writer`) names the holder by it, so a
+//!   waiting process can tell a dead holder from a live one.
 //!
-//! The writer lock is byte 0 of the data file itself (see `db`), so that a
-//! reader on a read-only filesystem, which cannot use a lock file, can still
-//! keep writers out.
+//! The writer lock itself is a word in the header, taken and released with
+//! atomics and waited for with a futex: a write transaction makes no
+//! system call for it. Readers that cannot use a lock file (a read-only
+//! mount) are kept apart from writing processes with byte locks on the
+//! data file instead (see `storage::file`).
 //!
 //! Invariant: after `initialize` or `attach` returns, the header and slots
 //! are only ever accessed through atomics; the layout is validated before
@@ -45,7 +51,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::storage::file::FileId;
 use crate::storage::meta::{Meta, META_LEN};
-use crate::storage::oslock::{lock_byte, LockKind};
+use crate::storage::oslock::{conflicting_lock, lock_byte, LockKind};
 use crate::sync::{fence, AtomicU64, Ordering};
 
 /// One slot, on its own cache line.
@@ -68,12 +74,22 @@ pub(crate) struct TableHeader {
 }
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ibLOCK\0\0");
-const LOCK_FORMAT_VERSION: u64 = 3;
+const LOCK_FORMAT_VERSION: u64 = 4;
 /// Bytes before the first reader slot.
 pub(crate) const HEADER_LEN: usize = 4096;
 const SLOT_LEN: usize = 64;
 const GATE_BYTE: u64 = 0;
 const LIVENESS_BYTE: u64 = 1;
+/// The first of the bytes that writing processes lock exclusively for as
+/// long as they have the database open, one each: the owner tokens of the
+/// writer lock (past the file's end; a byte lock needs no byte).
+const OWNER_BYTE_BASE: u64 = 1 << 32;
+/// Owner tokens are `OWNER_BYTE_BASE + pid + k * 2^22` for the first `k`
+/// below this whose byte is free (pids of other PID namespaces may clash).
+const OWNER_TOKEN_TRIES: u64 = 64;
+/// The bit of [`Header::writer`] that says a process sleeps waiting for it
+/// (above every owner token).
+pub(crate) const WRITER_WAITERS: u64 = 1 << 63;
 /// 64-bit words per meta copy: a stamp, then the meta's bytes.
 const META_WORDS: usize = 16;
 
@@ -114,7 +130,13 @@ pub(crate) struct Header {
     /// without being in the data file's durable commit). Written only by
     /// the writer.
     pub(crate) log_durable_txn: AtomicU64,
-    _reserved: [AtomicU64; 1],
+    /// The cross-process writer lock: 0 when free, else the owner token of
+    /// the process that holds it (see [`LockFile::claim_owner_token`]),
+    /// with [`WRITER_WAITERS`] set while another process sleeps waiting for
+    /// it. Taken and released with atomics (`txn::shared`), so a write
+    /// transaction costs no system call; a std atomic (not loom's) because
+    /// processes sleep on it with a futex.
+    pub(crate) writer: std::sync::atomic::AtomicU64,
     /// Copies of the two newest metas, by txn parity. Word 0 is a stamp: the
     /// meta's txn when the copy is whole, 0 while it is being written.
     metas: [[AtomicU64; META_WORDS]; 2],
@@ -372,6 +394,79 @@ impl LockFile {
     /// open. If so, it keeps the liveness lock exclusively.
     pub(crate) fn alone(&self) -> io::Result<bool> {
         lock_byte(&self.file, LIVENESS_BYTE, LockKind::Exclusive, false)
+    }
+
+    /// Claims this process's owner token for the writer lock: locks a byte
+    /// no other process holds, exclusively, for as long as the lock file
+    /// is open (the kernel drops it when the process dies, which is how
+    /// others tell a dead owner from a live one: [`LockFile::owner_alive`]).
+    /// Claiming it again returns the same token (the lock is this open
+    /// file's already).
+    pub(crate) fn claim_owner_token(&self) -> io::Result<u64> {
+        let pid = u64::from(std::process::id());
+        for k in 0..OWNER_TOKEN_TRIES {
+            let byte = OWNER_BYTE_BASE + pid + (k << 22);
+            if lock_byte(&self.file, byte, LockKind::Exclusive, false)? {
+                debug_assert!(byte & WRITER_WAITERS == 0);
+                return Ok(byte);
+            }
+        }
+        Err(io::Error::other(
+            "no free owner byte for the writer lock in the lock file",
+        ))
+    }
+
+    /// Whether the process whose owner token is `token` still has the
+    /// database open: its byte is locked. When the kernel cannot say, the
+    /// answer is yes (waiting longer is safe; taking the lock is not).
+    pub(crate) fn owner_alive(&self, token: u64) -> bool {
+        !matches!(conflicting_lock(&self.file, token), Ok(None))
+    }
+
+    /// Sleeps while the writer word's low 32 bits are those of `seen`, at
+    /// most `timeout`; may return early. A futex wait on the shared mapping,
+    /// which [`LockFile::wake_writer_waiters`] ends.
+    pub(crate) fn wait_for_writer(&self, seen: u64, timeout: std::time::Duration) {
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+        };
+        // SAFETY: the futex word is the writer word's low half, inside our
+        // live mapping (the header), 4-byte aligned; FUTEX_WAIT only reads
+        // it and the timespec, which lives across the call. Not
+        // FUTEX_PRIVATE: other processes wake it through their own mappings.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.writer_futex(),
+                libc::FUTEX_WAIT,
+                seen as u32,
+                &ts as *const libc::timespec,
+            );
+        }
+    }
+
+    /// Wakes every process sleeping in [`LockFile::wait_for_writer`].
+    pub(crate) fn wake_writer_waiters(&self) {
+        // SAFETY: as in `wait_for_writer`; FUTEX_WAKE reads no memory.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.writer_futex(),
+                libc::FUTEX_WAKE,
+                i32::MAX,
+            );
+        }
+    }
+
+    /// The address of the writer word's low 32 bits.
+    fn writer_futex(&self) -> *const u32 {
+        let word = &self.header().writer as *const _ as *const u32;
+        if cfg!(target_endian = "little") {
+            word
+        } else {
+            word.wrapping_add(1)
+        }
     }
 
     /// Publishes a copy of `meta` (before its txn becomes the newest).

@@ -97,3 +97,98 @@ impl Drop for Map {
         }
     }
 }
+
+/// A writable shared mapping of a file's first bytes, through which the
+/// redo log appends its records: a memory copy into the page cache, as a
+/// `pwrite` would make, without a system call per commit (see
+/// docs/design.md, "The redo log is written through a map").
+///
+/// Soundness argument:
+/// 1. The file is at least `len` bytes long for as long as the mapping
+///    lives: the owner maps only bytes the file holds, and never shortens
+///    the file below them (we assume no other program truncates it). So
+///    every store lands in memory the file backs (no SIGBUS). The bytes
+///    are written zeros, not holes, so a store needs no block allocation
+///    either.
+/// 2. No Rust reference to the mapped bytes is ever made: [`WriteMap::write`]
+///    copies into them with raw pointer copies, so what other processes
+///    write or read there (through their own mappings or `pread`) cannot
+///    invalidate a reference of ours.
+/// 3. Stores are bounds-checked against `len` before any copy.
+#[derive(Debug)]
+pub(crate) struct WriteMap {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value until `Drop`, and
+// `write` takes `&mut self`, so moving it to another thread is sound.
+unsafe impl Send for WriteMap {}
+
+impl WriteMap {
+    /// Maps the first `len` bytes of `file` (opened for reading and
+    /// writing) shared and writable. The caller guarantees the file is at
+    /// least `len` bytes long and stays so while the map lives.
+    pub(crate) fn new(file: &File, len: u64) -> Result<WriteMap> {
+        let len = usize::try_from(len)
+            .ok()
+            .filter(|&l| l > 0)
+            .ok_or_else(|| Error::Io(io::Error::other("log map size out of range")))?;
+        // SAFETY: a fresh shared mapping of a file we hold open for reading
+        // and writing, over bytes the file holds (point 1 above); the kernel
+        // picks the address. The result is checked for MAP_FAILED.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::Io(io::Error::last_os_error()));
+        }
+        Ok(WriteMap {
+            ptr: ptr as *mut u8,
+            len,
+        })
+    }
+
+    /// The bytes mapped.
+    pub(crate) fn len(&self) -> u64 {
+        self.len as u64
+    }
+
+    /// Copies `bufs`, back to back, to the file at `offset`. Panics if they
+    /// do not fit in the mapping (a bug in the caller, which grows the file
+    /// and maps it again first).
+    pub(crate) fn write(&mut self, offset: u64, bufs: &[&[u8]]) {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let end = offset.checked_add(total as u64);
+        assert!(
+            end.is_some_and(|e| e <= self.len as u64),
+            "log map write of {total} bytes at {offset} past its {} bytes",
+            self.len
+        );
+        let mut at = offset as usize;
+        for b in bufs {
+            // SAFETY: [at, at + b.len()) lies within the mapping (checked
+            // above: the parts sum to `total`); the source is a live slice of
+            // our own memory, which cannot overlap a fresh mapping; no
+            // reference to the destination exists (point 2 above).
+            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), self.ptr.add(at), b.len()) };
+            at += b.len();
+        }
+    }
+}
+
+impl Drop for WriteMap {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the range we mapped; nothing borrows it.
+        unsafe {
+            libc::munmap(self.ptr as *mut libc::c_void, self.len);
+        }
+    }
+}

@@ -15,6 +15,7 @@
 use crate::sync::{AtomicU64, Ordering};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
+use std::sync::atomic::Ordering as StdOrdering;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -30,6 +31,7 @@ use crate::storage::arena::{Arena, ArenaSpace};
 use crate::storage::file::DataFile;
 use crate::storage::freespace::FreeSpace;
 use crate::storage::freespace::Freed;
+use crate::storage::lockfile::WRITER_WAITERS;
 use crate::storage::log::{ChainEnd, RedoLog};
 use crate::storage::map::Map;
 use crate::storage::meta::Meta;
@@ -48,6 +50,10 @@ impl Snapshot {
         self.meta.txn
     }
 }
+
+/// How often a process waiting for the writer lock checks whether its
+/// holder died (a live holder wakes it when it releases the lock).
+const OWNER_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// How often, at most, the writer reads `/proc` for dead readers.
 pub(crate) const THOROUGH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
@@ -97,6 +103,9 @@ pub(crate) struct WriterState {
     /// A read-only instance's place in the log it follows
     /// (`recovery::follow_log`).
     pub(crate) following: Option<Following>,
+    /// This process's owner token for the cross-process writer lock, once
+    /// it has declared that it writes (`Shared::lock_writer`).
+    pub(crate) owner_token: Option<u64>,
 }
 
 /// Where a read-only process stands in the log of another process's logged
@@ -137,6 +146,7 @@ impl WriterState {
             redo_buffer: Vec::new(),
             placement: Placement::default(),
             following: None,
+            owner_token: None,
         }
     }
 
@@ -226,9 +236,8 @@ impl Drop for WriterGuard<'_> {
         self.shared
             .writer_thread
             .store(0, std::sync::atomic::Ordering::Relaxed);
-        // Failing to unlock leaves the lock to be dropped at close.
         if self.file_locked {
-            let _ = self.shared.file.unlock_writer();
+            self.shared.unlock_other_processes();
         }
     }
 }
@@ -283,20 +292,15 @@ impl Shared {
                 Err(std::sync::TryLockError::WouldBlock) => return Err(Error::Busy),
             }
         };
-        if !self.file.lock_writer(wait)? {
-            return Err(if self.file.writer_held_shared() {
-                Error::LocklessReader
-            } else {
-                Error::Locked
-            });
-        }
-        self.writer_thread
-            .store(thread_token(), std::sync::atomic::Ordering::Relaxed);
         let mut w = WriterGuard {
             shared: self,
             guard,
-            file_locked: true,
+            file_locked: false,
         };
+        self.lock_other_processes(&mut w, wait)?;
+        w.file_locked = true;
+        self.writer_thread
+            .store(thread_token(), std::sync::atomic::Ordering::Relaxed);
         if self.foreign_logged() {
             // The newest commits live in the log and another process's
             // arena (or a crashed one's): no state to refresh from until
@@ -305,6 +309,114 @@ impl Shared {
         }
         self.refresh_writer(&mut w)?;
         Ok(w)
+    }
+
+    /// `lock_writer(false)`, but only in a process that has declared it
+    /// writes (has taken the write lock before): for chores of the writer
+    /// at open, which a process that only reads should not declare for
+    /// (that would keep readers without a lock file out).
+    pub(crate) fn try_lock_writer_if_writing(&self) -> Option<WriterGuard<'_>> {
+        if self.read_only {
+            return None;
+        }
+        let declared = self.writer.try_lock().ok()?.owner_token.is_some();
+        if !declared {
+            return None;
+        }
+        self.lock_writer(false).ok()
+    }
+
+    /// Takes the cross-process writer lock, the header's `writer` word:
+    /// free (0) or naming its holder by owner token. With `wait`, sleeps
+    /// (futex) until it is released, checking every
+    /// [`OWNER_CHECK_INTERVAL`] whether the holder died (its token byte is
+    /// unlocked), and then takes it over; without, fails with `Locked`.
+    /// The first time, it also declares that this process writes, which
+    /// waits for (or, without `wait`, fails with `LocklessReader` on)
+    /// readers without a lock file. Called with this process's writer
+    /// mutex held, so only one thread of a process ever contends here.
+    fn lock_other_processes(&self, w: &mut WriterGuard<'_>, wait: bool) -> Result<()> {
+        let Some(lock) = self.readers.lock_file() else {
+            // Only read-only instances have no lock file.
+            return Err(Error::ReadOnly);
+        };
+        let me = match w.owner_token {
+            Some(token) => token,
+            None => {
+                if !self.file.declare_writing(wait)? {
+                    return Err(Error::LocklessReader);
+                }
+                let token = lock.claim_owner_token()?;
+                w.owner_token = Some(token);
+                token
+            }
+        };
+        let word = &lock.header().writer;
+        loop {
+            let seen = word.load(StdOrdering::Acquire);
+            let owner = seen & !WRITER_WAITERS;
+            if owner == 0 || owner == me {
+                // Free (or held in this process's name, which only a
+                // process of ours could have stored: this instance is the
+                // process's only one for the file, and its mutex is ours).
+                if word
+                    .compare_exchange(
+                        seen,
+                        me | (seen & WRITER_WAITERS),
+                        StdOrdering::Acquire,
+                        StdOrdering::Relaxed,
+                    )
+                    .is_ok()
+                {
+                    return Ok(());
+                }
+                continue;
+            }
+            if !lock.owner_alive(owner) {
+                // The holder died holding it (its transaction never
+                // published: what it left is recovered like a crash).
+                if word
+                    .compare_exchange(
+                        seen,
+                        me | (seen & WRITER_WAITERS),
+                        StdOrdering::Acquire,
+                        StdOrdering::Relaxed,
+                    )
+                    .is_ok()
+                {
+                    return Ok(());
+                }
+                continue;
+            }
+            if !wait {
+                return Err(Error::Locked);
+            }
+            if seen & WRITER_WAITERS == 0
+                && word
+                    .compare_exchange(
+                        seen,
+                        seen | WRITER_WAITERS,
+                        StdOrdering::Relaxed,
+                        StdOrdering::Relaxed,
+                    )
+                    .is_err()
+            {
+                continue;
+            }
+            lock.wait_for_writer(seen, OWNER_CHECK_INTERVAL);
+        }
+    }
+
+    /// Releases the cross-process writer lock, waking the processes that
+    /// wait for it.
+    fn unlock_other_processes(&self) {
+        if let Some(lock) = self.readers.lock_file() {
+            let old = lock.header().writer.swap(0, StdOrdering::Release);
+            debug_assert_ne!(old & !WRITER_WAITERS, 0, "writer lock released twice");
+            if old & WRITER_WAITERS != 0 {
+                lock.wake_writer_waiters();
+            }
+        }
     }
 
     /// This process's writer mutex without the cross-process write lock,
