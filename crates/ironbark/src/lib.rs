@@ -60,7 +60,9 @@
 //! [`WriteTxn`] too, seeing its own uncommitted changes). The entries of a
 //! lookup or a prefix scan borrow the transaction, not the key or prefix
 //! passed in. [`WriteTxn`] adds
-//! [`WriteTxn::put`], [`WriteTxn::insert`] (returning the old value),
+//! [`WriteTxn::put`], [`WriteTxn::append`] (for sorted loads: keys in
+//! ascending order, full pages, no search per key),
+//! [`WriteTxn::insert`] (returning the old value),
 //! [`WriteTxn::get_or_insert`], [`WriteTxn::delete`],
 //! [`WriteTxn::pop_first`], [`WriteTxn::pop_last`], and the bulk removals
 //! [`WriteTxn::clear`] (one visit per page, the tree and its handles

@@ -758,3 +758,200 @@ fn tree_handles_are_hashable_and_ordered() {
     assert_eq!(map[&a], 1);
     assert_eq!(map[&a_other], 2);
 }
+
+fn leaf_pages(db: &Database, name: &str) -> u64 {
+    let stats = db.stats().unwrap();
+    stats
+        .trees
+        .iter()
+        .find(|t| t.name == name)
+        .unwrap()
+        .leaf_pages
+}
+
+#[test]
+fn append_refuses_keys_out_of_order_and_changes_nothing() {
+    let db_dir = temp_db("append_order.ib");
+    let db = open_small(&db_dir.path);
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    let other = tx.open_tree("other").unwrap();
+    tx.append(&t, b"", b"empty key first").unwrap();
+    for k in [&b"b"[..], b"c", b"c\x00", b"d"] {
+        tx.append(&t, k, k).unwrap();
+    }
+    // Equal to the last key, before it, and before the first.
+    for bad in [&b"d"[..], b"c\xff", b""] {
+        match tx.append(&t, bad, b"x") {
+            Err(Error::KeyOutOfOrder(name)) => assert_eq!(name, "t"),
+            other => panic!("append of {bad:?}: {other:?}"),
+        }
+    }
+    // Each tree has its own order.
+    tx.append(&other, b"a", b"1").unwrap();
+    // Size errors come before the order check, as for `put`.
+    let long = vec![b'z'; db.max_key_len() + 1];
+    assert!(matches!(
+        tx.append(&t, &long, b"v"),
+        Err(Error::KeyTooLarge { .. })
+    ));
+    // A refused append leaves the transaction usable and the tree as it was.
+    tx.append(&t, b"e", b"5").unwrap();
+    tx.commit().unwrap();
+    let rx = db.begin_read().unwrap();
+    let keys: Vec<Vec<u8>> = collect(rx.iter(&t).unwrap())
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(
+        keys,
+        [&b""[..], b"b", b"c", b"c\x00", b"d", b"e"].map(<[u8]>::to_vec)
+    );
+    drop(rx);
+
+    // A new transaction has no finger: the order is checked against the
+    // committed last key, including one in an overflow value's leaf.
+    let mut tx = db.begin_write().unwrap();
+    tx.put(&t, b"f", &vec![7u8; 3000]).unwrap();
+    tx.commit().unwrap();
+    let mut tx = db.begin_write().unwrap();
+    assert!(matches!(
+        tx.append(&t, b"f", b"x"),
+        Err(Error::KeyOutOfOrder(_))
+    ));
+    assert!(matches!(
+        tx.append(&t, b"a", b"x"),
+        Err(Error::KeyOutOfOrder(_))
+    ));
+    // After the last key is deleted, the new last key is the bound.
+    assert!(tx.delete(&t, b"f").unwrap());
+    tx.append(&t, b"e\x00", b"after e").unwrap();
+    // After a put in the middle (which moves the finger) too.
+    tx.put(&t, b"bb", b"middle").unwrap();
+    assert!(matches!(
+        tx.append(&t, b"e\x00", b"x"),
+        Err(Error::KeyOutOfOrder(_))
+    ));
+    tx.append(&t, b"g", b"7").unwrap();
+    assert_eq!(tx.last(&t).unwrap(), Some((&b"g"[..], &b"7"[..])));
+    assert_eq!(tx.len(&t).unwrap(), 9);
+    tx.commit().unwrap();
+    db.check().unwrap();
+}
+
+#[test]
+fn append_gives_what_put_gives_with_full_pages() {
+    let db_dir = temp_db("append_fill.ib");
+    let db = open_small(&db_dir.path);
+    let mut rng = Rng::new(0xa99e_0001);
+    // Sorted distinct keys of varied length, some values in overflow pages.
+    let keys: BTreeSet<Vec<u8>> = (0..6000)
+        .map(|_| {
+            let len = 1 + rng.below(12) as usize;
+            rng.bytes(len)
+        })
+        .collect();
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = keys
+        .into_iter()
+        .map(|k| {
+            let v = if rng.chance(2) {
+                rng.bytes(1500)
+            } else {
+                let len = rng.below(50) as usize;
+                rng.bytes(len)
+            };
+            (k, v)
+        })
+        .collect();
+    let mut shuffled = entries.clone();
+    for i in (1..shuffled.len()).rev() {
+        shuffled.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    // The appends in several transactions, so that some start without a
+    // finger; the puts in random order.
+    let chunks = [0, 1, 2000, 2001, 4500, entries.len()];
+    for w in chunks.windows(2) {
+        let mut tx = db.begin_write().unwrap();
+        let appended = tx.open_tree("appended").unwrap();
+        for (k, v) in &entries[w[0]..w[1]] {
+            tx.append(&appended, k, v).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let mut tx = db.begin_write().unwrap();
+    let put = tx.open_tree("put").unwrap();
+    for (k, v) in &shuffled {
+        tx.put(&put, k, v).unwrap();
+    }
+    tx.commit().unwrap();
+    {
+        let rx = db.begin_read().unwrap();
+        let a = rx.tree("appended").unwrap();
+        assert_eq!(collect(rx.iter(&a).unwrap()), entries);
+        assert_eq!(collect(rx.iter(&put).unwrap()), entries);
+    }
+    db.check().unwrap();
+    let (appended, random) = (leaf_pages(&db, "appended"), leaf_pages(&db, "put"));
+    // Random inserts leave leaves about 70% full; appends leave them full
+    // but for the last one (and the commit boundaries, which continue the
+    // same last leaf).
+    assert!(
+        appended * 100 < random * 80,
+        "appended: {appended} leaves, random puts: {random}"
+    );
+    let inline_bytes: usize = entries
+        .iter()
+        .map(|(k, v)| {
+            let body = if v.len() < 1000 { v.len() } else { 20 };
+            k.len() + body + 12
+        })
+        .sum();
+    assert!(
+        (appended as usize) < inline_bytes / 900 + 10,
+        "appended: {appended} leaves for {inline_bytes} bytes of cells"
+    );
+}
+
+#[test]
+fn appends_survive_a_crash_in_both_kinds_of_commit() {
+    for logged in [true, false] {
+        let db_dir = temp_db("append_crash.ib");
+        let crashed = db_dir.dir.path().join("crashed.ib");
+        let options = Options {
+            page_size: 1024,
+            logged_commits: logged,
+            ..Options::default()
+        };
+        let expected = {
+            let db = Database::open_with(&db_dir.path, &options).unwrap();
+            let mut tx = db.begin_write().unwrap();
+            let t = tx.open_tree("t").unwrap();
+            fill(&mut tx, &t, 500, 3, false);
+            tx.commit().unwrap();
+            // A small append after the committed keys: a logged commit
+            // (with logged_commits), replayed as puts.
+            let logged_before = db.stats().unwrap().counters.logged_commits;
+            let mut tx = db.begin_write().unwrap();
+            for i in 0..20u32 {
+                let mut k = vec![0xff, 0xff, 0xff, 0xff];
+                k.extend_from_slice(&i.to_be_bytes());
+                tx.append(&t, &k, b"appended").unwrap();
+            }
+            tx.commit().unwrap();
+            Images::read(&db_dir.path).write(&crashed);
+            let rx = db.begin_read().unwrap();
+            let expected = collect(rx.iter(&t).unwrap());
+            drop(rx);
+            let logged_after = db.stats().unwrap().counters.logged_commits;
+            assert_eq!(logged_after - logged_before, u64::from(logged));
+            expected
+        };
+        assert_eq!(expected.len(), 520);
+        let db = Database::open_with(&crashed, &options).unwrap();
+        let rx = db.begin_read().unwrap();
+        let t = rx.tree("t").unwrap();
+        assert_eq!(collect(rx.iter(&t).unwrap()), expected, "logged: {logged}");
+        drop(rx);
+        db.check().unwrap();
+    }
+}

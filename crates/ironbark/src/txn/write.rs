@@ -228,10 +228,51 @@ impl<'db> WriteTxn<'db> {
     /// Stores `value` under `key`, replacing any value there.
     /// Errors `KeyTooLarge` / `ValueTooLarge` leave the tree unchanged.
     pub fn put(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
+        self.store(tree, key, value, false)
+    }
+
+    /// Stores `value` under `key`, which must be greater than every key of
+    /// `tree`: the call for loading sorted data (LMDB's `MDB_APPEND`).
+    /// It checks the order with one compare against the last leaf (kept
+    /// from the append before), so a sorted load never searches from the
+    /// root but once per leaf, and full leaves split at the end, so the
+    /// load leaves full pages. A key not greater than the tree's last key
+    /// is refused with [`Error::KeyOutOfOrder`] and changes nothing: the
+    /// transaction stays usable. In the redo log it is a put.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let log = tx.open_tree("log")?;
+    /// for i in 0..1000u32 {
+    ///     tx.append(&log, &i.to_be_bytes(), b"event")?;
+    /// }
+    /// let err = tx.append(&log, &5u32.to_be_bytes(), b"late").unwrap_err();
+    /// assert!(matches!(err, ironbark::Error::KeyOutOfOrder(_)));
+    /// assert_eq!(tx.len(&log)?, 1000);
+    /// tx.commit()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn append(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
+        self.store(tree, key, value, true)
+    }
+
+    /// `put`, or with `append` an append (which may refuse the key).
+    fn store(&mut self, tree: &Tree, key: &[u8], value: &[u8], append: bool) -> Result<()> {
         let i = self.index_of(tree)?;
         let mut state = self.catalog.trees[i].state;
         self.tree_writer().check_sizes(key, value.len())?;
-        let result = self.tree_writer().put(&mut state, key, value);
+        let result = if append {
+            match self.tree_writer().append(&mut state, key, value) {
+                Ok(false) => return Err(Error::KeyOutOfOrder(tree.name.to_string())),
+                other => other.map(|_| ()),
+            }
+        } else {
+            self.tree_writer().put(&mut state, key, value)
+        };
         self.catalog.trees[i].state = state;
         self.changed = true;
         if self.logging {
