@@ -62,6 +62,7 @@
 //! passed in. [`WriteTxn`] adds
 //! [`WriteTxn::put`], [`WriteTxn::append`] (for sorted loads: keys in
 //! ascending order, full pages, no search per key),
+//! [`WriteTxn::put_reserve`] (the value written in place),
 //! [`WriteTxn::insert`] (returning the old value),
 //! [`WriteTxn::get_or_insert`], [`WriteTxn::delete`],
 //! [`WriteTxn::pop_first`], [`WriteTxn::pop_last`], and the bulk removals

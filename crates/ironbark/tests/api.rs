@@ -955,3 +955,103 @@ fn appends_survive_a_crash_in_both_kinds_of_commit() {
         db.check().unwrap();
     }
 }
+
+#[test]
+fn put_reserve_values_reach_the_pages_and_the_redo_log() {
+    for logged in [true, false] {
+        let db_dir = temp_db("reserve.ib");
+        let crashed = db_dir.dir.path().join("crashed.ib");
+        let options = Options {
+            logged_commits: logged,
+            ..Options::default()
+        };
+        let mut model = Map::new();
+        {
+            let db = Database::open_with(&db_dir.path, &options).unwrap();
+            let mut tx = db.begin_write().unwrap();
+            let t = tx.open_tree("t").unwrap();
+            for i in 0..3000u32 {
+                let k = format!("k{i:05}").into_bytes();
+                let v = vec![i as u8; 40];
+                tx.put(&t, &k, &v).unwrap();
+                model.insert(k, v);
+            }
+            tx.commit().unwrap();
+            let logged_before = db.stats().unwrap().counters.logged_commits;
+
+            let mut tx = db.begin_write().unwrap();
+            let pattern = |len: usize, seed: u8| -> Vec<u8> {
+                (0..len)
+                    .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+                    .collect()
+            };
+            // Inline, overflow, empty, over an existing key of the same
+            // length (replaced in place) and of another length.
+            let cases: [(&[u8], usize, u8); 5] = [
+                (b"k01000x", 100, 1),
+                (b"k02000x", 2500, 2),
+                (b"k00500x", 0, 3),
+                (b"k01500", 40, 4),
+                (b"k02500", 300, 5),
+            ];
+            for (k, len, seed) in cases {
+                let value = pattern(len, seed);
+                let space = tx.put_reserve(&t, k, len).unwrap();
+                assert_eq!(space.len(), len);
+                assert!(space.iter().all(|&b| b == 0), "the space is zeroed");
+                space.copy_from_slice(&value);
+                // Read back through the transaction before anything else.
+                assert_eq!(tx.get(&t, k).unwrap(), Some(&value[..]));
+                model.insert(k.to_vec(), value);
+            }
+            // A reservation, then puts next to it that split its leaf (the
+            // value moves: its bytes must be in the log from before).
+            let value = pattern(200, 6);
+            tx.put_reserve(&t, b"k00100x", 200)
+                .unwrap()
+                .copy_from_slice(&value);
+            model.insert(b"k00100x".to_vec(), value);
+            for i in 0..30u8 {
+                let k = [&b"k00100x"[..], &[i]].concat();
+                tx.put(&t, &k, &[i; 90]).unwrap();
+                model.insert(k, vec![i; 90]);
+            }
+            // The last reservation is written just before the commit, and
+            // only half of it: the rest stays zero.
+            let mut value = vec![0u8; 64];
+            value[..32].copy_from_slice(&pattern(32, 7));
+            tx.put_reserve(&t, b"last", 64).unwrap()[..32].copy_from_slice(&value[..32]);
+            model.insert(b"last".to_vec(), value);
+            // Refused sizes are errors, with nothing changed.
+            assert!(matches!(
+                tx.put_reserve(&t, b"huge", ironbark::MAX_VALUE_LEN + 1),
+                Err(Error::ValueTooLarge { .. })
+            ));
+            let long_key = vec![b'k'; db.max_key_len() + 1];
+            assert!(matches!(
+                tx.put_reserve(&t, &long_key, 1),
+                Err(Error::KeyTooLarge { .. })
+            ));
+            tx.commit().unwrap();
+            Images::read(&db_dir.path).write(&crashed);
+            let rx = db.begin_read().unwrap();
+            let all: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            assert_eq!(collect(rx.iter(&t).unwrap()), all);
+            drop(rx);
+            let logged_after = db.stats().unwrap().counters.logged_commits;
+            assert_eq!(
+                logged_after - logged_before,
+                u64::from(logged),
+                "logged: {logged}"
+            );
+        }
+        // After a crash the logged commit is replayed from its record.
+        let db = Database::open_with(&crashed, &options).unwrap();
+        let rx = db.begin_read().unwrap();
+        let t = rx.tree("t").unwrap();
+        let all: Vec<_> = model.into_iter().collect();
+        assert_eq!(collect(rx.iter(&t).unwrap()), all, "logged: {logged}");
+        drop(rx);
+        db.check().unwrap();
+    }
+}

@@ -15,8 +15,8 @@ use crate::btree::page::DIRTY_BIT;
 use crate::btree::page::{
     self, branch_cell, cell_fits, cells_of, compare_keys, fill_page, insert_cell,
     insert_cell_parts, leaf_cell_header, leaf_cell_inline, leaf_cell_overflow, overflow_ref,
-    remove_cell, set_child, verify_page, LeafValue, Limits, Node, BRANCH_CELL_HEADER,
-    LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
+    remove_cell, set_child, verify_page, LeafValue, Limits, Node, BLOB_HEADER_LEN,
+    BRANCH_CELL_HEADER, LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
 };
 use crate::btree::search::{check_root, find_leaf, node_at, Root};
 use crate::btree::MAX_DEPTH;
@@ -137,6 +137,37 @@ impl<'a> TreeWriter<'a> {
             }
         }
         Ok(node)
+    }
+
+    /// Where the value of `key` lies, just stored by a put: the dirty page
+    /// (a leaf for an inline value, the blob for an overflow value) and the
+    /// byte offset of the value in it, so that a caller may fill in a value
+    /// it reserved (`WriteTxn::put_reserve`).
+    pub(crate) fn value_at(&self, tree: &TreeState, key: &[u8]) -> Result<(u64, usize)> {
+        let missing = || Error::Corrupted {
+            page: None,
+            detail: "a key just stored is not in its tree".into(),
+        };
+        if tree.root.is_empty() {
+            return Err(missing());
+        }
+        let src = self.source();
+        let leaf = find_leaf(&src, tree.root, key)?;
+        let slot = leaf.search_leaf(key)?.map_err(|_| missing())?;
+        let (page, at) = match leaf.leaf_entry(slot)?.1 {
+            LeafValue::Inline(v) => (
+                leaf.pgno,
+                v.as_ptr() as usize - leaf.bytes.as_ptr() as usize,
+            ),
+            LeafValue::Overflow { pgno, .. } => (pgno, BLOB_HEADER_LEN),
+        };
+        if page & DIRTY_BIT == 0 {
+            return Err(Error::corrupted_page(
+                page,
+                "a value just stored is not in a dirty page",
+            ));
+        }
+        Ok((page, at))
     }
 
     /// Frees page `pgno`, written by `txn` if it is committed.

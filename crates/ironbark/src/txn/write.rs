@@ -56,7 +56,26 @@ pub struct WriteTxn<'db> {
     /// transaction outgrows `MAX_LOGGED_BYTES`.
     pub(crate) redo: Vec<u8>,
     pub(crate) logging: bool,
+    /// The value `put_reserve` handed out last, whose bytes the caller
+    /// may still be writing: its put record in `redo` holds zeros until
+    /// `flush_reserved` copies the value in, before any change of pages
+    /// can move it and at commit.
+    pub(crate) reserved: Option<Reserved>,
 }
+
+/// A reserved value: `len` bytes at `at` in dirty page `page`, whose copy
+/// in the redo record starts at `redo_at`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reserved {
+    page: u64,
+    at: usize,
+    len: usize,
+    redo_at: usize,
+}
+
+/// Zeros for the value of a reservation up to this long without an
+/// allocation (longer ones go to overflow pages, allocated anyway).
+const ZEROS: [u8; 16 << 10] = [0; 16 << 10];
 
 /// The largest redo record a commit logs; a larger transaction writes its
 /// pages at once (a checkpoint), which costs less than logging its bytes
@@ -113,6 +132,7 @@ impl<'db> WriteTxn<'db> {
             changed: false,
             failed: None,
             durability,
+            reserved: None,
         })
     }
 
@@ -215,7 +235,10 @@ impl<'db> WriteTxn<'db> {
         Ok(true)
     }
 
+    /// The tree writer, for a change of pages: first, the value reserved
+    /// last goes into the redo record, before the change can move it.
     fn tree_writer(&mut self) -> TreeWriter<'_> {
+        self.flush_reserved();
         TreeWriter {
             base: &self.base.source,
             dirty: &mut self.dirty,
@@ -258,6 +281,66 @@ impl<'db> WriteTxn<'db> {
     /// ```
     pub fn append(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
         self.store(tree, key, value, true)
+    }
+
+    /// Stores a value of `len` bytes under `key` and returns the space for
+    /// its bytes, in the transaction's own page (LMDB's `MDB_RESERVE`):
+    /// the caller writes the value in place, with no buffer of its own to
+    /// copy from (a value built by serialization, a copy from a reader).
+    /// The space is zeroed, so what the caller leaves unwritten stays zero.
+    /// It can be written until the next call on the transaction; what it
+    /// holds then is the value, in the pages and in the redo record of a
+    /// logged commit alike. Errors are `put`'s.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// let space = tx.put_reserve(&t, b"counter", 8)?;
+    /// space.copy_from_slice(&42u64.to_le_bytes());
+    /// tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// assert_eq!(rx.get(&t, b"counter")?, Some(&42u64.to_le_bytes()[..]));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn put_reserve(&mut self, tree: &Tree, key: &[u8], len: usize) -> Result<&mut [u8]> {
+        self.tree_writer().check_sizes(key, len)?;
+        let long;
+        let zeros = match ZEROS.get(..len) {
+            Some(z) => z,
+            None => {
+                long = vec![0u8; len];
+                &long[..]
+            }
+        };
+        self.store(tree, key, zeros, false)?;
+        let state = self.catalog.trees[self.index_of(tree)?].state;
+        let found = self.tree_writer().value_at(&state, key);
+        let (page, at) = self.note_failure(found)?;
+        if self.logging {
+            // The put's record ends with the value (`redo::put`).
+            self.reserved = Some(Reserved {
+                page,
+                at,
+                len,
+                redo_at: self.redo.len() - len,
+            });
+        }
+        Ok(&mut self.dirty.get_mut(page)[at..at + len])
+    }
+
+    /// Copies the value `put_reserve` handed out last into its put record.
+    fn flush_reserved(&mut self) {
+        if let Some(r) = self.reserved.take() {
+            // Recording may have stopped since (the record is dropped then).
+            if self.logging {
+                let value = &self.dirty.get(r.page)[r.at..r.at + r.len];
+                self.redo[r.redo_at..r.redo_at + r.len].copy_from_slice(value);
+            }
+        }
     }
 
     /// `put`, or with `append` an append (which may refuse the key).
@@ -770,6 +853,7 @@ impl<'db> WriteTxn<'db> {
                 Some(entry) => entry?.0.to_vec(),
             };
             let mut state = self.catalog.trees[i].state;
+            self.flush_reserved();
             let (logging, redo, id) = (self.logging, &mut self.redo, tree.id);
             let result = TreeWriter {
                 base: &self.base.source,
@@ -874,7 +958,8 @@ impl<'db> WriteTxn<'db> {
 
     /// Commits: when it returns `Ok`, readers that begin see the changes,
     /// and with `Durability::Immediate` they survive power loss.
-    pub fn commit(self) -> Result<()> {
+    pub fn commit(mut self) -> Result<()> {
+        self.flush_reserved();
         let WriteTxn {
             shared,
             mut writer,
