@@ -65,7 +65,9 @@
 //! [`WriteTxn::put_reserve`] (the value written in place),
 //! [`WriteTxn::insert`] (returning the old value),
 //! [`WriteTxn::get_or_insert`], [`WriteTxn::delete`],
-//! [`WriteTxn::pop_first`], [`WriteTxn::pop_last`], and the bulk removals
+//! [`WriteTxn::pop_first`], [`WriteTxn::pop_last`], a cursor that deletes
+//! or replaces the entry it is on ([`WriteTxn::cursor_mut`]), and the bulk
+//! removals
 //! [`WriteTxn::clear`] (one visit per page, the tree and its handles
 //! staying), [`WriteTxn::delete_range`] and [`WriteTxn::retain`]. A
 //! [`Tree`] handle is `Hash + Ord`, so it can key a map.
@@ -104,6 +106,7 @@ pub use options::{Durability, Options, MAX_READERS_LIMIT};
 pub use stats::{CommitCounters, ReaderInfo, Stats, TreeStats};
 #[doc(hidden)]
 pub use storage::file::{IoHook, IoHookHandle};
+pub use txn::cursor_mut::CursorMut;
 pub use txn::read::ReadTxn;
 pub use txn::write::WriteTxn;
 pub use txn::Tree;

@@ -1055,3 +1055,111 @@ fn put_reserve_values_reach_the_pages_and_the_redo_log() {
         db.check().unwrap();
     }
 }
+
+#[test]
+fn cursor_mut_edits_agree_with_model() {
+    let db_dir = temp_db("cursor_mut.ib");
+    let db = open_small(&db_dir.path);
+    let mut rng = Rng::new(0xc0c0_0001);
+    let mut model = Map::new();
+    let t = {
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        // An empty tree: nothing to step on, nothing to edit.
+        let mut c = tx.cursor_mut(&t).unwrap();
+        assert_eq!(c.next().unwrap(), None);
+        assert!(!c.delete_current().unwrap());
+        assert!(!c.replace_current(b"v").unwrap());
+        drop(c);
+        tx.commit().unwrap();
+        t
+    };
+    for round in 0..6 {
+        let mut tx = db.begin_write().unwrap();
+        // Fill up with random entries, some in overflow pages.
+        for _ in 0..1500 {
+            let len = 1 + rng.below(6) as usize;
+            let k = rng.bytes(len);
+            let v = random_value(&mut rng);
+            tx.put(&t, &k, &v).unwrap();
+            model.insert(k, v);
+        }
+        // Walk from a random start (or the first key), editing at random:
+        // runs of deletes (merges), growing and shrinking replacements
+        // (splits, values to and from overflow pages), skips.
+        let start = if round % 2 == 0 {
+            Vec::new()
+        } else {
+            rng.bytes(1)
+        };
+        let expected_keys: Vec<Vec<u8>> = model
+            .range(start.clone()..)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut seen = Vec::new();
+        let mut c = tx.cursor_mut(&t).unwrap();
+        c.seek(&start);
+        let mut deleting = 0;
+        while let Some((k, v)) = c.next().unwrap() {
+            assert_eq!(Some(v), model.get(k).map(Vec::as_slice));
+            let k = k.to_vec();
+            assert_eq!(c.key(), Some(&k[..]));
+            seen.push(k.clone());
+            if deleting == 0 && rng.chance(5) {
+                deleting = 1 + rng.below(60);
+            }
+            if deleting > 0 {
+                deleting -= 1;
+                assert!(c.delete_current().unwrap());
+                assert!(!c.delete_current().unwrap(), "deleted twice");
+                assert!(!c.replace_current(b"x").unwrap(), "replaced after delete");
+                assert_eq!(c.key(), None);
+                model.remove(&k);
+            } else if rng.chance(40) {
+                let v = random_value(&mut rng);
+                assert!(c.replace_current(&v).unwrap());
+                assert_eq!(c.key(), Some(&k[..]));
+                model.insert(k, v);
+            }
+        }
+        // Past the end: no entry, no edit.
+        assert_eq!(c.next().unwrap(), None);
+        assert!(!c.delete_current().unwrap());
+        drop(c);
+        assert_eq!(seen, expected_keys, "round {round}: keys visited");
+        let all: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(collect(tx.iter(&t).unwrap()), all, "round {round}");
+        assert_eq!(tx.len(&t).unwrap(), model.len() as u64);
+        tx.commit().unwrap();
+        db.check().unwrap();
+        let depth = db.stats().unwrap().trees[0].depth;
+        assert!(
+            depth >= 2,
+            "round {round}: a tree of {depth} levels tests little"
+        );
+    }
+    // A refused replacement changes nothing and the cursor goes on.
+    let mut tx = db.begin_write().unwrap();
+    let mut c = tx.cursor_mut(&t).unwrap();
+    let (first, _) = c.next().unwrap().unwrap();
+    let first = first.to_vec();
+    let huge = vec![0u8; ironbark::MAX_VALUE_LEN + 1];
+    assert!(matches!(
+        c.replace_current(&huge),
+        Err(Error::ValueTooLarge { .. })
+    ));
+    drop(huge);
+    let second = c.next().unwrap().map(|(k, _)| k.to_vec());
+    assert_eq!(second.as_ref(), model.keys().nth(1));
+    drop(c);
+    assert_eq!(
+        tx.get(&t, &first).unwrap(),
+        model.get(&first).map(Vec::as_slice)
+    );
+    tx.commit().unwrap();
+    // A handle of another database is refused when the cursor is made.
+    let other_dir = temp_db("cursor_mut_other.ib");
+    let other = Database::open(&other_dir.path).unwrap();
+    let mut otx = other.begin_write().unwrap();
+    assert!(matches!(otx.cursor_mut(&t), Err(Error::ForeignTree(_))));
+}

@@ -280,6 +280,12 @@ impl<'a> Cursor<'a> {
         Ok(())
     }
 
+    /// The leaf the cursor is on and its slot there (when valid), so that a
+    /// caller that must drop the cursor can step on from the same leaf.
+    pub(crate) fn leaf(&self) -> Option<(Node<'a>, usize)> {
+        self.valid.then(|| (self.top().node, self.top().idx))
+    }
+
     pub(crate) fn key(&self) -> Result<&'a [u8]> {
         debug_assert!(self.valid);
         let top = self.top();
