@@ -1163,3 +1163,56 @@ fn cursor_mut_edits_agree_with_model() {
     let mut otx = other.begin_write().unwrap();
     assert!(matches!(otx.cursor_mut(&t), Err(Error::ForeignTree(_))));
 }
+
+#[test]
+fn write_transactions_and_iterators_move_between_threads() {
+    // Compile-time: these may be sent to another thread.
+    fn send<T: Send>() {}
+    send::<WriteTxn<'static>>();
+    send::<Range<'static>>();
+    send::<ReadTxn>();
+    send::<ironbark::CursorMut<'static, 'static>>();
+
+    let db_dir = temp_db("send.ib");
+    let db = Database::open(&db_dir.path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    tx.put(&t, b"a", b"begun here").unwrap();
+    std::thread::scope(|s| {
+        // A writer that waits for the lock, woken when the transaction
+        // commits on the thread it was sent to.
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (db, waiter_t) = (&db, t.clone());
+        let waiter = s.spawn(move || {
+            started_tx.send(()).unwrap();
+            let mut tx = db.begin_write().unwrap();
+            let t = waiter_t;
+            assert_eq!(tx.get(&t, b"b").unwrap(), Some(&b"committed there"[..]));
+            tx.put(&t, b"c", b"after").unwrap();
+            tx.commit().unwrap();
+        });
+        started_rx.recv().unwrap();
+        // (Time for the waiter to block in `begin_write`.)
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(matches!(db.try_begin_write(), Err(Error::Busy)));
+        let t = t.clone();
+        s.spawn(move || {
+            tx.put(&t, b"b", b"committed there").unwrap();
+            tx.commit().unwrap();
+        })
+        .join()
+        .unwrap();
+        waiter.join().unwrap();
+    });
+    // A range begun on one thread and read on another.
+    let rx = db.begin_read().unwrap();
+    let range = rx.range(&t, b"b".as_slice()..).unwrap();
+    let keys = std::thread::scope(|s| {
+        s.spawn(move || range.map(|e| e.unwrap().0.to_vec()).collect::<Vec<_>>())
+            .join()
+            .unwrap()
+    });
+    assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
+    // The lock is free again, for this thread too.
+    drop(db.begin_write().unwrap());
+}

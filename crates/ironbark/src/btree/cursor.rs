@@ -306,7 +306,23 @@ impl<'a> Cursor<'a> {
 /// An iterator over the entries of a tree within key bounds (`range`) or
 /// under a key prefix (`prefix`), in key order, or in reverse with
 /// `.rev()`. Yields `Result` because each step reads pages that are
-/// checked as they are read.
+/// checked as they are read. `Send`, like the transactions it borrows.
+///
+/// ```
+/// # fn main() -> ironbark::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+/// # let mut tx = db.begin_write()?;
+/// # let t = tx.open_tree("t")?;
+/// # tx.put(&t, b"a", b"1")?;
+/// # tx.commit()?;
+/// let rx = db.begin_read()?;
+/// let range = rx.iter(&t)?;
+/// let n = std::thread::scope(|s| s.spawn(move || range.count()).join().unwrap());
+/// assert_eq!(n, 1);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Range<'a> {
     front: Cursor<'a>,
     back: Cursor<'a>,

@@ -15,7 +15,7 @@
 use crate::sync::{AtomicU64, Ordering};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
@@ -188,20 +188,91 @@ pub(crate) struct Shared {
     /// the file outgrows it.
     pub(crate) map: Mutex<Arc<Map>>,
     pub(crate) readers: ReaderTable,
-    pub(crate) writer: Mutex<WriterState>,
+    pub(crate) writer: WriterLock,
     pub(crate) counters: Counters,
     /// The page arena of logged commits, reserved at the first one (`None`
     /// inside: it could not be reserved, and commits write the file).
     pub(crate) arena: OnceLock<Option<Arc<Arena>>>,
 }
 
-/// The write lock: this process's writer mutex and, across processes, the
-/// lock on byte 0 of the data file. Dropping it releases the file lock
-/// first, so another thread of this process never takes the mutex while
-/// this thread still holds the file lock.
+/// This process's writer mutex, which holds the writer state: the thread
+/// that takes the lock takes the state out of it, and puts it back to
+/// release it. So the guard owns what it guards and may move to another
+/// thread with the write transaction (`WriteTxn: Send`), which a std
+/// `MutexGuard` may not; the std mutex inside is held only while the state
+/// is taken out or put back.
+pub(crate) struct WriterLock {
+    slot: Mutex<WriterSlot>,
+    returned: Condvar,
+}
+
+struct WriterSlot {
+    /// `None` while a thread holds the lock.
+    state: Option<Box<WriterState>>,
+    /// Threads waiting for it: only then does a release wake one (a
+    /// system call).
+    waiting: usize,
+}
+
+impl WriterLock {
+    pub(crate) fn new(state: WriterState) -> WriterLock {
+        WriterLock {
+            slot: Mutex::new(WriterSlot {
+                state: Some(Box::new(state)),
+                waiting: 0,
+            }),
+            returned: Condvar::new(),
+        }
+    }
+
+    /// Takes the state: waits for it if `wait`, else `None` while another
+    /// thread holds it.
+    fn take(&self, wait: bool) -> Option<Box<WriterState>> {
+        // The mutex guards only this slot, and nothing panics while it is
+        // held: a poisoned one holds a consistent slot.
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(state) = slot.state.take() {
+                return Some(state);
+            }
+            if !wait {
+                return None;
+            }
+            slot.waiting += 1;
+            slot = self.returned.wait(slot).unwrap_or_else(|e| e.into_inner());
+            slot.waiting -= 1;
+        }
+    }
+
+    fn put_back(&self, state: Box<WriterState>) {
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        slot.state = Some(state);
+        let wake = slot.waiting > 0;
+        drop(slot);
+        if wake {
+            self.returned.notify_one();
+        }
+    }
+
+    /// `f` of the writer state, when no write transaction of this process
+    /// holds it (or, with `wait`, once none does); `None` when one does.
+    pub(crate) fn inspect<R>(&self, wait: bool, f: impl FnOnce(&WriterState) -> R) -> Option<R> {
+        let state = self.take(wait)?;
+        let r = f(&state);
+        self.put_back(state);
+        Some(r)
+    }
+}
+
+/// The write lock: this process's writer mutex (and the writer state taken
+/// out of it) and, across processes, the lock on byte 0 of the data file.
+/// Dropping it releases the file lock first, so another thread of this
+/// process never takes the mutex while this thread still holds the file
+/// lock.
 pub(crate) struct WriterGuard<'a> {
     shared: &'a Shared,
-    guard: MutexGuard<'a, WriterState>,
+    /// `Some` until dropped.
+    state: Option<Box<WriterState>>,
     /// Whether it holds the cross-process lock (not a follower's guard:
     /// `Shared::lock_follower`).
     file_locked: bool,
@@ -210,25 +281,32 @@ pub(crate) struct WriterGuard<'a> {
 impl std::ops::Deref for WriterGuard<'_> {
     type Target = WriterState;
     fn deref(&self) -> &WriterState {
-        &self.guard
+        self.state
+            .as_deref()
+            .expect("the writer state is held until drop")
     }
 }
 
 impl std::ops::DerefMut for WriterGuard<'_> {
     fn deref_mut(&mut self) -> &mut WriterState {
-        &mut self.guard
+        self.state
+            .as_deref_mut()
+            .expect("the writer state is held until drop")
     }
 }
 
 impl Drop for WriterGuard<'_> {
     fn drop(&mut self) {
-        // Before the mutex is released (a field, dropped after this).
+        // Before the mutex is released.
         self.shared
             .writer_thread
             .store(0, std::sync::atomic::Ordering::Relaxed);
         // Failing to unlock leaves the lock to be dropped at close.
         if self.file_locked {
             let _ = self.shared.file.unlock_writer();
+        }
+        if let Some(state) = self.state.take() {
+            self.shared.writer.put_back(state);
         }
     }
 }
@@ -274,14 +352,14 @@ impl Shared {
         if wait && self.writer_is_this_thread() {
             return Err(Error::WriteTxnOnThisThread);
         }
-        let guard = if wait {
-            self.writer.lock().unwrap_or_else(|e| e.into_inner())
-        } else {
-            match self.writer.try_lock() {
-                Ok(g) => g,
-                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return Err(Error::Busy),
-            }
+        let Some(state) = self.writer.take(wait) else {
+            return Err(Error::Busy);
+        };
+        // Returned to the mutex on every way out (the guard's drop).
+        let mut w = WriterGuard {
+            shared: self,
+            state: Some(state),
+            file_locked: false,
         };
         if !self.file.lock_writer(wait)? {
             return Err(if self.file.writer_held_shared() {
@@ -290,13 +368,9 @@ impl Shared {
                 Error::Locked
             });
         }
+        w.file_locked = true;
         self.writer_thread
             .store(thread_token(), std::sync::atomic::Ordering::Relaxed);
-        let mut w = WriterGuard {
-            shared: self,
-            guard,
-            file_locked: true,
-        };
         if self.foreign_logged() {
             // The newest commits live in the log and another process's
             // arena (or a crashed one's): no state to refresh from until
@@ -316,7 +390,7 @@ impl Shared {
         debug_assert!(self.read_only);
         WriterGuard {
             shared: self,
-            guard: self.writer.lock().unwrap_or_else(|e| e.into_inner()),
+            state: self.writer.take(true),
             file_locked: false,
         }
     }

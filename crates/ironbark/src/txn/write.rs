@@ -34,6 +34,31 @@ use crate::txn::Tree;
 
 /// The one write transaction. Changes are visible to it at once and to
 /// everyone else after `commit`. Dropped without commit, it is aborted.
+///
+/// `Send`: it may be begun on one thread and used, committed or dropped on
+/// another (a worker pool). One thing stays with the thread that began it:
+/// the check that makes a call that would wait for the write lock on the
+/// thread holding it fail with [`Error::WriteTxnOnThisThread`] instead of
+/// waiting for itself. After a move, that thread still gets the error
+/// (until the transaction ends) and the thread it moved to would wait.
+///
+/// ```
+/// # fn main() -> ironbark::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+/// let mut tx = db.begin_write()?;
+/// let t = tx.open_tree("t")?;
+/// std::thread::scope(|s| {
+///     s.spawn(move || {
+///         tx.put(&t, b"k", b"from a worker")?;
+///         tx.commit()
+///     })
+///     .join()
+///     .unwrap()
+/// })?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct WriteTxn<'db> {
     pub(crate) shared: &'db Shared,
     pub(crate) writer: WriterGuard<'db>,
