@@ -19,7 +19,7 @@
 //!
 //! let rx = db.begin_read()?;                        // a snapshot; never waits
 //! assert_eq!(rx.get(&users, b"alice")?, Some(&b"{\"age\": 30}"[..]));
-//! for entry in rx.range(&users, b"a".as_slice()..b"m".as_slice())? {
+//! for entry in rx.range(&users, b"a"..b"m")? {
 //!     let (key, value) = entry?;                    // borrowed from the map
 //!     assert_eq!(key, b"alice");
 //!     assert!(!value.is_empty());
@@ -57,9 +57,10 @@
 //! nearest-key lookups [`ReadTxn::get_ge`], [`ReadTxn::get_gt`],
 //! [`ReadTxn::get_le`] and [`ReadTxn::get_lt`], and the iterators
 //! [`ReadTxn::range`], [`ReadTxn::prefix`] and [`ReadTxn::iter`] (all on
-//! [`WriteTxn`] too, seeing its own uncommitted changes). The entries of a
-//! lookup or a prefix scan borrow the transaction, not the key or prefix
-//! passed in. [`WriteTxn`] adds
+//! [`WriteTxn`] too, seeing its own uncommitted changes). Range bounds may
+//! be keys of any byte-slice-like type (`b"a"..b"m"`, `start_vec..`, a
+//! pair of `Bound`s: [`KeyRange`]). The entries of a lookup, a range or a
+//! prefix scan borrow the transaction, not the keys passed in. [`WriteTxn`] adds
 //! [`WriteTxn::put`], [`WriteTxn::append`] (for sorted loads: keys in
 //! ascending order, full pages, no search per key),
 //! [`WriteTxn::put_reserve`] (the value written in place),
@@ -80,6 +81,7 @@ compile_error!(
      (F_OFD_SETLK) and /proc to share a database between processes"
 );
 
+mod bounds;
 mod btree;
 mod catalog;
 mod check;
@@ -95,6 +97,7 @@ mod storage;
 mod sync;
 mod txn;
 
+pub use bounds::KeyRange;
 pub use btree::cursor::Range;
 pub use check::CheckReport;
 pub use compact::Compacted;

@@ -12,6 +12,7 @@ use common::{temp_db, Images, Rng};
 use ironbark::{Database, Error, Options, Range, ReadTxn, Tree, WriteTxn};
 
 type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// Small pages, so that a few thousand keys make a tree of several levels.
 fn open_small(path: &std::path::Path) -> Database {
@@ -1215,4 +1216,106 @@ fn write_transactions_and_iterators_move_between_threads() {
     assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
     // The lock is free again, for this thread too.
     drop(db.begin_write().unwrap());
+}
+
+#[test]
+fn range_bounds_of_any_byte_slice_type_agree_with_model() {
+    let db_dir = temp_db("bounds.ib");
+    let db = open_small(&db_dir.path);
+    let mut rng = Rng::new(0xb0b0_0001);
+    let mut model = Map::new();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    for _ in 0..2000 {
+        let k = random_key(&mut rng);
+        let v = random_value(&mut rng);
+        tx.put(&t, &k, &v).unwrap();
+        model.insert(k, v);
+    }
+    tx.commit().unwrap();
+    let want = |lo: Bound<&[u8]>, hi: Bound<&[u8]>| -> Entries {
+        model
+            .range::<[u8], _>((lo, hi))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let rx = db.begin_read().unwrap();
+    let tx = db.begin_write().unwrap();
+    for _ in 0..200 {
+        let (mut a, mut b) = (random_key(&mut rng), random_key(&mut rng));
+        if a > b {
+            std::mem::swap(&mut a, &mut b);
+        }
+        let (sa, sb) = (a.as_slice(), b.as_slice());
+        use Bound::{Excluded, Included, Unbounded};
+        // The same ranges, written with keys of several types.
+        let cases: Vec<(Entries, Entries)> = vec![
+            (
+                collect(rx.range(&t, a.clone()..b.clone()).unwrap()),
+                want(Included(sa), Excluded(sb)),
+            ),
+            (
+                collect(tx.range(&t, &a..=&b).unwrap()),
+                want(Included(sa), Included(sb)),
+            ),
+            (collect(rx.range(&t, sa..).unwrap().rev()), {
+                let mut w = want(Included(sa), Unbounded);
+                w.reverse();
+                w
+            }),
+            (
+                collect(tx.range(&t, ..a.clone().into_boxed_slice()).unwrap()),
+                want(Unbounded, Excluded(sa)),
+            ),
+            (
+                collect(rx.range(&t, ..=&b).unwrap()),
+                want(Unbounded, Included(sb)),
+            ),
+            (
+                collect(
+                    tx.range(&t, (Excluded(a.clone()), Included(b.clone())))
+                        .unwrap(),
+                ),
+                want(Excluded(sa), Included(sb)),
+            ),
+            (
+                collect(rx.range_verified(&t, (Excluded(&a), Unbounded)).unwrap()),
+                want(Excluded(sa), Unbounded),
+            ),
+        ];
+        for (i, (got, want)) in cases.into_iter().enumerate() {
+            assert_eq!(got, want, "case {i}: {a:?} {b:?}");
+        }
+    }
+    // Fixed-size arrays, and the whole tree.
+    let n = model.range(b"a".to_vec()..b"b".to_vec()).count();
+    assert_eq!(rx.range(&t, b"a"..b"b").unwrap().count(), n);
+    assert_eq!(rx.range(&t, [b'a']..[b'b']).unwrap().count(), n);
+    assert_eq!(tx.range(&t, ..).unwrap().count(), model.len());
+    drop(tx);
+    drop(rx);
+    // Entries outlive the bounds they were found with.
+    let rx = db.begin_read().unwrap();
+    let first = {
+        let from = vec![b'a'];
+        rx.range(&t, from..).unwrap().next().unwrap().unwrap()
+    };
+    assert_eq!(
+        Some((first.0.to_vec(), first.1.to_vec())),
+        model_entry(model.range(b"a".to_vec()..))
+    );
+    drop(rx);
+    // delete_range takes the same bounds.
+    let mut tx = db.begin_write().unwrap();
+    let (lo, hi) = (vec![b'a'], vec![b'b', 0xff]);
+    let expected = model.range(lo.clone()..=hi.clone()).count() as u64;
+    assert!(expected > 0);
+    assert_eq!(tx.delete_range(&t, &lo..=&hi).unwrap(), expected);
+    assert_eq!(tx.delete_range(&t, lo..=hi).unwrap(), 0);
+    assert_eq!(
+        tx.delete_range(&t, [0xfe]..).unwrap(),
+        model.range(vec![0xfe]..).count() as u64
+    );
+    tx.commit().unwrap();
+    db.check().unwrap();
 }

@@ -326,8 +326,10 @@ impl<'a> Cursor<'a> {
 pub struct Range<'a> {
     front: Cursor<'a>,
     back: Cursor<'a>,
-    lower: Bound<&'a [u8]>,
-    upper: Bound<&'a [u8]>,
+    /// The bounds, owned so that the entries borrow only the source,
+    /// never the caller's keys.
+    lower: Bound<Box<[u8]>>,
+    upper: Bound<Box<[u8]>>,
     front_started: bool,
     back_started: bool,
     last_front: Option<&'a [u8]>,
@@ -342,15 +344,15 @@ impl<'a> Range<'a> {
     pub(crate) fn new(
         src: &'a dyn PageSource,
         root: Root,
-        lower: Bound<&'a [u8]>,
-        upper: Bound<&'a [u8]>,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
     ) -> Range<'a> {
         let cursor = Cursor::new(src, root);
         Range {
             front: cursor.clone(),
             back: cursor,
-            lower,
-            upper,
+            lower: lower.map(Box::from),
+            upper: upper.map(Box::from),
             front_started: false,
             back_started: false,
             last_front: None,
@@ -385,9 +387,9 @@ impl<'a> Range<'a> {
         if !self.within_prefix(key) {
             return false;
         }
-        match self.upper {
-            Bound::Included(u) => key <= u,
-            Bound::Excluded(u) => key < u,
+        match &self.upper {
+            Bound::Included(u) => key <= &u[..],
+            Bound::Excluded(u) => key < &u[..],
             Bound::Unbounded => true,
         }
     }
@@ -396,9 +398,9 @@ impl<'a> Range<'a> {
         if !self.within_prefix(key) {
             return false;
         }
-        match self.lower {
-            Bound::Included(l) => key >= l,
-            Bound::Excluded(l) => key > l,
+        match &self.lower {
+            Bound::Included(l) => key >= &l[..],
+            Bound::Excluded(l) => key > &l[..],
             Bound::Unbounded => true,
         }
     }
@@ -411,12 +413,12 @@ impl<'a> Range<'a> {
                 // first one that does not (checked in `below_upper`).
                 self.front.seek_ge(p)?;
             } else {
-                match self.lower {
+                match &self.lower {
                     Bound::Unbounded => self.front.seek_first()?,
                     Bound::Included(k) => self.front.seek_ge(k)?,
                     Bound::Excluded(k) => {
                         self.front.seek_ge(k)?;
-                        if self.front.is_valid() && self.front.key()? == k {
+                        if self.front.is_valid() && self.front.key()? == &k[..] {
                             self.front.step_forward()?;
                         }
                     }
@@ -452,12 +454,12 @@ impl<'a> Range<'a> {
                     None => self.back.seek_last()?,
                 }
             } else {
-                match self.upper {
+                match &self.upper {
                     Bound::Unbounded => self.back.seek_last()?,
                     Bound::Included(k) => self.back.seek_le(k)?,
                     Bound::Excluded(k) => {
                         self.back.seek_le(k)?;
-                        if self.back.is_valid() && self.back.key()? == k {
+                        if self.back.is_valid() && self.back.key()? == &k[..] {
                             self.back.step_back()?;
                         }
                     }

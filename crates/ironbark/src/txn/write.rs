@@ -15,9 +15,10 @@
 //! `delete_range`s all of a tree of more than one leaf) stops recording
 //! and commits by writing its pages to the file.
 
-use std::ops::{Bound, RangeBounds};
+use std::ops::Bound;
 use std::sync::Arc;
 
+use crate::bounds::KeyRange;
 use crate::btree::cursor::{edge, nearest, Nearest, Range};
 use crate::btree::search::{self, Root};
 use crate::btree::write::{Finger, TreeState, TreeWriter};
@@ -502,23 +503,36 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// The entries with keys in `range` as this transaction sees them.
-    pub fn range<'a, R: RangeBounds<&'a [u8]>>(
-        &'a self,
-        tree: &Tree,
-        range: R,
-    ) -> Result<Range<'a>> {
+    /// The bounds may be of any byte-slice-like type ([`KeyRange`]); they
+    /// are copied, so the entries borrow the transaction, not the bounds.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// for k in [b"a", b"b", b"c"] {
+    ///     tx.put(&t, k, b"v")?;
+    /// }
+    /// let first = {
+    ///     let upper = vec![b'b'];
+    ///     let mut range = tx.range(&t, ..=&upper)?;
+    ///     range.next().transpose()?
+    /// }; // `upper` is gone; the entry borrows `tx`
+    /// assert_eq!(first, Some((&b"a"[..], &b"v"[..])));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn range<R: KeyRange>(&self, tree: &Tree, range: R) -> Result<Range<'_>> {
         let root = self.catalog.trees[self.index_of(tree)?].state.root;
-        Ok(Range::new(
-            self,
-            root,
-            range.start_bound().map(|k| *k),
-            range.end_bound().map(|k| *k),
-        ))
+        let (lower, upper) = range.key_bounds();
+        Ok(Range::new(self, root, lower, upper))
     }
 
     /// All entries of `tree`, in key order.
-    pub fn iter<'a>(&'a self, tree: &Tree) -> Result<Range<'a>> {
-        self.range::<std::ops::RangeFull>(tree, ..)
+    pub fn iter(&self, tree: &Tree) -> Result<Range<'_>> {
+        self.range(tree, ..)
     }
 
     /// The entry with the smallest key, or `None` if `tree` is empty.
@@ -882,13 +896,9 @@ impl<'db> WriteTxn<'db> {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn delete_range<'k, R: RangeBounds<&'k [u8]>>(
-        &mut self,
-        tree: &Tree,
-        range: R,
-    ) -> Result<u64> {
-        let lower = range.start_bound().map(|k| k.to_vec());
-        let upper = range.end_bound().map(|k| k.to_vec());
+    pub fn delete_range<R: KeyRange>(&mut self, tree: &Tree, range: R) -> Result<u64> {
+        let (lower, upper) = range.key_bounds();
+        let (lower, upper) = (lower.map(<[u8]>::to_vec), upper.map(<[u8]>::to_vec));
         // A clear is a commit of pages (the log has no clear): worth it
         // for a tree of more than one leaf, not for a leaf's worth of
         // deletes, which stay logged.
