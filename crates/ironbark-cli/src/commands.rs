@@ -673,7 +673,7 @@ fn load_into(
         }
         e
     })?;
-    let (mut key, mut value, mut last) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut key, mut value) = (Vec::new(), Vec::new());
     let mut entries = 0u64;
     let mut trees: Vec<String> = Vec::new();
     let mut next = Some(first);
@@ -694,44 +694,28 @@ fn load_into(
         if !trees.contains(&name) {
             trees.push(name.clone());
         }
-        let mut have_last = false;
-        if append {
-            let newest = tx
-                .iter(&t)
-                .and_then(|mut it| it.next_back().transpose())
-                .map_err(|e| db_error(&path, e))?;
-            if let Some((k, _)) = newest {
-                last.clear();
-                last.extend_from_slice(k);
-                have_last = true;
-            }
-        }
         while reader
             .next_entry(header.format, &mut key, &mut value)
             .map_err(read_error)?
         {
             let key_line = reader.line() - 1;
-            if append {
-                if have_last && key <= last {
-                    return Err(at(
-                        key_line,
-                        format!(
-                            "key out of order for --append in tree {name:?} (keys must be \
-                             ascending and after the keys already in the tree)"
-                        ),
-                    ));
-                }
-                std::mem::swap(&mut last, &mut key);
-                have_last = true;
-                tx.put(&t, &last, &value)
+            let stored = if append {
+                tx.append(&t, &key, &value)
             } else {
                 tx.put(&t, &key, &value)
-            }
-            .map_err(|e| {
-                at(
+            };
+            stored.map_err(|e| match e {
+                ironbark::Error::KeyOutOfOrder(_) => at(
+                    key_line,
+                    format!(
+                        "key out of order for --append in tree {name:?} (keys must be \
+                         ascending and after the keys already in the tree)"
+                    ),
+                ),
+                e => at(
                     key_line,
                     format!("cannot store the entry in tree {name:?}: {e}"),
-                )
+                ),
             })?;
             entries += 1;
             if entries % 4096 == 0 {

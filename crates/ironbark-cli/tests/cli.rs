@@ -293,6 +293,75 @@ fn load_options_tree_append_and_merge() {
 }
 
 #[test]
+fn load_append_into_a_new_database_fills_pages_or_leaves_nothing() {
+    let dir = tmp();
+    // Out of order on line 3 of the data (a key equal to the one before):
+    // an error naming the line, and no file left behind.
+    let mut bad = entries(5);
+    bad[3] = bad[2].clone();
+    let db = dir.path().join("new.ib");
+    let a = ironbark()
+        .args(["load", "--append"])
+        .arg(&db)
+        .write_stdin(bytevalue_section(Some("t"), &bad))
+        .assert()
+        .code(1);
+    let err = &a.get_output().stderr;
+    // The header is 8 lines, then two lines per entry: the fourth entry's
+    // key is line 15.
+    assert_one_line_error(
+        err,
+        "stdin: line 15: key out of order for --append in tree \"t\"",
+    );
+    assert_one_line_error(err, "nothing was loaded");
+    for leftover in ["new.ib", "new.ib-lock", "new.ib-log"] {
+        assert!(
+            !dir.path().join(leftover).exists(),
+            "a failed load left {leftover} behind"
+        );
+    }
+    // In order: the same entries as a load without --append, in full
+    // pages (as few leaves as a sorted load of puts, fewer than random
+    // order gives).
+    let sorted = entries(20_000);
+    let appended = dir.path().join("appended.ib");
+    ironbark()
+        .args(["load", "--append"])
+        .arg(&appended)
+        .write_stdin(bytevalue_section(Some("t"), &sorted))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "loaded 20000 entries into 1 tree (t)",
+        ));
+    assert_eq!(contents(&appended), [("t".to_string(), sorted.clone())]);
+    let leaves = |path: &std::path::Path| -> u64 {
+        let out = ironbark()
+            .args(["stat", "--json"])
+            .arg(path)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        v["trees"][0]["leaf_pages"].as_u64().unwrap()
+    };
+    let mut shuffled = sorted.clone();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for i in (1..shuffled.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        shuffled.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    let random = dir.path().join("random.ib");
+    make_db(&random, &[("t", shuffled)]);
+    let (a, r) = (leaves(&appended), leaves(&random));
+    assert!(a * 100 < r * 80, "appended: {a} leaves, random order: {r}");
+}
+
+#[test]
 fn malformed_dump_names_the_line_and_loads_nothing() {
     let dir = tmp();
     let good = bytevalue_section(Some("a"), &entries(3));

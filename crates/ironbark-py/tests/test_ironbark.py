@@ -86,6 +86,27 @@ def test_put_without_overwrite_keeps_the_old_value(db):
         assert txn.get(b"k") == b"first"
 
 
+def test_append_takes_keys_in_order_only(db):
+    with db.begin(write=True) as txn:
+        for i in range(2000):
+            txn.append(b"key%05d" % i, b"v%d" % i, tree="log")
+        for bad in (b"key01999", b"key00000", b""):
+            with pytest.raises(ironbark.KeyOutOfOrderError, match="out of order"):
+                txn.append(bad, b"late", tree="log")
+        # A refused append changes nothing; the transaction goes on.
+        txn.append(b"key99999", b"last", tree="log")
+        txn.append(b"a", b"first", tree="other")
+    with db.begin() as txn:
+        keys = [k for k, _ in txn.range(tree="log")]
+        assert keys == [b"key%05d" % i for i in range(2000)] + [b"key99999"]
+        assert txn.get(b"key01999", tree="log") == b"v1999"
+        assert txn.get(b"a", tree="other") == b"first"
+    with db.begin() as txn:
+        with pytest.raises(ironbark.ReadOnlyError):
+            txn.append(b"zzz", b"v", tree="log")
+    assert issubclass(ironbark.KeyOutOfOrderError, ironbark.Error)
+
+
 def test_the_block_commits_on_success_and_aborts_on_an_exception(db):
     with db.begin(write=True) as txn:
         txn.put(b"kept", b"1")
@@ -322,7 +343,7 @@ def test_limits_and_types(db):
 
 def test_every_error_is_an_ironbark_error():
     names = [n for n in ironbark.__all__ if n.endswith("Error")]
-    assert len(names) == 23
+    assert len(names) == 24
     for name in names:
         cls = getattr(ironbark, name)
         assert issubclass(cls, ironbark.Error) and issubclass(cls, Exception)

@@ -41,7 +41,7 @@ use crate::storage::meta::{
 };
 use crate::txn::read::ReadTxn;
 use crate::txn::readers::ReaderTable;
-use crate::txn::shared::{Counters, Shared, Snapshot, WriterState};
+use crate::txn::shared::{Counters, Shared, Snapshot, WriterLock, WriterState};
 use crate::txn::write::WriteTxn;
 
 /// Open databases of this process, by file identity.
@@ -472,20 +472,19 @@ impl Database {
                     .load(Ordering::Acquire)
                     .max(logged.min(snap.txn()))
             }
-            None => {
-                self.shared
-                    .writer
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .durable_txn
-            }
+            None => self
+                .shared
+                .writer
+                .inspect(true, |w| w.durable_txn)
+                .expect("waited for"),
         };
         // Arena slots of logged commits that readers keep from reuse (a
         // writer at work hides them: then only file pages are counted).
-        let arena_pinned = match self.shared.writer.try_lock() {
-            Ok(w) => w.arena_space.pinned_by(&snapshots),
-            Err(_) => 0,
-        };
+        let arena_pinned = self
+            .shared
+            .writer
+            .inspect(false, |w| w.arena_space.pinned_by(&snapshots))
+            .unwrap_or(0);
         let c = &self.shared.counters;
         Ok(Stats {
             page_size: self.shared.limits.page_size,
@@ -739,7 +738,7 @@ fn open_instance(
         published: ArcSwap::from_pointee(placeholder),
         map: Mutex::new(map),
         readers,
-        writer: Mutex::new(WriterState::new(
+        writer: WriterLock::new(WriterState::new(
             FreeSpace::default(),
             Chain::default(),
             0,
@@ -825,7 +824,7 @@ fn assemble(
             catalog,
         }),
         readers,
-        writer: Mutex::new(WriterState::new(free, chain, meta.txn, slot, file_len, log)),
+        writer: WriterLock::new(WriterState::new(free, chain, meta.txn, slot, file_len, log)),
         arena: OnceLock::new(),
         counters: Counters::default(),
         file,

@@ -47,6 +47,9 @@ pub enum Error {
         /// The largest value allowed.
         max: usize,
     },
+    /// [`crate::WriteTxn::append`] was given a key that is not greater
+    /// than the last key of the tree (named here). Nothing was changed.
+    KeyOutOfOrder(String),
     /// A tree name is empty or longer than [`crate::MAX_TREE_NAME_LEN`].
     InvalidTreeName(String),
     /// No tree of that name exists in this snapshot.
@@ -156,6 +159,11 @@ impl fmt::Display for Error {
             Error::ValueTooLarge { len, max } => {
                 write!(f, "value of {len} bytes is larger than the limit of {max}")
             }
+            Error::KeyOutOfOrder(n) => write!(
+                f,
+                "key out of order: an append to tree {n:?} must be greater than the \
+                 tree's last key"
+            ),
             Error::InvalidTreeName(n) => write!(
                 f,
                 "invalid tree name {n:?} (1 to {} bytes)",

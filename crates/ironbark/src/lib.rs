@@ -19,7 +19,7 @@
 //!
 //! let rx = db.begin_read()?;                        // a snapshot; never waits
 //! assert_eq!(rx.get(&users, b"alice")?, Some(&b"{\"age\": 30}"[..]));
-//! for entry in rx.range(&users, b"a".as_slice()..b"m".as_slice())? {
+//! for entry in rx.range(&users, b"a"..b"m")? {
 //!     let (key, value) = entry?;                    // borrowed from the map
 //!     assert_eq!(key, b"alice");
 //!     assert!(!value.is_empty());
@@ -60,12 +60,18 @@
 //! nearest-key lookups [`ReadTxn::get_ge`], [`ReadTxn::get_gt`],
 //! [`ReadTxn::get_le`] and [`ReadTxn::get_lt`], and the iterators
 //! [`ReadTxn::range`], [`ReadTxn::prefix`] and [`ReadTxn::iter`] (all on
-//! [`WriteTxn`] too, seeing its own uncommitted changes). The entries of a
-//! lookup or a prefix scan borrow the transaction, not the key or prefix
-//! passed in. [`WriteTxn`] adds
-//! [`WriteTxn::put`], [`WriteTxn::insert`] (returning the old value),
+//! [`WriteTxn`] too, seeing its own uncommitted changes). Range bounds may
+//! be keys of any byte-slice-like type (`b"a"..b"m"`, `start_vec..`, a
+//! pair of `Bound`s: [`KeyRange`]). The entries of a lookup, a range or a
+//! prefix scan borrow the transaction, not the keys passed in. [`WriteTxn`] adds
+//! [`WriteTxn::put`], [`WriteTxn::append`] (for sorted loads: keys in
+//! ascending order, full pages, no search per key),
+//! [`WriteTxn::put_reserve`] (the value written in place),
+//! [`WriteTxn::insert`] (returning the old value),
 //! [`WriteTxn::get_or_insert`], [`WriteTxn::delete`],
-//! [`WriteTxn::pop_first`], [`WriteTxn::pop_last`], and the bulk removals
+//! [`WriteTxn::pop_first`], [`WriteTxn::pop_last`], a cursor that deletes
+//! or replaces the entry it is on ([`WriteTxn::cursor_mut`]), and the bulk
+//! removals
 //! [`WriteTxn::clear`] (one visit per page, the tree and its handles
 //! staying), [`WriteTxn::delete_range`] and [`WriteTxn::retain`]. A
 //! [`Tree`] handle is `Hash + Ord`, so it can key a map.
@@ -78,6 +84,7 @@ compile_error!(
      (F_OFD_SETLK) and /proc to share a database between processes"
 );
 
+mod bounds;
 mod btree;
 mod catalog;
 mod check;
@@ -93,6 +100,7 @@ mod storage;
 mod sync;
 mod txn;
 
+pub use bounds::KeyRange;
 pub use btree::cursor::Range;
 pub use check::CheckReport;
 pub use compact::Compacted;
@@ -104,6 +112,7 @@ pub use options::{Durability, Options, MAX_READERS_LIMIT};
 pub use stats::{CommitCounters, ReaderInfo, Stats, TreeStats};
 #[doc(hidden)]
 pub use storage::file::{IoHook, IoHookHandle};
+pub use txn::cursor_mut::CursorMut;
 pub use txn::read::ReadTxn;
 pub use txn::write::WriteTxn;
 pub use txn::Tree;

@@ -16,8 +16,10 @@ use crate::storage::arena::{Arena, ARENA_BIT};
 use crate::storage::map::Map;
 use crate::storage::meta::META_SLOTS;
 
-/// Resolves page numbers to bytes.
-pub(crate) trait PageSource {
+/// Resolves page numbers to bytes. `Sync`, so that the cursors and
+/// iterators that hold a `&dyn PageSource` may move to another thread
+/// (`Range: Send`).
+pub(crate) trait PageSource: Sync {
     /// The bytes of one page.
     fn page(&self, pgno: u64) -> Result<&[u8]>;
     /// The bytes of the blob run whose first page is `pgno`.

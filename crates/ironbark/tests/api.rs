@@ -12,6 +12,7 @@ use common::{temp_db, Images, Rng};
 use ironbark::{Database, Error, Options, Range, ReadTxn, Tree, WriteTxn};
 
 type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// Small pages, so that a few thousand keys make a tree of several levels.
 fn open_small(path: &std::path::Path) -> Database {
@@ -757,4 +758,564 @@ fn tree_handles_are_hashable_and_ordered() {
     map.insert(a_other.clone(), 2);
     assert_eq!(map[&a], 1);
     assert_eq!(map[&a_other], 2);
+}
+
+fn leaf_pages(db: &Database, name: &str) -> u64 {
+    let stats = db.stats().unwrap();
+    stats
+        .trees
+        .iter()
+        .find(|t| t.name == name)
+        .unwrap()
+        .leaf_pages
+}
+
+#[test]
+fn append_refuses_keys_out_of_order_and_changes_nothing() {
+    let db_dir = temp_db("append_order.ib");
+    let db = open_small(&db_dir.path);
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    let other = tx.open_tree("other").unwrap();
+    tx.append(&t, b"", b"empty key first").unwrap();
+    for k in [&b"b"[..], b"c", b"c\x00", b"d"] {
+        tx.append(&t, k, k).unwrap();
+    }
+    // Equal to the last key, before it, and before the first.
+    for bad in [&b"d"[..], b"c\xff", b""] {
+        match tx.append(&t, bad, b"x") {
+            Err(Error::KeyOutOfOrder(name)) => assert_eq!(name, "t"),
+            other => panic!("append of {bad:?}: {other:?}"),
+        }
+    }
+    // Each tree has its own order.
+    tx.append(&other, b"a", b"1").unwrap();
+    // Size errors come before the order check, as for `put`.
+    let long = vec![b'z'; db.max_key_len() + 1];
+    assert!(matches!(
+        tx.append(&t, &long, b"v"),
+        Err(Error::KeyTooLarge { .. })
+    ));
+    // A refused append leaves the transaction usable and the tree as it was.
+    tx.append(&t, b"e", b"5").unwrap();
+    tx.commit().unwrap();
+    let rx = db.begin_read().unwrap();
+    let keys: Vec<Vec<u8>> = collect(rx.iter(&t).unwrap())
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(
+        keys,
+        [&b""[..], b"b", b"c", b"c\x00", b"d", b"e"].map(<[u8]>::to_vec)
+    );
+    drop(rx);
+
+    // A new transaction has no finger: the order is checked against the
+    // committed last key, including one in an overflow value's leaf.
+    let mut tx = db.begin_write().unwrap();
+    tx.put(&t, b"f", &vec![7u8; 3000]).unwrap();
+    tx.commit().unwrap();
+    let mut tx = db.begin_write().unwrap();
+    assert!(matches!(
+        tx.append(&t, b"f", b"x"),
+        Err(Error::KeyOutOfOrder(_))
+    ));
+    assert!(matches!(
+        tx.append(&t, b"a", b"x"),
+        Err(Error::KeyOutOfOrder(_))
+    ));
+    // After the last key is deleted, the new last key is the bound.
+    assert!(tx.delete(&t, b"f").unwrap());
+    tx.append(&t, b"e\x00", b"after e").unwrap();
+    // After a put in the middle (which moves the finger) too.
+    tx.put(&t, b"bb", b"middle").unwrap();
+    assert!(matches!(
+        tx.append(&t, b"e\x00", b"x"),
+        Err(Error::KeyOutOfOrder(_))
+    ));
+    tx.append(&t, b"g", b"7").unwrap();
+    assert_eq!(tx.last(&t).unwrap(), Some((&b"g"[..], &b"7"[..])));
+    assert_eq!(tx.len(&t).unwrap(), 9);
+    tx.commit().unwrap();
+    db.check().unwrap();
+}
+
+#[test]
+fn append_gives_what_put_gives_with_full_pages() {
+    let db_dir = temp_db("append_fill.ib");
+    let db = open_small(&db_dir.path);
+    let mut rng = Rng::new(0xa99e_0001);
+    // Sorted distinct keys of varied length, some values in overflow pages.
+    let keys: BTreeSet<Vec<u8>> = (0..6000)
+        .map(|_| {
+            let len = 1 + rng.below(12) as usize;
+            rng.bytes(len)
+        })
+        .collect();
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = keys
+        .into_iter()
+        .map(|k| {
+            let v = if rng.chance(2) {
+                rng.bytes(1500)
+            } else {
+                let len = rng.below(50) as usize;
+                rng.bytes(len)
+            };
+            (k, v)
+        })
+        .collect();
+    let mut shuffled = entries.clone();
+    for i in (1..shuffled.len()).rev() {
+        shuffled.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    // The appends in several transactions, so that some start without a
+    // finger; the puts in random order.
+    let chunks = [0, 1, 2000, 2001, 4500, entries.len()];
+    for w in chunks.windows(2) {
+        let mut tx = db.begin_write().unwrap();
+        let appended = tx.open_tree("appended").unwrap();
+        for (k, v) in &entries[w[0]..w[1]] {
+            tx.append(&appended, k, v).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let mut tx = db.begin_write().unwrap();
+    let put = tx.open_tree("put").unwrap();
+    for (k, v) in &shuffled {
+        tx.put(&put, k, v).unwrap();
+    }
+    tx.commit().unwrap();
+    {
+        let rx = db.begin_read().unwrap();
+        let a = rx.tree("appended").unwrap();
+        assert_eq!(collect(rx.iter(&a).unwrap()), entries);
+        assert_eq!(collect(rx.iter(&put).unwrap()), entries);
+    }
+    db.check().unwrap();
+    let (appended, random) = (leaf_pages(&db, "appended"), leaf_pages(&db, "put"));
+    // Random inserts leave leaves about 70% full; appends leave them full
+    // but for the last one (and the commit boundaries, which continue the
+    // same last leaf).
+    assert!(
+        appended * 100 < random * 80,
+        "appended: {appended} leaves, random puts: {random}"
+    );
+    let inline_bytes: usize = entries
+        .iter()
+        .map(|(k, v)| {
+            let body = if v.len() < 1000 { v.len() } else { 20 };
+            k.len() + body + 12
+        })
+        .sum();
+    assert!(
+        (appended as usize) < inline_bytes / 900 + 10,
+        "appended: {appended} leaves for {inline_bytes} bytes of cells"
+    );
+}
+
+#[test]
+fn appends_survive_a_crash_in_both_kinds_of_commit() {
+    for logged in [true, false] {
+        let db_dir = temp_db("append_crash.ib");
+        let crashed = db_dir.dir.path().join("crashed.ib");
+        let options = Options {
+            page_size: 1024,
+            logged_commits: logged,
+            ..Options::default()
+        };
+        let expected = {
+            let db = Database::open_with(&db_dir.path, &options).unwrap();
+            let mut tx = db.begin_write().unwrap();
+            let t = tx.open_tree("t").unwrap();
+            fill(&mut tx, &t, 500, 3, false);
+            tx.commit().unwrap();
+            // A small append after the committed keys: a logged commit
+            // (with logged_commits), replayed as puts.
+            let logged_before = db.stats().unwrap().counters.logged_commits;
+            let mut tx = db.begin_write().unwrap();
+            for i in 0..20u32 {
+                let mut k = vec![0xff, 0xff, 0xff, 0xff];
+                k.extend_from_slice(&i.to_be_bytes());
+                tx.append(&t, &k, b"appended").unwrap();
+            }
+            tx.commit().unwrap();
+            Images::read(&db_dir.path).write(&crashed);
+            let rx = db.begin_read().unwrap();
+            let expected = collect(rx.iter(&t).unwrap());
+            drop(rx);
+            let logged_after = db.stats().unwrap().counters.logged_commits;
+            assert_eq!(logged_after - logged_before, u64::from(logged));
+            expected
+        };
+        assert_eq!(expected.len(), 520);
+        let db = Database::open_with(&crashed, &options).unwrap();
+        let rx = db.begin_read().unwrap();
+        let t = rx.tree("t").unwrap();
+        assert_eq!(collect(rx.iter(&t).unwrap()), expected, "logged: {logged}");
+        drop(rx);
+        db.check().unwrap();
+    }
+}
+
+#[test]
+fn put_reserve_values_reach_the_pages_and_the_redo_log() {
+    for logged in [true, false] {
+        let db_dir = temp_db("reserve.ib");
+        let crashed = db_dir.dir.path().join("crashed.ib");
+        let options = Options {
+            logged_commits: logged,
+            ..Options::default()
+        };
+        let mut model = Map::new();
+        {
+            let db = Database::open_with(&db_dir.path, &options).unwrap();
+            let mut tx = db.begin_write().unwrap();
+            let t = tx.open_tree("t").unwrap();
+            for i in 0..3000u32 {
+                let k = format!("k{i:05}").into_bytes();
+                let v = vec![i as u8; 40];
+                tx.put(&t, &k, &v).unwrap();
+                model.insert(k, v);
+            }
+            tx.commit().unwrap();
+            let logged_before = db.stats().unwrap().counters.logged_commits;
+
+            let mut tx = db.begin_write().unwrap();
+            let pattern = |len: usize, seed: u8| -> Vec<u8> {
+                (0..len)
+                    .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+                    .collect()
+            };
+            // Inline, overflow, empty, over an existing key of the same
+            // length (replaced in place) and of another length.
+            let cases: [(&[u8], usize, u8); 5] = [
+                (b"k01000x", 100, 1),
+                (b"k02000x", 2500, 2),
+                (b"k00500x", 0, 3),
+                (b"k01500", 40, 4),
+                (b"k02500", 300, 5),
+            ];
+            for (k, len, seed) in cases {
+                let value = pattern(len, seed);
+                let space = tx.put_reserve(&t, k, len).unwrap();
+                assert_eq!(space.len(), len);
+                assert!(space.iter().all(|&b| b == 0), "the space is zeroed");
+                space.copy_from_slice(&value);
+                // Read back through the transaction before anything else.
+                assert_eq!(tx.get(&t, k).unwrap(), Some(&value[..]));
+                model.insert(k.to_vec(), value);
+            }
+            // A reservation, then puts next to it that split its leaf (the
+            // value moves: its bytes must be in the log from before).
+            let value = pattern(200, 6);
+            tx.put_reserve(&t, b"k00100x", 200)
+                .unwrap()
+                .copy_from_slice(&value);
+            model.insert(b"k00100x".to_vec(), value);
+            for i in 0..30u8 {
+                let k = [&b"k00100x"[..], &[i]].concat();
+                tx.put(&t, &k, &[i; 90]).unwrap();
+                model.insert(k, vec![i; 90]);
+            }
+            // The last reservation is written just before the commit, and
+            // only half of it: the rest stays zero.
+            let mut value = vec![0u8; 64];
+            value[..32].copy_from_slice(&pattern(32, 7));
+            tx.put_reserve(&t, b"last", 64).unwrap()[..32].copy_from_slice(&value[..32]);
+            model.insert(b"last".to_vec(), value);
+            // Refused sizes are errors, with nothing changed.
+            assert!(matches!(
+                tx.put_reserve(&t, b"huge", ironbark::MAX_VALUE_LEN + 1),
+                Err(Error::ValueTooLarge { .. })
+            ));
+            let long_key = vec![b'k'; db.max_key_len() + 1];
+            assert!(matches!(
+                tx.put_reserve(&t, &long_key, 1),
+                Err(Error::KeyTooLarge { .. })
+            ));
+            tx.commit().unwrap();
+            Images::read(&db_dir.path).write(&crashed);
+            let rx = db.begin_read().unwrap();
+            let all: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            assert_eq!(collect(rx.iter(&t).unwrap()), all);
+            drop(rx);
+            let logged_after = db.stats().unwrap().counters.logged_commits;
+            assert_eq!(
+                logged_after - logged_before,
+                u64::from(logged),
+                "logged: {logged}"
+            );
+        }
+        // After a crash the logged commit is replayed from its record.
+        let db = Database::open_with(&crashed, &options).unwrap();
+        let rx = db.begin_read().unwrap();
+        let t = rx.tree("t").unwrap();
+        let all: Vec<_> = model.into_iter().collect();
+        assert_eq!(collect(rx.iter(&t).unwrap()), all, "logged: {logged}");
+        drop(rx);
+        db.check().unwrap();
+    }
+}
+
+#[test]
+fn cursor_mut_edits_agree_with_model() {
+    let db_dir = temp_db("cursor_mut.ib");
+    let db = open_small(&db_dir.path);
+    let mut rng = Rng::new(0xc0c0_0001);
+    let mut model = Map::new();
+    let t = {
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        // An empty tree: nothing to step on, nothing to edit.
+        let mut c = tx.cursor_mut(&t).unwrap();
+        assert_eq!(c.next().unwrap(), None);
+        assert!(!c.delete_current().unwrap());
+        assert!(!c.replace_current(b"v").unwrap());
+        drop(c);
+        tx.commit().unwrap();
+        t
+    };
+    for round in 0..6 {
+        let mut tx = db.begin_write().unwrap();
+        // Fill up with random entries, some in overflow pages.
+        for _ in 0..1500 {
+            let len = 1 + rng.below(6) as usize;
+            let k = rng.bytes(len);
+            let v = random_value(&mut rng);
+            tx.put(&t, &k, &v).unwrap();
+            model.insert(k, v);
+        }
+        // Walk from a random start (or the first key), editing at random:
+        // runs of deletes (merges), growing and shrinking replacements
+        // (splits, values to and from overflow pages), skips.
+        let start = if round % 2 == 0 {
+            Vec::new()
+        } else {
+            rng.bytes(1)
+        };
+        let expected_keys: Vec<Vec<u8>> = model
+            .range(start.clone()..)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut seen = Vec::new();
+        let mut c = tx.cursor_mut(&t).unwrap();
+        c.seek(&start);
+        let mut deleting = 0;
+        while let Some((k, v)) = c.next().unwrap() {
+            assert_eq!(Some(v), model.get(k).map(Vec::as_slice));
+            let k = k.to_vec();
+            assert_eq!(c.key(), Some(&k[..]));
+            seen.push(k.clone());
+            if deleting == 0 && rng.chance(5) {
+                deleting = 1 + rng.below(60);
+            }
+            if deleting > 0 {
+                deleting -= 1;
+                assert!(c.delete_current().unwrap());
+                assert!(!c.delete_current().unwrap(), "deleted twice");
+                assert!(!c.replace_current(b"x").unwrap(), "replaced after delete");
+                assert_eq!(c.key(), None);
+                model.remove(&k);
+            } else if rng.chance(40) {
+                let v = random_value(&mut rng);
+                assert!(c.replace_current(&v).unwrap());
+                assert_eq!(c.key(), Some(&k[..]));
+                model.insert(k, v);
+            }
+        }
+        // Past the end: no entry, no edit.
+        assert_eq!(c.next().unwrap(), None);
+        assert!(!c.delete_current().unwrap());
+        drop(c);
+        assert_eq!(seen, expected_keys, "round {round}: keys visited");
+        let all: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(collect(tx.iter(&t).unwrap()), all, "round {round}");
+        assert_eq!(tx.len(&t).unwrap(), model.len() as u64);
+        tx.commit().unwrap();
+        db.check().unwrap();
+        let depth = db.stats().unwrap().trees[0].depth;
+        assert!(
+            depth >= 2,
+            "round {round}: a tree of {depth} levels tests little"
+        );
+    }
+    // A refused replacement changes nothing and the cursor goes on.
+    let mut tx = db.begin_write().unwrap();
+    let mut c = tx.cursor_mut(&t).unwrap();
+    let (first, _) = c.next().unwrap().unwrap();
+    let first = first.to_vec();
+    let huge = vec![0u8; ironbark::MAX_VALUE_LEN + 1];
+    assert!(matches!(
+        c.replace_current(&huge),
+        Err(Error::ValueTooLarge { .. })
+    ));
+    drop(huge);
+    let second = c.next().unwrap().map(|(k, _)| k.to_vec());
+    assert_eq!(second.as_ref(), model.keys().nth(1));
+    drop(c);
+    assert_eq!(
+        tx.get(&t, &first).unwrap(),
+        model.get(&first).map(Vec::as_slice)
+    );
+    tx.commit().unwrap();
+    // A handle of another database is refused when the cursor is made.
+    let other_dir = temp_db("cursor_mut_other.ib");
+    let other = Database::open(&other_dir.path).unwrap();
+    let mut otx = other.begin_write().unwrap();
+    assert!(matches!(otx.cursor_mut(&t), Err(Error::ForeignTree(_))));
+}
+
+#[test]
+fn write_transactions_and_iterators_move_between_threads() {
+    // Compile-time: these may be sent to another thread.
+    fn send<T: Send>() {}
+    send::<WriteTxn<'static>>();
+    send::<Range<'static>>();
+    send::<ReadTxn>();
+    send::<ironbark::CursorMut<'static, 'static>>();
+
+    let db_dir = temp_db("send.ib");
+    let db = Database::open(&db_dir.path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    tx.put(&t, b"a", b"begun here").unwrap();
+    std::thread::scope(|s| {
+        // A writer that waits for the lock, woken when the transaction
+        // commits on the thread it was sent to.
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (db, waiter_t) = (&db, t.clone());
+        let waiter = s.spawn(move || {
+            started_tx.send(()).unwrap();
+            let mut tx = db.begin_write().unwrap();
+            let t = waiter_t;
+            assert_eq!(tx.get(&t, b"b").unwrap(), Some(&b"committed there"[..]));
+            tx.put(&t, b"c", b"after").unwrap();
+            tx.commit().unwrap();
+        });
+        started_rx.recv().unwrap();
+        // (Time for the waiter to block in `begin_write`.)
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(matches!(db.try_begin_write(), Err(Error::Busy)));
+        let t = t.clone();
+        s.spawn(move || {
+            tx.put(&t, b"b", b"committed there").unwrap();
+            tx.commit().unwrap();
+        })
+        .join()
+        .unwrap();
+        waiter.join().unwrap();
+    });
+    // A range begun on one thread and read on another.
+    let rx = db.begin_read().unwrap();
+    let range = rx.range(&t, b"b".as_slice()..).unwrap();
+    let keys = std::thread::scope(|s| {
+        s.spawn(move || range.map(|e| e.unwrap().0.to_vec()).collect::<Vec<_>>())
+            .join()
+            .unwrap()
+    });
+    assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
+    // The lock is free again, for this thread too.
+    drop(db.begin_write().unwrap());
+}
+
+#[test]
+fn range_bounds_of_any_byte_slice_type_agree_with_model() {
+    let db_dir = temp_db("bounds.ib");
+    let db = open_small(&db_dir.path);
+    let mut rng = Rng::new(0xb0b0_0001);
+    let mut model = Map::new();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    for _ in 0..2000 {
+        let k = random_key(&mut rng);
+        let v = random_value(&mut rng);
+        tx.put(&t, &k, &v).unwrap();
+        model.insert(k, v);
+    }
+    tx.commit().unwrap();
+    let want = |lo: Bound<&[u8]>, hi: Bound<&[u8]>| -> Entries {
+        model
+            .range::<[u8], _>((lo, hi))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let rx = db.begin_read().unwrap();
+    let tx = db.begin_write().unwrap();
+    for _ in 0..200 {
+        let (mut a, mut b) = (random_key(&mut rng), random_key(&mut rng));
+        if a > b {
+            std::mem::swap(&mut a, &mut b);
+        }
+        let (sa, sb) = (a.as_slice(), b.as_slice());
+        use Bound::{Excluded, Included, Unbounded};
+        // The same ranges, written with keys of several types.
+        let cases: Vec<(Entries, Entries)> = vec![
+            (
+                collect(rx.range(&t, a.clone()..b.clone()).unwrap()),
+                want(Included(sa), Excluded(sb)),
+            ),
+            (
+                collect(tx.range(&t, &a..=&b).unwrap()),
+                want(Included(sa), Included(sb)),
+            ),
+            (collect(rx.range(&t, sa..).unwrap().rev()), {
+                let mut w = want(Included(sa), Unbounded);
+                w.reverse();
+                w
+            }),
+            (
+                collect(tx.range(&t, ..a.clone().into_boxed_slice()).unwrap()),
+                want(Unbounded, Excluded(sa)),
+            ),
+            (
+                collect(rx.range(&t, ..=&b).unwrap()),
+                want(Unbounded, Included(sb)),
+            ),
+            (
+                collect(
+                    tx.range(&t, (Excluded(a.clone()), Included(b.clone())))
+                        .unwrap(),
+                ),
+                want(Excluded(sa), Included(sb)),
+            ),
+            (
+                collect(rx.range_verified(&t, (Excluded(&a), Unbounded)).unwrap()),
+                want(Excluded(sa), Unbounded),
+            ),
+        ];
+        for (i, (got, want)) in cases.into_iter().enumerate() {
+            assert_eq!(got, want, "case {i}: {a:?} {b:?}");
+        }
+    }
+    // Fixed-size arrays, and the whole tree.
+    let n = model.range(b"a".to_vec()..b"b".to_vec()).count();
+    assert_eq!(rx.range(&t, b"a"..b"b").unwrap().count(), n);
+    assert_eq!(rx.range(&t, [b'a']..[b'b']).unwrap().count(), n);
+    assert_eq!(tx.range(&t, ..).unwrap().count(), model.len());
+    drop(tx);
+    drop(rx);
+    // Entries outlive the bounds they were found with.
+    let rx = db.begin_read().unwrap();
+    let first = {
+        let from = vec![b'a'];
+        rx.range(&t, from..).unwrap().next().unwrap().unwrap()
+    };
+    assert_eq!(
+        Some((first.0.to_vec(), first.1.to_vec())),
+        model_entry(model.range(b"a".to_vec()..))
+    );
+    drop(rx);
+    // delete_range takes the same bounds.
+    let mut tx = db.begin_write().unwrap();
+    let (lo, hi) = (vec![b'a'], vec![b'b', 0xff]);
+    let expected = model.range(lo.clone()..=hi.clone()).count() as u64;
+    assert!(expected > 0);
+    assert_eq!(tx.delete_range(&t, &lo..=&hi).unwrap(), expected);
+    assert_eq!(tx.delete_range(&t, lo..=hi).unwrap(), 0);
+    assert_eq!(
+        tx.delete_range(&t, [0xfe]..).unwrap(),
+        model.range(vec![0xfe]..).count() as u64
+    );
+    tx.commit().unwrap();
+    db.check().unwrap();
 }

@@ -280,6 +280,12 @@ impl<'a> Cursor<'a> {
         Ok(())
     }
 
+    /// The leaf the cursor is on and its slot there (when valid), so that a
+    /// caller that must drop the cursor can step on from the same leaf.
+    pub(crate) fn leaf(&self) -> Option<(Node<'a>, usize)> {
+        self.valid.then(|| (self.top().node, self.top().idx))
+    }
+
     pub(crate) fn key(&self) -> Result<&'a [u8]> {
         debug_assert!(self.valid);
         let top = self.top();
@@ -300,35 +306,89 @@ impl<'a> Cursor<'a> {
 /// An iterator over the entries of a tree within key bounds (`range`) or
 /// under a key prefix (`prefix`), in key order, or in reverse with
 /// `.rev()`. Yields `Result` because each step reads pages that are
-/// checked as they are read.
+/// checked as they are read. `Send`, like the transactions it borrows.
+///
+/// ```
+/// # fn main() -> ironbark::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+/// # let mut tx = db.begin_write()?;
+/// # let t = tx.open_tree("t")?;
+/// # tx.put(&t, b"a", b"1")?;
+/// # tx.commit()?;
+/// let rx = db.begin_read()?;
+/// let range = rx.iter(&t)?;
+/// let n = std::thread::scope(|s| s.spawn(move || range.count()).join().unwrap());
+/// assert_eq!(n, 1);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Range<'a> {
     front: Cursor<'a>,
     back: Cursor<'a>,
-    lower: Bound<&'a [u8]>,
-    upper: Bound<&'a [u8]>,
+    /// The bounds, owned so that the entries borrow only the source,
+    /// never the caller's keys.
+    lower: Bound<OwnedKey>,
+    upper: Bound<OwnedKey>,
     front_started: bool,
     back_started: bool,
     last_front: Option<&'a [u8]>,
     last_back: Option<&'a [u8]>,
     /// For a prefix scan: the prefix every key must start with, owned so
     /// that the entries borrow only the source, never the caller's prefix.
-    prefix: Option<Box<[u8]>>,
+    prefix: Option<OwnedKey>,
     done: bool,
+}
+
+/// The longest key a range keeps inline.
+const INLINE_KEY: usize = 64;
+
+/// A bound or prefix a range owns: inline up to [`INLINE_KEY`] bytes, so
+/// that making a range (a seek) allocates nothing for the keys of most
+/// trees; on the heap beyond.
+enum OwnedKey {
+    Inline { len: u8, bytes: [u8; INLINE_KEY] },
+    Heap(Box<[u8]>),
+}
+
+impl OwnedKey {
+    fn new(key: &[u8]) -> OwnedKey {
+        if key.len() <= INLINE_KEY {
+            let mut bytes = [0u8; INLINE_KEY];
+            bytes[..key.len()].copy_from_slice(key);
+            OwnedKey::Inline {
+                len: key.len() as u8,
+                bytes,
+            }
+        } else {
+            OwnedKey::Heap(key.into())
+        }
+    }
+}
+
+impl std::ops::Deref for OwnedKey {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            OwnedKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            OwnedKey::Heap(key) => key,
+        }
+    }
 }
 
 impl<'a> Range<'a> {
     pub(crate) fn new(
         src: &'a dyn PageSource,
         root: Root,
-        lower: Bound<&'a [u8]>,
-        upper: Bound<&'a [u8]>,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
     ) -> Range<'a> {
         let cursor = Cursor::new(src, root);
         Range {
             front: cursor.clone(),
             back: cursor,
-            lower,
-            upper,
+            lower: lower.map(OwnedKey::new),
+            upper: upper.map(OwnedKey::new),
             front_started: false,
             back_started: false,
             last_front: None,
@@ -343,7 +403,7 @@ impl<'a> Range<'a> {
     /// runs to the end of the tree (see `prefix_end`).
     pub(crate) fn prefix(src: &'a dyn PageSource, root: Root, prefix: &[u8]) -> Range<'a> {
         let mut range = Range::new(src, root, Bound::Unbounded, Bound::Unbounded);
-        range.prefix = Some(prefix.into());
+        range.prefix = Some(OwnedKey::new(prefix));
         range
     }
 
@@ -363,9 +423,9 @@ impl<'a> Range<'a> {
         if !self.within_prefix(key) {
             return false;
         }
-        match self.upper {
-            Bound::Included(u) => key <= u,
-            Bound::Excluded(u) => key < u,
+        match &self.upper {
+            Bound::Included(u) => key <= &u[..],
+            Bound::Excluded(u) => key < &u[..],
             Bound::Unbounded => true,
         }
     }
@@ -374,9 +434,9 @@ impl<'a> Range<'a> {
         if !self.within_prefix(key) {
             return false;
         }
-        match self.lower {
-            Bound::Included(l) => key >= l,
-            Bound::Excluded(l) => key > l,
+        match &self.lower {
+            Bound::Included(l) => key >= &l[..],
+            Bound::Excluded(l) => key > &l[..],
             Bound::Unbounded => true,
         }
     }
@@ -389,12 +449,12 @@ impl<'a> Range<'a> {
                 // first one that does not (checked in `below_upper`).
                 self.front.seek_ge(p)?;
             } else {
-                match self.lower {
+                match &self.lower {
                     Bound::Unbounded => self.front.seek_first()?,
                     Bound::Included(k) => self.front.seek_ge(k)?,
                     Bound::Excluded(k) => {
                         self.front.seek_ge(k)?;
-                        if self.front.is_valid() && self.front.key()? == k {
+                        if self.front.is_valid() && self.front.key()? == &k[..] {
                             self.front.step_forward()?;
                         }
                     }
@@ -430,12 +490,12 @@ impl<'a> Range<'a> {
                     None => self.back.seek_last()?,
                 }
             } else {
-                match self.upper {
+                match &self.upper {
                     Bound::Unbounded => self.back.seek_last()?,
                     Bound::Included(k) => self.back.seek_le(k)?,
                     Bound::Excluded(k) => {
                         self.back.seek_le(k)?;
-                        if self.back.is_valid() && self.back.key()? == k {
+                        if self.back.is_valid() && self.back.key()? == &k[..] {
                             self.back.step_back()?;
                         }
                     }

@@ -10,12 +10,13 @@
 
 use std::ops::Bound;
 
+use crate::btree::cursor::Cursor;
 use crate::btree::page::DIRTY_BIT;
 use crate::btree::page::{
     self, branch_cell, cell_fits, cells_of, compare_keys, fill_page, insert_cell,
     insert_cell_parts, leaf_cell_header, leaf_cell_inline, leaf_cell_overflow, overflow_ref,
-    remove_cell, set_child, verify_page, LeafValue, Limits, Node, BRANCH_CELL_HEADER,
-    LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
+    remove_cell, set_child, verify_page, LeafValue, Limits, Node, BLOB_HEADER_LEN,
+    BRANCH_CELL_HEADER, LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
 };
 use crate::btree::search::{check_root, find_leaf, node_at, Root};
 use crate::btree::MAX_DEPTH;
@@ -41,8 +42,10 @@ pub(crate) struct TreeState {
 /// the last leaf's first key, or before the first leaf's last key), so
 /// checking against the leaf's own keys needs no copy of the separators.
 ///
-/// Invariant: set only by a put that did not split, cleared by every other
-/// change of the tree's shape (split, delete with its merges, drop).
+/// Invariant: set only by a put that did not split, or by a split at the
+/// end of the last leaf (to the new last leaf, which holds only the new
+/// key), cleared by every other change of the tree's shape (split, delete
+/// with its merges, drop).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Finger {
     /// The tree's root when the finger was set (0: no finger). Dirty
@@ -134,6 +137,37 @@ impl<'a> TreeWriter<'a> {
             }
         }
         Ok(node)
+    }
+
+    /// Where the value of `key` lies, just stored by a put: the dirty page
+    /// (a leaf for an inline value, the blob for an overflow value) and the
+    /// byte offset of the value in it, so that a caller may fill in a value
+    /// it reserved (`WriteTxn::put_reserve`).
+    pub(crate) fn value_at(&self, tree: &TreeState, key: &[u8]) -> Result<(u64, usize)> {
+        let missing = || Error::Corrupted {
+            page: None,
+            detail: "a key just stored is not in its tree".into(),
+        };
+        if tree.root.is_empty() {
+            return Err(missing());
+        }
+        let src = self.source();
+        let leaf = find_leaf(&src, tree.root, key)?;
+        let slot = leaf.search_leaf(key)?.map_err(|_| missing())?;
+        let (page, at) = match leaf.leaf_entry(slot)?.1 {
+            LeafValue::Inline(v) => (
+                leaf.pgno,
+                v.as_ptr() as usize - leaf.bytes.as_ptr() as usize,
+            ),
+            LeafValue::Overflow { pgno, .. } => (pgno, BLOB_HEADER_LEN),
+        };
+        if page & DIRTY_BIT == 0 {
+            return Err(Error::corrupted_page(
+                page,
+                "a value just stored is not in a dirty page",
+            ));
+        }
+        Ok((page, at))
     }
 
     /// Frees page `pgno`, written by `txn` if it is committed.
@@ -260,10 +294,15 @@ impl<'a> TreeWriter<'a> {
         let appending = rightmost && slot == Node::parse(self.dirty.get(id), id, None)?.count;
         let (mut sep, mut right) = self.split(id, slot, cell, appending, true);
         tree.leaf_pages += 1;
+        // A split at the end leaves the new key alone in a new last leaf:
+        // the finger moves there, so that a sequential load descends once
+        // per leaf, not once per key after each split.
+        let new_last_leaf = appending.then_some(right);
         for depth in (0..tree.root.depth as usize - 1).rev() {
             let step = path[depth];
             let branch_cell = branch_cell(&sep, right, 0, 0);
             if insert_cell(self.dirty.get_mut(step.page), step.slot + 1, &branch_cell) {
+                self.finger_on_last_leaf(tree, new_last_leaf);
                 return Ok(());
             }
             let count = Node::parse(self.dirty.get(step.page), step.page, None)?.count;
@@ -285,7 +324,60 @@ impl<'a> TreeWriter<'a> {
                 detail: "tree depth limit reached".into(),
             });
         }
+        self.finger_on_last_leaf(tree, new_last_leaf);
         Ok(())
+    }
+
+    /// Points the finger at `leaf`, the new last leaf of `tree` after a
+    /// split at the end (nothing when the split was elsewhere).
+    fn finger_on_last_leaf(&mut self, tree: &TreeState, leaf: Option<u64>) {
+        if let Some(leaf) = leaf {
+            *self.finger = Finger {
+                root: tree.root.pgno,
+                leaf,
+                leftmost: false,
+                rightmost: true,
+            };
+        }
+    }
+
+    /// `put` of a key the caller says is past every key of the tree (a
+    /// sorted load), checked first: `Ok(false)`, with nothing changed, when
+    /// it is not. The check is one compare while the finger is on the last
+    /// leaf, as it stays through a sorted load (splits at the end move it
+    /// to the new last leaf); otherwise one read-only descent finds the
+    /// last key. The put itself then splits full leaves at the end, so a
+    /// sorted load leaves full pages.
+    pub(crate) fn append(
+        &mut self,
+        tree: &mut TreeState,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<bool> {
+        if !tree.root.is_empty() {
+            let f = *self.finger;
+            let mut after_last = None;
+            if f.root == tree.root.pgno && f.rightmost {
+                let leaf = Node::parse(self.dirty.get(f.leaf), f.leaf, None)?;
+                if let Some(last) = leaf.count.checked_sub(1) {
+                    after_last = Some(compare_keys(key, leaf.key(last)?).is_gt());
+                }
+            }
+            let after_last = match after_last {
+                Some(after) => after,
+                None => {
+                    let src = self.source();
+                    let mut cursor = Cursor::new(&src, tree.root);
+                    cursor.seek_last()?;
+                    !cursor.is_valid() || compare_keys(key, cursor.key()?).is_gt()
+                }
+            };
+            if !after_last {
+                return Ok(false);
+            }
+        }
+        self.put(tree, key, value)?;
+        Ok(true)
     }
 
     /// The leaf cell for `key` and `value`, with the value in a new blob

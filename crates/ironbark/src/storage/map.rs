@@ -124,6 +124,9 @@ pub(crate) struct WriteMap {
 // SAFETY: the mapping is plain memory owned by this value until `Drop`, and
 // `write` takes `&mut self`, so moving it to another thread is sound.
 unsafe impl Send for WriteMap {}
+// SAFETY: through `&self` only the length can be read; every store takes
+// `&mut self`.
+unsafe impl Sync for WriteMap {}
 
 impl WriteMap {
     /// Maps the first `len` bytes of `file` (opened for reading and

@@ -8,6 +8,7 @@
 //! tree it was made for (its id), never to a later tree of the same name.
 
 pub(crate) mod commit;
+pub(crate) mod cursor_mut;
 pub(crate) mod logged;
 pub(crate) mod read;
 pub(crate) mod readers;

@@ -11,9 +11,9 @@
 //! trusting it, so that a copy or a dump never carries damage on as if it
 //! were data.
 
-use std::ops::RangeBounds;
 use std::sync::Arc;
 
+use crate::bounds::KeyRange;
 use crate::btree::cursor::{edge, nearest, Nearest, Range};
 use crate::btree::search::{self, Root};
 use crate::catalog::TreeEntry;
@@ -186,24 +186,37 @@ impl ReadTxn {
         search::get(&self.snapshot.source, root, key)
     }
 
-    /// The entries with keys in `range`, in key order (`.rev()` for reverse).
-    pub fn range<'a, R: RangeBounds<&'a [u8]>>(
-        &'a self,
-        tree: &Tree,
-        range: R,
-    ) -> Result<Range<'a>> {
+    /// The entries with keys in `range`, in key order (`.rev()` for
+    /// reverse). The bounds may be of any byte-slice-like type
+    /// ([`KeyRange`]); they are copied, so the entries borrow the
+    /// transaction, not the bounds.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # for k in [b"a", b"b", b"c"] { tx.put(&t, k, b"v")?; }
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// let from = b"b".to_vec();
+    /// let range = rx.range(&t, from..)?; // the Vec moves in, the entries outlive it
+    /// let keys: Vec<&[u8]> = range.map(|e| e.map(|(k, _)| k)).collect::<ironbark::Result<_>>()?;
+    /// assert_eq!(keys, [&b"b"[..], &b"c"[..]]);
+    /// assert_eq!(rx.range(&t, b"a"..=b"b")?.rev().count(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn range<R: KeyRange>(&self, tree: &Tree, range: R) -> Result<Range<'_>> {
         let root = self.root(tree)?;
-        Ok(Range::new(
-            &self.snapshot.source,
-            root,
-            range.start_bound().map(|k| *k),
-            range.end_bound().map(|k| *k),
-        ))
+        let (lower, upper) = range.key_bounds();
+        Ok(Range::new(&self.snapshot.source, root, lower, upper))
     }
 
     /// All entries of `tree`, in key order.
-    pub fn iter<'a>(&'a self, tree: &Tree) -> Result<Range<'a>> {
-        self.range::<std::ops::RangeFull>(tree, ..)
+    pub fn iter(&self, tree: &Tree) -> Result<Range<'_>> {
+        self.range(tree, ..)
     }
 
     /// The entry with the smallest key, or `None` if `tree` is empty.
@@ -426,18 +439,14 @@ impl ReadTxn {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn range_verified<'a, R: RangeBounds<&'a [u8]>>(
-        &'a self,
-        tree: &Tree,
-        range: R,
-    ) -> Result<Range<'a>> {
+    pub fn range_verified<R: KeyRange>(&self, tree: &Tree, range: R) -> Result<Range<'_>> {
         Ok(self.range(tree, range)?.verified())
     }
 
     /// All entries of `tree`, in key order, verified as they are read (see
     /// [`ReadTxn::range_verified`]).
-    pub fn iter_verified<'a>(&'a self, tree: &Tree) -> Result<Range<'a>> {
-        self.range_verified::<std::ops::RangeFull>(tree, ..)
+    pub fn iter_verified(&self, tree: &Tree) -> Result<Range<'_>> {
+        self.range_verified(tree, ..)
     }
 
     /// Writes a consistent copy of this snapshot to a new file at `path`

@@ -9,14 +9,14 @@
 //!   (after registering, so its pages cannot be reused meanwhile);
 //! - the writer state (behind one mutex) is only touched by the thread that
 //!   holds the write transaction, which also holds the cross-process writer
-//!   lock (byte 0 of the data file), and is refreshed from the lock file
+//!   lock (the lock file's writer word), and is refreshed from the lock file
 //!   when another process committed since.
 
 use crate::sync::{AtomicU64, Ordering};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
 use std::sync::atomic::Ordering as StdOrdering;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
@@ -198,20 +198,90 @@ pub(crate) struct Shared {
     /// the file outgrows it.
     pub(crate) map: Mutex<Arc<Map>>,
     pub(crate) readers: ReaderTable,
-    pub(crate) writer: Mutex<WriterState>,
+    pub(crate) writer: WriterLock,
     pub(crate) counters: Counters,
     /// The page arena of logged commits, reserved at the first one (`None`
     /// inside: it could not be reserved, and commits write the file).
     pub(crate) arena: OnceLock<Option<Arc<Arena>>>,
 }
 
-/// The write lock: this process's writer mutex and, across processes, the
-/// lock on byte 0 of the data file. Dropping it releases the file lock
-/// first, so another thread of this process never takes the mutex while
-/// this thread still holds the file lock.
+/// This process's writer mutex, which holds the writer state: the thread
+/// that takes the lock takes the state out of it, and puts it back to
+/// release it. So the guard owns what it guards and may move to another
+/// thread with the write transaction (`WriteTxn: Send`), which a std
+/// `MutexGuard` may not; the std mutex inside is held only while the state
+/// is taken out or put back.
+pub(crate) struct WriterLock {
+    slot: Mutex<WriterSlot>,
+    returned: Condvar,
+}
+
+struct WriterSlot {
+    /// `None` while a thread holds the lock.
+    state: Option<Box<WriterState>>,
+    /// Threads waiting for it: only then does a release wake one (a
+    /// system call).
+    waiting: usize,
+}
+
+impl WriterLock {
+    pub(crate) fn new(state: WriterState) -> WriterLock {
+        WriterLock {
+            slot: Mutex::new(WriterSlot {
+                state: Some(Box::new(state)),
+                waiting: 0,
+            }),
+            returned: Condvar::new(),
+        }
+    }
+
+    /// Takes the state: waits for it if `wait`, else `None` while another
+    /// thread holds it.
+    fn take(&self, wait: bool) -> Option<Box<WriterState>> {
+        // The mutex guards only this slot, and nothing panics while it is
+        // held: a poisoned one holds a consistent slot.
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(state) = slot.state.take() {
+                return Some(state);
+            }
+            if !wait {
+                return None;
+            }
+            slot.waiting += 1;
+            slot = self.returned.wait(slot).unwrap_or_else(|e| e.into_inner());
+            slot.waiting -= 1;
+        }
+    }
+
+    fn put_back(&self, state: Box<WriterState>) {
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        slot.state = Some(state);
+        let wake = slot.waiting > 0;
+        drop(slot);
+        if wake {
+            self.returned.notify_one();
+        }
+    }
+
+    /// `f` of the writer state, when no write transaction of this process
+    /// holds it (or, with `wait`, once none does); `None` when one does.
+    pub(crate) fn inspect<R>(&self, wait: bool, f: impl FnOnce(&WriterState) -> R) -> Option<R> {
+        let state = self.take(wait)?;
+        let r = f(&state);
+        self.put_back(state);
+        Some(r)
+    }
+}
+
+/// The write lock: this process's writer mutex (and the writer state taken
+/// out of it) and, across processes, the lock file's writer word. Dropping
+/// it releases the word first, so another thread of this process never
+/// takes the mutex while this thread still holds the word.
 pub(crate) struct WriterGuard<'a> {
     shared: &'a Shared,
-    guard: MutexGuard<'a, WriterState>,
+    /// `Some` until dropped.
+    state: Option<Box<WriterState>>,
     /// Whether it holds the cross-process lock (not a follower's guard:
     /// `Shared::lock_follower`).
     file_locked: bool,
@@ -220,24 +290,31 @@ pub(crate) struct WriterGuard<'a> {
 impl std::ops::Deref for WriterGuard<'_> {
     type Target = WriterState;
     fn deref(&self) -> &WriterState {
-        &self.guard
+        self.state
+            .as_deref()
+            .expect("the writer state is held until drop")
     }
 }
 
 impl std::ops::DerefMut for WriterGuard<'_> {
     fn deref_mut(&mut self) -> &mut WriterState {
-        &mut self.guard
+        self.state
+            .as_deref_mut()
+            .expect("the writer state is held until drop")
     }
 }
 
 impl Drop for WriterGuard<'_> {
     fn drop(&mut self) {
-        // Before the mutex is released (a field, dropped after this).
+        // Before the mutex is released.
         self.shared
             .writer_thread
             .store(0, std::sync::atomic::Ordering::Relaxed);
         if self.file_locked {
             self.shared.unlock_other_processes();
+        }
+        if let Some(state) = self.state.take() {
+            self.shared.writer.put_back(state);
         }
     }
 }
@@ -283,18 +360,13 @@ impl Shared {
         if wait && self.writer_is_this_thread() {
             return Err(Error::WriteTxnOnThisThread);
         }
-        let guard = if wait {
-            self.writer.lock().unwrap_or_else(|e| e.into_inner())
-        } else {
-            match self.writer.try_lock() {
-                Ok(g) => g,
-                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return Err(Error::Busy),
-            }
+        let Some(state) = self.writer.take(wait) else {
+            return Err(Error::Busy);
         };
+        // Returned to the mutex on every way out (the guard's drop).
         let mut w = WriterGuard {
             shared: self,
-            guard,
+            state: Some(state),
             file_locked: false,
         };
         self.lock_other_processes(&mut w, wait)?;
@@ -319,7 +391,7 @@ impl Shared {
         if self.read_only {
             return None;
         }
-        let declared = self.writer.try_lock().ok()?.owner_token.is_some();
+        let declared = self.writer.inspect(false, |w| w.owner_token.is_some())?;
         if !declared {
             return None;
         }
@@ -428,7 +500,7 @@ impl Shared {
         debug_assert!(self.read_only);
         WriterGuard {
             shared: self,
-            guard: self.writer.lock().unwrap_or_else(|e| e.into_inner()),
+            state: self.writer.take(true),
             file_locked: false,
         }
     }

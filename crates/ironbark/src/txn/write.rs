@@ -15,9 +15,10 @@
 //! `delete_range`s all of a tree of more than one leaf) stops recording
 //! and commits by writing its pages to the file.
 
-use std::ops::{Bound, RangeBounds};
+use std::ops::Bound;
 use std::sync::Arc;
 
+use crate::bounds::KeyRange;
 use crate::btree::cursor::{edge, nearest, Nearest, Range};
 use crate::btree::search::{self, Root};
 use crate::btree::write::{Finger, TreeState, TreeWriter};
@@ -26,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::pages::{DirtyPages, PageSource, WriteSource};
 use crate::storage::freespace::Freed;
+use crate::txn::cursor_mut::CursorMut;
 use crate::txn::logged::LOG_RATIO;
 use crate::txn::redo::{self, RedoOp};
 use crate::txn::shared::{Shared, Snapshot, WriterGuard};
@@ -33,6 +35,31 @@ use crate::txn::Tree;
 
 /// The one write transaction. Changes are visible to it at once and to
 /// everyone else after `commit`. Dropped without commit, it is aborted.
+///
+/// `Send`: it may be begun on one thread and used, committed or dropped on
+/// another (a worker pool). One thing stays with the thread that began it:
+/// the check that makes a call that would wait for the write lock on the
+/// thread holding it fail with [`Error::WriteTxnOnThisThread`] instead of
+/// waiting for itself. After a move, that thread still gets the error
+/// (until the transaction ends) and the thread it moved to would wait.
+///
+/// ```
+/// # fn main() -> ironbark::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+/// let mut tx = db.begin_write()?;
+/// let t = tx.open_tree("t")?;
+/// std::thread::scope(|s| {
+///     s.spawn(move || {
+///         tx.put(&t, b"k", b"from a worker")?;
+///         tx.commit()
+///     })
+///     .join()
+///     .unwrap()
+/// })?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct WriteTxn<'db> {
     pub(crate) shared: &'db Shared,
     pub(crate) writer: WriterGuard<'db>,
@@ -56,7 +83,26 @@ pub struct WriteTxn<'db> {
     /// transaction outgrows `MAX_LOGGED_BYTES`.
     pub(crate) redo: Vec<u8>,
     pub(crate) logging: bool,
+    /// The value `put_reserve` handed out last, whose bytes the caller
+    /// may still be writing: its put record in `redo` holds zeros until
+    /// `flush_reserved` copies the value in, before any change of pages
+    /// can move it and at commit.
+    pub(crate) reserved: Option<Reserved>,
 }
+
+/// A reserved value: `len` bytes at `at` in dirty page `page`, whose copy
+/// in the redo record starts at `redo_at`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reserved {
+    page: u64,
+    at: usize,
+    len: usize,
+    redo_at: usize,
+}
+
+/// Zeros for the value of a reservation up to this long without an
+/// allocation (longer ones go to overflow pages, allocated anyway).
+const ZEROS: [u8; 16 << 10] = [0; 16 << 10];
 
 /// The largest redo record a commit logs; a larger transaction writes its
 /// pages at once (a checkpoint), which costs less than logging its bytes
@@ -113,6 +159,7 @@ impl<'db> WriteTxn<'db> {
             changed: false,
             failed: None,
             durability,
+            reserved: None,
         })
     }
 
@@ -215,7 +262,10 @@ impl<'db> WriteTxn<'db> {
         Ok(true)
     }
 
+    /// The tree writer, for a change of pages: first, the value reserved
+    /// last goes into the redo record, before the change can move it.
     fn tree_writer(&mut self) -> TreeWriter<'_> {
+        self.flush_reserved();
         TreeWriter {
             base: &self.base.source,
             dirty: &mut self.dirty,
@@ -228,10 +278,111 @@ impl<'db> WriteTxn<'db> {
     /// Stores `value` under `key`, replacing any value there.
     /// Errors `KeyTooLarge` / `ValueTooLarge` leave the tree unchanged.
     pub fn put(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
+        self.store(tree, key, value, false)
+    }
+
+    /// Stores `value` under `key`, which must be greater than every key of
+    /// `tree`: the call for loading sorted data (LMDB's `MDB_APPEND`).
+    /// It checks the order with one compare against the last leaf (kept
+    /// from the append before), so a sorted load never searches from the
+    /// root but once per leaf, and full leaves split at the end, so the
+    /// load leaves full pages. A key not greater than the tree's last key
+    /// is refused with [`Error::KeyOutOfOrder`] and changes nothing: the
+    /// transaction stays usable. In the redo log it is a put.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let log = tx.open_tree("log")?;
+    /// for i in 0..1000u32 {
+    ///     tx.append(&log, &i.to_be_bytes(), b"event")?;
+    /// }
+    /// let err = tx.append(&log, &5u32.to_be_bytes(), b"late").unwrap_err();
+    /// assert!(matches!(err, ironbark::Error::KeyOutOfOrder(_)));
+    /// assert_eq!(tx.len(&log)?, 1000);
+    /// tx.commit()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn append(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
+        self.store(tree, key, value, true)
+    }
+
+    /// Stores a value of `len` bytes under `key` and returns the space for
+    /// its bytes, in the transaction's own page (LMDB's `MDB_RESERVE`):
+    /// the caller writes the value in place, with no buffer of its own to
+    /// copy from (a value built by serialization, a copy from a reader).
+    /// The space is zeroed, so what the caller leaves unwritten stays zero.
+    /// It can be written until the next call on the transaction; what it
+    /// holds then is the value, in the pages and in the redo record of a
+    /// logged commit alike. Errors are `put`'s.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// let space = tx.put_reserve(&t, b"counter", 8)?;
+    /// space.copy_from_slice(&42u64.to_le_bytes());
+    /// tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// assert_eq!(rx.get(&t, b"counter")?, Some(&42u64.to_le_bytes()[..]));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn put_reserve(&mut self, tree: &Tree, key: &[u8], len: usize) -> Result<&mut [u8]> {
+        self.tree_writer().check_sizes(key, len)?;
+        let long;
+        let zeros = match ZEROS.get(..len) {
+            Some(z) => z,
+            None => {
+                long = vec![0u8; len];
+                &long[..]
+            }
+        };
+        self.store(tree, key, zeros, false)?;
+        let state = self.catalog.trees[self.index_of(tree)?].state;
+        let found = self.tree_writer().value_at(&state, key);
+        let (page, at) = self.note_failure(found)?;
+        if self.logging {
+            // The put's record ends with the value (`redo::put`).
+            self.reserved = Some(Reserved {
+                page,
+                at,
+                len,
+                redo_at: self.redo.len() - len,
+            });
+        }
+        Ok(&mut self.dirty.get_mut(page)[at..at + len])
+    }
+
+    /// Copies the value `put_reserve` handed out last into its put record.
+    fn flush_reserved(&mut self) {
+        if let Some(r) = self.reserved.take() {
+            // Recording may have stopped since (the record is dropped then).
+            if self.logging {
+                let value = &self.dirty.get(r.page)[r.at..r.at + r.len];
+                self.redo[r.redo_at..r.redo_at + r.len].copy_from_slice(value);
+            }
+        }
+    }
+
+    /// `put`, or with `append` an append (which may refuse the key).
+    fn store(&mut self, tree: &Tree, key: &[u8], value: &[u8], append: bool) -> Result<()> {
         let i = self.index_of(tree)?;
         let mut state = self.catalog.trees[i].state;
         self.tree_writer().check_sizes(key, value.len())?;
-        let result = self.tree_writer().put(&mut state, key, value);
+        let result = if append {
+            match self.tree_writer().append(&mut state, key, value) {
+                Ok(false) => return Err(Error::KeyOutOfOrder(tree.name.to_string())),
+                other => other.map(|_| ()),
+            }
+        } else {
+            self.tree_writer().put(&mut state, key, value)
+        };
         self.catalog.trees[i].state = state;
         self.changed = true;
         if self.logging {
@@ -332,7 +483,7 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// The root of `tree` as this transaction sees it.
-    fn root(&self, tree: &Tree) -> Result<Root> {
+    pub(crate) fn root(&self, tree: &Tree) -> Result<Root> {
         Ok(self.catalog.trees[self.index_of(tree)?].state.root)
     }
 
@@ -352,23 +503,36 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// The entries with keys in `range` as this transaction sees them.
-    pub fn range<'a, R: RangeBounds<&'a [u8]>>(
-        &'a self,
-        tree: &Tree,
-        range: R,
-    ) -> Result<Range<'a>> {
+    /// The bounds may be of any byte-slice-like type ([`KeyRange`]); they
+    /// are copied, so the entries borrow the transaction, not the bounds.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// for k in [b"a", b"b", b"c"] {
+    ///     tx.put(&t, k, b"v")?;
+    /// }
+    /// let first = {
+    ///     let upper = vec![b'b'];
+    ///     let mut range = tx.range(&t, ..=&upper)?;
+    ///     range.next().transpose()?
+    /// }; // `upper` is gone; the entry borrows `tx`
+    /// assert_eq!(first, Some((&b"a"[..], &b"v"[..])));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn range<R: KeyRange>(&self, tree: &Tree, range: R) -> Result<Range<'_>> {
         let root = self.catalog.trees[self.index_of(tree)?].state.root;
-        Ok(Range::new(
-            self,
-            root,
-            range.start_bound().map(|k| *k),
-            range.end_bound().map(|k| *k),
-        ))
+        let (lower, upper) = range.key_bounds();
+        Ok(Range::new(self, root, lower, upper))
     }
 
     /// All entries of `tree`, in key order.
-    pub fn iter<'a>(&'a self, tree: &Tree) -> Result<Range<'a>> {
-        self.range::<std::ops::RangeFull>(tree, ..)
+    pub fn iter(&self, tree: &Tree) -> Result<Range<'_>> {
+        self.range(tree, ..)
     }
 
     /// The entry with the smallest key, or `None` if `tree` is empty.
@@ -539,6 +703,39 @@ impl<'db> WriteTxn<'db> {
         Ok(Range::prefix(self, self.root(tree)?, prefix))
     }
 
+    /// A cursor over `tree` that can delete or replace the entry it is on,
+    /// starting before the first entry (or wherever [`CursorMut::seek`]
+    /// puts it). A step reads the next slot of the current leaf; an edit
+    /// costs what a `delete` or `put` costs, and the step after it
+    /// descends once. It holds the transaction until dropped.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let sessions = tx.open_tree("sessions")?;
+    /// for (user, age) in [(&b"ann"[..], 5u8), (b"bob", 90), (b"cyd", 40)] {
+    ///     tx.put(&sessions, user, &[age])?;
+    /// }
+    /// let mut cursor = tx.cursor_mut(&sessions)?;
+    /// while let Some((_user, value)) = cursor.next()? {
+    ///     match value[0] {
+    ///         age if age > 60 => cursor.delete_current()?,       // expired
+    ///         age => cursor.replace_current(&[age + 1])?,         // one older
+    ///     };
+    /// }
+    /// drop(cursor);
+    /// assert_eq!(tx.get(&sessions, b"bob")?, None);
+    /// assert_eq!(tx.get(&sessions, b"cyd")?, Some(&[41u8][..]));
+    /// tx.commit()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn cursor_mut<'t>(&'t mut self, tree: &Tree) -> Result<CursorMut<'t, 'db>> {
+        CursorMut::new(self, tree)
+    }
+
     /// Removes the entry with the smallest key and returns it (owned: the
     /// pages it was read from may be freed by the removal).
     ///
@@ -699,13 +896,9 @@ impl<'db> WriteTxn<'db> {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn delete_range<'k, R: RangeBounds<&'k [u8]>>(
-        &mut self,
-        tree: &Tree,
-        range: R,
-    ) -> Result<u64> {
-        let lower = range.start_bound().map(|k| k.to_vec());
-        let upper = range.end_bound().map(|k| k.to_vec());
+    pub fn delete_range<R: KeyRange>(&mut self, tree: &Tree, range: R) -> Result<u64> {
+        let (lower, upper) = range.key_bounds();
+        let (lower, upper) = (lower.map(<[u8]>::to_vec), upper.map(<[u8]>::to_vec));
         // A clear is a commit of pages (the log has no clear): worth it
         // for a tree of more than one leaf, not for a leaf's worth of
         // deletes, which stay logged.
@@ -729,6 +922,7 @@ impl<'db> WriteTxn<'db> {
                 Some(entry) => entry?.0.to_vec(),
             };
             let mut state = self.catalog.trees[i].state;
+            self.flush_reserved();
             let (logging, redo, id) = (self.logging, &mut self.redo, tree.id);
             let result = TreeWriter {
                 base: &self.base.source,
@@ -833,7 +1027,8 @@ impl<'db> WriteTxn<'db> {
 
     /// Commits: when it returns `Ok`, readers that begin see the changes,
     /// and with `Durability::Immediate` they survive power loss.
-    pub fn commit(self) -> Result<()> {
+    pub fn commit(mut self) -> Result<()> {
+        self.flush_reserved();
         let WriteTxn {
             shared,
             mut writer,
