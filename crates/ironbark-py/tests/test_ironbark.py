@@ -31,7 +31,7 @@ def test_open_creates_the_file_and_reports_its_path(tmp_path):
         assert path.is_file()
         assert db.path == path
         assert not db.closed
-        assert db.max_key_len == 1321
+        assert db.max_key_len == 1317
         assert not db.read_only
         assert "new.ib" in repr(db)
     assert db.closed
@@ -325,7 +325,7 @@ def test_write_transactions_return_copies_even_with_buffers(db):
 
 def test_limits_and_types(db):
     with db.begin(write=True) as txn:
-        with pytest.raises(ironbark.KeyTooLargeError, match="larger than the limit of 1321"):
+        with pytest.raises(ironbark.KeyTooLargeError, match="larger than the limit of 1317"):
             txn.put(b"k" * 1322, b"v")
         with pytest.raises(TypeError):
             txn.put("text", b"v")

@@ -361,7 +361,7 @@ impl Database {
         result
     }
 
-    /// The largest key accepted, in bytes (1321 at 4 KiB pages).
+    /// The largest key accepted, in bytes (1317 at 4 KiB pages).
     pub fn max_key_len(&self) -> usize {
         self.shared.limits.max_key
     }

@@ -432,7 +432,7 @@ fn version_changed_is_incompatible() {
     populate(&db, 2, 2);
     drop(db);
     let image = std::fs::read(&t.path).unwrap();
-    for version in [0u32, 1, 2, 4, 99, u32::MAX] {
+    for version in [0u32, 1, 2, 3, 5, 99, u32::MAX] {
         let mut bad = image.clone();
         for slot in 0..2 {
             bad[slot * PS + 8..slot * PS + 12].copy_from_slice(&version.to_le_bytes());
@@ -442,7 +442,7 @@ fn version_changed_is_incompatible() {
         match r {
             Err(Error::IncompatibleVersion { found, supported }) => {
                 assert_eq!(found, version);
-                assert_eq!(supported, 3);
+                assert_eq!(supported, 4);
             }
             other => panic!("version {version}: {other:?}"),
         }
@@ -692,7 +692,8 @@ fn leaf_keys(page: &[u8]) -> Vec<(Vec<u8>, usize)> {
     let count = u16::from_le_bytes([page[18], page[19]]) as usize;
     (0..count)
         .map(|i| {
-            let off = u16::from_le_bytes([page[32 + 2 * i], page[33 + 2 * i]]) as usize;
+            // 6-byte slots: the cell offset, then the key head.
+            let off = u16::from_le_bytes([page[32 + 6 * i], page[33 + 6 * i]]) as usize;
             let klen = u16::from_le_bytes([page[off], page[off + 1]]) as usize;
             (page[off + 7..off + 7 + klen].to_vec(), off)
         })
@@ -745,7 +746,7 @@ fn damaged_data_page_is_reported_as_corrupted() {
         ("txn", 8, &[0xEE]),
         ("cell count", 18, &[0xFF, 0xFF]),
         ("cell area offset", 20, &[0, 0, 0, 0]),
-        ("slot offset", 32 + 2 * (keys.len() / 2), &[0xFF, 0xFF]),
+        ("slot offset", 32 + 6 * (keys.len() / 2), &[0xFF, 0xFF]),
     ];
     for (what, at, bytes) in structural {
         let mut bad = clean_image.clone();

@@ -9,14 +9,22 @@
 //! | 0 | 8 | XXH3-64 of the page from byte 8 to its end |
 //! | 8 | 8 | txn id that wrote the page |
 //! | 16 | 1 | kind: 1 branch, 2 leaf, 3 blob |
-//! | 17 | 1 | zero |
+//! | 17 | 1 | tree pages: the length of the prefix every key shares (see below); blob: zero |
 //! | 18 | 2 | number of cells (tree pages) |
 //! | 20 | 4 | tree pages: offset of the lowest cell; blob: pages in the run |
 //! | 24 | 8 | the page's own page number |
 //! | 32 | 8 | blob only: length of the data, which starts at byte 40 |
 //!
-//! Tree pages: after the header, a slot array of `u16` cell offsets in key
-//! order; cells are packed from the end of the page downwards.
+//! Tree pages: after the header, a slot array in key order; cells are
+//! packed from the end of the page downwards. A slot is 6 bytes: the
+//! cell's `u16` offset, then the key's *head*: the 4 bytes of the key that
+//! follow the page's prefix (zero-padded, as a big-endian number, stored
+//! little-endian), so that a search compares `u32`s in the slot array and
+//! reads one cell to confirm, instead of one cell (a cache miss) per probe.
+//! Every key of the page (but a branch's first, which is empty and never
+//! compared) starts with the page's prefix, whose length is byte 17: the
+//! prefix may be shorter than the keys' longest common one (it is made
+//! longest when the page is rebuilt), never longer.
 //! Leaf cell: `u16 key_len, u8 flags, u32 value_len, key, value` where flags
 //! 0 is an inline value and 1 an overflow value whose bytes are replaced by
 //! `u64 blob page, u64 blob txn, u64 blob checksum`.
@@ -43,7 +51,11 @@ pub(crate) const LEAF_CELL_HEADER: usize = 7;
 pub(crate) const BRANCH_CELL_HEADER: usize = 26;
 pub(crate) const OVERFLOW_REF_LEN: usize = 24;
 pub(crate) const FLAG_OVERFLOW: u8 = 1;
-const SLOT_LEN: usize = 2;
+const SLOT_LEN: usize = 6;
+/// Where a slot's key head is.
+const SLOT_HEAD: usize = 2;
+/// The longest key prefix a page keeps (header byte 17).
+const MAX_PREFIX: usize = u8::MAX as usize;
 
 #[inline]
 pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
@@ -317,9 +329,106 @@ impl<'a> Node<'a> {
             .ok_or_else(|| self.corrupt("branch cell out of bounds"))
     }
 
+    /// The length of the prefix every key of the page shares.
+    #[inline]
+    fn prefix_len(&self) -> usize {
+        usize::from(self.bytes[17])
+    }
+
+    /// The head of key `i` (see the module doc). The slot array lies within
+    /// the page (checked by `parse`).
+    #[inline]
+    fn head(&self, i: usize) -> u32 {
+        u32_at(self.bytes, HEADER_LEN + i * SLOT_LEN + SLOT_HEAD)
+    }
+
+    /// Where `key` falls among keys `first..self.count`, by their heads:
+    /// `Err(0)`/`Err(1)` below them all, `Err(count)` above them all, when
+    /// `key` does not start with the page's prefix; else `Ok((lo, hi))`,
+    /// the keys whose head equals `key`'s (every key before `lo` is below
+    /// `key`, every key from `hi` on above it). Reads one cell, to learn
+    /// the prefix.
+    #[inline]
+    fn head_range(
+        &self,
+        first: usize,
+        key: &[u8],
+    ) -> Result<std::result::Result<(usize, usize), usize>> {
+        let count = self.count;
+        if first >= count {
+            return Ok(Err(first));
+        }
+        let p = self.prefix_len();
+        let h = key_head(key, p);
+        let (mut lo, mut hi) = (first, count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.head(mid) < h {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        // The keys share their first `p` bytes: does `key` start with them?
+        if p > 0 {
+            let probe = self.key(lo.min(count - 1))?;
+            let page_prefix = probe
+                .get(..p)
+                .ok_or_else(|| self.corrupt("key shorter than the page's prefix"))?;
+            match compare_keys(&key[..p.min(key.len())], page_prefix) {
+                std::cmp::Ordering::Less => return Ok(Err(first)),
+                std::cmp::Ordering::Greater => return Ok(Err(count)),
+                // A key shorter than the prefix and equal to its start is
+                // below every key of the page.
+                std::cmp::Ordering::Equal if key.len() < p => return Ok(Err(first)),
+                std::cmp::Ordering::Equal => {}
+            }
+        }
+        let mut end = lo;
+        let mut top = count;
+        while end < top {
+            let mid = end + (top - end) / 2;
+            if self.head(mid) <= h {
+                end = mid + 1;
+            } else {
+                top = mid;
+            }
+        }
+        Ok(Ok((lo, end)))
+    }
+
+    /// Checks the slot array against the keys: every key (but a branch's
+    /// first) starts with the page's prefix, and every slot's head is its
+    /// key's. Searches rely on it, so the write path checks each committed
+    /// page it copies (the editors trust dirty pages), and so does `check`.
+    pub(crate) fn check_heads(&self) -> Result<()> {
+        let prefix = self.prefix_len();
+        let first = usize::from(!self.is_leaf);
+        let page_prefix = match first < self.count {
+            true => self.key(first)?.get(..prefix),
+            false => Some(&[][..]),
+        };
+        let Some(page_prefix) = page_prefix else {
+            return Err(self.corrupt("key shorter than the page's prefix"));
+        };
+        for i in 0..self.count {
+            let key = self.key(i)?;
+            if i >= first && !key.starts_with(page_prefix) {
+                return Err(self.corrupt("key without the page's prefix"));
+            }
+            if self.head(i) != key_head(key, prefix) {
+                return Err(self.corrupt("slot's key head does not match its key"));
+            }
+        }
+        Ok(())
+    }
+
     /// Leaf: `Ok(i)` if key `i` equals `key`, else `Err(i)` where it would go.
     pub(crate) fn search_leaf(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
-        let (mut lo, mut hi) = (0usize, self.count);
+        let (mut lo, mut hi) = match self.head_range(0, key)? {
+            Ok(range) => range,
+            Err(at) => return Ok(Err(at)),
+        };
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             match compare_keys(self.key(mid)?, key) {
@@ -333,8 +442,12 @@ impl<'a> Node<'a> {
 
     /// Branch: the index of the child whose range holds `key`.
     pub(crate) fn search_branch(&self, key: &[u8]) -> Result<usize> {
-        // The largest i >= 1 with key[i] <= key, else 0.
-        let (mut lo, mut hi) = (1usize, self.count);
+        // The largest i >= 1 with key[i] <= key, else 0 (key 0 is empty and
+        // never compared).
+        let (mut lo, mut hi) = match self.head_range(1, key)? {
+            Ok(range) => range,
+            Err(at) => return Ok(at - 1),
+        };
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             if compare_keys(self.key(mid)?, key) != std::cmp::Ordering::Greater {
@@ -370,7 +483,102 @@ pub(crate) fn compare_keys(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
         }
         i += 8;
     }
-    a[i..].cmp(&b[i..])
+    // The last 0-7 bytes a byte at a time: a slice compare would call
+    // `memcmp`, which costs more than they do.
+    while i < n {
+        if a[i] != b[i] {
+            return a[i].cmp(&b[i]);
+        }
+        i += 1;
+    }
+    a.len().cmp(&b.len())
+}
+
+/// The head of `key` in a page whose keys share a prefix of `prefix`
+/// bytes: the 4 bytes after it, zero-padded, as a big-endian number, so
+/// that heads are in key order (a smaller head means a smaller key; equal
+/// heads say nothing).
+#[inline]
+pub(crate) fn key_head(key: &[u8], prefix: usize) -> u32 {
+    let tail = key.get(prefix..).unwrap_or(&[]);
+    let mut b = [0u8; 4];
+    let n = tail.len().min(4);
+    b[..n].copy_from_slice(&tail[..n]);
+    u32::from_be_bytes(b)
+}
+
+/// The key of a cell of a dirty page (well formed).
+fn cell_key(cell: &[u8], is_leaf: bool) -> &[u8] {
+    if is_leaf {
+        &cell[LEAF_CELL_HEADER..LEAF_CELL_HEADER + u16_at(cell, 0) as usize]
+    } else {
+        &cell[BRANCH_CELL_HEADER..BRANCH_CELL_HEADER + u16_at(cell, 24) as usize]
+    }
+}
+
+/// The first slot whose key is compared (a branch's first key is empty and
+/// never is): keys from it on share the page's prefix.
+fn first_keyed(b: &[u8]) -> usize {
+    usize::from(b[16] == KIND_BRANCH)
+}
+
+/// The length of the longest common prefix of `a` and `b`, at most
+/// [`MAX_PREFIX`].
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter()
+        .zip(b)
+        .take(MAX_PREFIX)
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+/// The key of slot `i` of a dirty page (well formed).
+fn slot_key(b: &[u8], i: usize) -> &[u8] {
+    let off = u16_at(b, HEADER_LEN + i * SLOT_LEN) as usize;
+    cell_key(&b[off..], b[16] == KIND_LEAF)
+}
+
+/// Checks the invariant of the slot array (debug builds, after every edit
+/// of a page): keys in order, all with the page's prefix, heads matching.
+#[cfg(any(test, debug_assertions))]
+fn assert_heads(b: &[u8]) {
+    if count_of(b) == 0 {
+        // An empty branch on its way out is not a valid page to parse.
+        return;
+    }
+    let node = Node::parse(b, u64::MAX, None).expect("dirty page is well formed");
+    node.check_heads().expect("slot array matches the keys");
+    for i in (usize::from(!node.is_leaf) + 1)..node.count {
+        assert!(
+            node.key(i - 1).expect("key") < node.key(i).expect("key"),
+            "slot {i}: out of order"
+        );
+    }
+}
+
+/// Sets the page's prefix length to `prefix` and every keyed slot's head
+/// to match.
+fn rewrite_heads(b: &mut [u8], prefix: usize) {
+    debug_assert!(prefix <= MAX_PREFIX);
+    b[17] = prefix as u8;
+    // Every slot, the unkeyed first one of a branch too: it may become
+    // keyed by a shift (an insert at 0), and its head must then be right.
+    for i in 0..count_of(b) {
+        let head = key_head(slot_key(b, i), prefix);
+        put_u32(b, HEADER_LEN + i * SLOT_LEN + SLOT_HEAD, head);
+    }
+}
+
+/// Makes the page's prefix the longest its keys share (that of its first
+/// and last keyed slots, the keys being in order) and rewrites the heads.
+fn refresh_prefix(b: &mut [u8]) {
+    let (first, count) = (first_keyed(b), count_of(b));
+    let prefix = if first < count {
+        common_prefix(slot_key(b, first), slot_key(b, count - 1))
+    } else {
+        0
+    };
+    rewrite_heads(b, prefix);
 }
 
 /// The fixed header of a leaf cell: key length, flags, value length.
@@ -453,10 +661,19 @@ pub(crate) fn fill_page<C: AsRef<[u8]>>(b: &mut [u8], is_leaf: bool, cells: &[C]
         let ok = insert_cell(b, i, c.as_ref());
         assert!(ok, "cells given to fill_page do not fit");
     }
+    refresh_prefix(b);
+    #[cfg(debug_assertions)]
+    assert_heads(b);
 }
 
 fn count_of(b: &[u8]) -> usize {
     u16_at(b, 18) as usize
+}
+
+/// The number of cells of a dirty page (which may be an empty branch on
+/// its way out, which `Node::parse` refuses).
+pub(crate) fn cell_count(b: &[u8]) -> usize {
+    count_of(b)
 }
 
 fn upper_of(b: &[u8]) -> usize {
@@ -500,6 +717,7 @@ fn compact(b: &mut [u8]) {
         // file once their page is compacted).
         b[HEADER_LEN + old.count * SLOT_LEN..upper].fill(0);
     });
+    refresh_prefix(b);
 }
 
 /// Whether a cell of `len` bytes fits in a dirty page once the cell of
@@ -551,6 +769,37 @@ pub(crate) fn insert_cell_parts(b: &mut [u8], index: usize, parts: &[&[u8]]) -> 
     put_u16(b, slots, upper as u16);
     put_u16(b, 18, (count + 1) as u16);
     put_u32(b, 20, upper as u32);
+    // The slot that just became keyed: the new one, or, for an insert
+    // before a branch's first key, the old first slot shifted past it. Its
+    // key may not share the page's prefix: then the prefix shrinks to what
+    // it shares, and every head is rewritten.
+    let first = first_keyed(b);
+    let keyed = index.max(first);
+    let prefix = usize::from(b[17]);
+    if keyed <= count {
+        let other = if keyed == first { keyed + 1 } else { first };
+        let shared = if other > count {
+            // The only keyed slot.
+            0
+        } else {
+            match slot_key(b, other).get(..prefix) {
+                Some(page_prefix) => common_prefix(page_prefix, slot_key(b, keyed)),
+                None => 0,
+            }
+        };
+        if shared < prefix {
+            rewrite_heads(b, shared);
+            return true;
+        }
+    }
+    let head = key_head(slot_key(b, index), prefix);
+    put_u32(b, slots + SLOT_HEAD, head);
+    debug_assert!(
+        index <= first || slot_key(b, index - 1) < slot_key(b, index),
+        "cell inserted out of order"
+    );
+    #[cfg(debug_assertions)]
+    assert_heads(b);
     true
 }
 
@@ -564,7 +813,10 @@ pub(crate) fn remove_cell(b: &mut [u8], index: usize) {
     put_u16(b, 18, (count - 1) as u16);
     if count == 1 {
         put_u32(b, 20, b.len() as u32);
+        b[17] = 0;
     }
+    #[cfg(debug_assertions)]
+    assert_heads(b);
 }
 
 /// Points branch cell `index` of a dirty page at `child` written by `txn`.
@@ -732,7 +984,150 @@ pub(crate) fn verify_blob(run: &[u8], pgno: u64, sum: u64) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::compare_keys;
+    use super::*;
+
+    /// A deterministic generator (xorshift), so a failure replays.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// Keys that share long prefixes, differ inside and past the 4 head
+    /// bytes, and are prefixes of one another.
+    fn random_key(rng: &mut Rng) -> Vec<u8> {
+        let stem: &[u8] = match rng.below(4) {
+            0 => b"user:0000",
+            1 => b"user:00",
+            2 => b"",
+            _ => b"user:0000000000",
+        };
+        let mut k = stem.to_vec();
+        for _ in 0..rng.below(7) {
+            k.push(b"\x000019:\xff"[rng.below(6) as usize]);
+        }
+        k
+    }
+
+    /// Every search on a page answers as a linear scan of its keys does,
+    /// and the slot array keeps its invariant, through random inserts,
+    /// removals (which keep the prefix) and rebuilds (which lengthen it),
+    /// on leaves and on branches (whose first key is empty and never
+    /// compared, and gets a key shifted past it by an insert at 0).
+    #[test]
+    fn searches_by_key_heads_agree_with_a_scan() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for round in 0..300 {
+            let is_leaf = round % 2 == 0;
+            let mut page = vec![0u8; 1024];
+            let mut keys: Vec<Vec<u8>> = Vec::new();
+            let cell = |k: &[u8]| -> Vec<u8> {
+                if is_leaf {
+                    leaf_cell_inline(k, b"v")
+                } else {
+                    branch_cell(k, 7, 1, 2)
+                }
+            };
+            if is_leaf {
+                fill_page::<&[u8]>(&mut page, true, &[]);
+            } else {
+                fill_page(&mut page, false, &[cell(b"")]);
+                keys.push(Vec::new());
+            }
+            let first = usize::from(!is_leaf);
+            for _ in 0..200 {
+                match rng.below(10) {
+                    0..=5 => {
+                        let k = random_key(&mut rng);
+                        if !is_leaf && k.is_empty() {
+                            continue;
+                        }
+                        match keys[first..].binary_search(&k) {
+                            Ok(_) => {}
+                            Err(i) => {
+                                if insert_cell(&mut page, first + i, &cell(&k)) {
+                                    keys.insert(first + i, k);
+                                }
+                            }
+                        }
+                    }
+                    6..=7 if keys.len() > first => {
+                        let i = first + rng.below((keys.len() - first) as u64) as usize;
+                        remove_cell(&mut page, i);
+                        keys.remove(i);
+                    }
+                    8 => {
+                        let cells: Vec<Vec<u8>> = keys.iter().map(|k| cell(k)).collect();
+                        fill_page(&mut page, is_leaf, &cells);
+                    }
+                    _ if !is_leaf && keys.len() > 2 => {
+                        // The first child goes: the next one takes its place
+                        // under the empty key, as a merge leaves it.
+                        remove_cell(&mut page, 0);
+                        remove_cell(&mut page, 0);
+                        insert_cell(&mut page, 0, &cell(b""));
+                        keys.remove(1);
+                    }
+                    _ => {}
+                }
+                assert_heads(&page);
+                let node = Node::parse(&page, 1, None).unwrap();
+                for _ in 0..8 {
+                    let probe = random_key(&mut rng);
+                    let below = keys[first..]
+                        .iter()
+                        .filter(|k| k.as_slice() < probe.as_slice())
+                        .count();
+                    if is_leaf {
+                        let want = match keys.binary_search(&probe) {
+                            Ok(i) => Ok(i),
+                            Err(_) => Err(below),
+                        };
+                        assert_eq!(
+                            node.search_leaf(&probe).unwrap(),
+                            want,
+                            "{probe:?} in {keys:?}"
+                        );
+                    } else {
+                        let at_most = keys[first..]
+                            .iter()
+                            .filter(|k| k.as_slice() <= probe.as_slice())
+                            .count();
+                        assert_eq!(
+                            node.search_branch(&probe).unwrap(),
+                            at_most,
+                            "{probe:?} in {keys:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// A page whose slot array does not match its keys (damage a checksum
+    /// would catch on disk) is an error for `check_heads`, not a wrong
+    /// answer taken on trust by the write path.
+    #[test]
+    fn a_stale_head_or_prefix_is_reported() {
+        let cells: Vec<Vec<u8>> = [&b"user:0001"[..], b"user:0002", b"user:0003"]
+            .iter()
+            .map(|k| leaf_cell_inline(k, b"v"))
+            .collect();
+        let mut page = vec![0u8; 512];
+        fill_page(&mut page, true, &cells);
+        assert_eq!(page[17], 8, "the longest shared prefix");
+        Node::parse(&page, 1, None).unwrap().check_heads().unwrap();
+        let mut bad = page.clone();
+        bad[HEADER_LEN + SLOT_LEN + SLOT_HEAD] ^= 1;
+        assert!(Node::parse(&bad, 1, None).unwrap().check_heads().is_err());
+        let mut bad = page.clone();
+        bad[17] = 9;
+        assert!(Node::parse(&bad, 1, None).unwrap().check_heads().is_err());
+    }
 
     #[test]
     fn compare_keys_is_byte_order() {

@@ -136,6 +136,7 @@ impl<'a> TreeWriter<'a> {
                 node.child(i)?;
             }
         }
+        node.check_heads()?;
         Ok(node)
     }
 
@@ -639,6 +640,10 @@ impl<'a> TreeWriter<'a> {
         for d in (0..depth - 1).rev() {
             let is_leaf = d == depth - 2;
             let parent = path[d];
+            if self.remove_if_empty(tree, parent, child, is_leaf)? {
+                child = parent.page;
+                continue;
+            }
             if !self.merge_if_underfull(tree, parent, child, is_leaf)? {
                 break;
             }
@@ -646,6 +651,45 @@ impl<'a> TreeWriter<'a> {
         }
         self.shrink_root(tree)?;
         Ok(count)
+    }
+
+    /// If dirty page `child` (at `parent.slot`) holds no cell, takes it out
+    /// of its parent. A merge would too, but not under a parent with no
+    /// other child, which a branch that could not merge (two large
+    /// branches, each too full to take the other) may be: without this, an
+    /// empty leaf would stay below it. The parent's first key stays empty
+    /// (its first child's range now starts at the removed one's); the
+    /// parent may be left empty in turn, for the next level to remove.
+    fn remove_if_empty(
+        &mut self,
+        tree: &mut TreeState,
+        parent: Step,
+        child: u64,
+        is_leaf: bool,
+    ) -> Result<bool> {
+        // Not parsed: an empty branch is not a valid page.
+        if page::cell_count(self.dirty.get(child)) > 0 {
+            return Ok(false);
+        }
+        self.dirty.free(child);
+        if is_leaf {
+            tree.leaf_pages -= 1;
+        } else {
+            tree.branch_pages -= 1;
+        }
+        let p = self.dirty.get_mut(parent.page);
+        remove_cell(p, parent.slot);
+        if parent.slot == 0 && page::cell_count(p) > 0 {
+            let pnode = Node::parse(self.dirty.get(parent.page), parent.page, None)?;
+            let (first, first_txn) = pnode.child(0)?;
+            let first_sum = pnode.child_sum(0)?;
+            let cell = branch_cell(&[], first, first_txn, first_sum);
+            let p = self.dirty.get_mut(parent.page);
+            remove_cell(p, 0);
+            let fitted = insert_cell(p, 0, &cell);
+            assert!(fitted, "a shorter first cell was refused");
+        }
+        Ok(true)
     }
 
     /// If dirty page `child` (at `parent.slot`) is less than a quarter full
@@ -741,6 +785,13 @@ impl<'a> TreeWriter<'a> {
             if node.count > 1 {
                 return Ok(());
             }
+            if node.count == 0 {
+                // Its only child was taken out, empty (`remove_if_empty`).
+                self.dirty.free(root);
+                tree.branch_pages -= 1;
+                tree.root = Root::default();
+                return Ok(());
+            }
             let (child, child_txn) = node.child(0)?;
             let child_sum = node.child_sum(0)?;
             self.dirty.free(root);
@@ -751,6 +802,11 @@ impl<'a> TreeWriter<'a> {
                 sum: child_sum,
                 depth: tree.root.depth - 1,
             };
+            if child & DIRTY_BIT == 0 {
+                // An untouched page (the sibling of one taken out empty):
+                // a committed tree has no level to shrink.
+                return Ok(());
+            }
         }
     }
 

@@ -24,7 +24,7 @@ use crate::checksum::checksum;
 use crate::error::{Error, Result};
 
 pub(crate) const MAGIC: [u8; 8] = *b"IRONBARK";
-pub(crate) const FORMAT_VERSION: u32 = 3;
+pub(crate) const FORMAT_VERSION: u32 = 4;
 /// Bytes of a meta page that carry data.
 pub(crate) const META_LEN: usize = 72;
 /// Pages 0 and 1 are the meta slots.
