@@ -45,7 +45,6 @@
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -336,26 +335,12 @@ impl LockFile {
             // loom's atomics cannot live in shared memory.
             return Err(Error::Io(io::Error::other("no lock files under loom")));
         }
-        // SAFETY: a fresh shared read-write mapping of `len` bytes of a file
-        // we hold open and that is at least `len` long (checked by the
-        // callers); the result is checked for MAP_FAILED.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(Error::Io(io::Error::last_os_error()));
-        }
+        // The callers checked that the file is at least `len` long.
+        let ptr = crate::storage::map::map_shared_writable(&file, len)?;
         Ok(LockFile {
             file,
             path,
-            ptr: ptr as *mut u8,
+            ptr,
             len,
             slot_count,
         })

@@ -98,6 +98,29 @@ impl Drop for Map {
     }
 }
 
+/// Maps the first `len` bytes of `file` (open for reading and writing)
+/// shared and writable, at an address the kernel picks. Making the mapping
+/// is sound; what the caller does through the pointer is its to argue (the
+/// redo log's [`WriteMap`], the lock file's atomics), and it unmaps it.
+pub(crate) fn map_shared_writable(file: &File, len: usize) -> Result<*mut u8> {
+    // SAFETY: a fresh mapping that aliases no memory of ours; the result is
+    // checked for MAP_FAILED.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(Error::Io(io::Error::last_os_error()));
+    }
+    Ok(ptr as *mut u8)
+}
+
 /// A writable shared mapping of a file's first bytes, through which the
 /// redo log appends its records: a memory copy into the page cache, as a
 /// `pwrite` would make, without a system call per commit (see
@@ -137,26 +160,8 @@ impl WriteMap {
             .ok()
             .filter(|&l| l > 0)
             .ok_or_else(|| Error::Io(io::Error::other("log map size out of range")))?;
-        // SAFETY: a fresh shared mapping of a file we hold open for reading
-        // and writing, over bytes the file holds (point 1 above); the kernel
-        // picks the address. The result is checked for MAP_FAILED.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(Error::Io(io::Error::last_os_error()));
-        }
-        Ok(WriteMap {
-            ptr: ptr as *mut u8,
-            len,
-        })
+        let ptr = map_shared_writable(file, len)?;
+        Ok(WriteMap { ptr, len })
     }
 
     /// The bytes mapped.

@@ -427,33 +427,15 @@ impl Shared {
         loop {
             let seen = word.load(StdOrdering::Acquire);
             let owner = seen & !WRITER_WAITERS;
-            if owner == 0 || owner == me {
-                // Free (or held in this process's name, which only a
-                // process of ours could have stored: this instance is the
-                // process's only one for the file, and its mutex is ours).
+            // Free; or held in this process's name, which only a process
+            // of ours could have stored (this instance is the process's
+            // only one for the file, and its mutex is ours); or held by a
+            // process that died holding it (its transaction never
+            // published: what it left is recovered like a crash).
+            if owner == 0 || owner == me || !lock.owner_alive(owner) {
+                let mine = me | (seen & WRITER_WAITERS);
                 if word
-                    .compare_exchange(
-                        seen,
-                        me | (seen & WRITER_WAITERS),
-                        StdOrdering::Acquire,
-                        StdOrdering::Relaxed,
-                    )
-                    .is_ok()
-                {
-                    return Ok(());
-                }
-                continue;
-            }
-            if !lock.owner_alive(owner) {
-                // The holder died holding it (its transaction never
-                // published: what it left is recovered like a crash).
-                if word
-                    .compare_exchange(
-                        seen,
-                        me | (seen & WRITER_WAITERS),
-                        StdOrdering::Acquire,
-                        StdOrdering::Relaxed,
-                    )
+                    .compare_exchange(seen, mine, StdOrdering::Acquire, StdOrdering::Relaxed)
                     .is_ok()
                 {
                     return Ok(());
