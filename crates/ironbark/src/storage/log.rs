@@ -97,6 +97,8 @@ pub(crate) struct RedoLog {
     /// The record being appended (a buffer kept so appends allocate
     /// nothing).
     record: Vec<u8>,
+    /// The checksum of the record in `record`.
+    pending_sum: u64,
 }
 
 /// One record of the log: the commit of `txn`, and what it logged.
@@ -212,6 +214,7 @@ impl RedoLog {
             last_txn: 0,
             map: None,
             record: Vec::new(),
+            pending_sum: 0,
         })
     }
 
@@ -351,6 +354,33 @@ impl RedoLog {
     ///
     /// Panics unless `txn` is the last txn + 1 (a bug in the caller).
     pub(crate) fn append(&mut self, txn: u64, payload: &[u8]) -> Result<()> {
+        let end = self.encode(txn, payload)?;
+        let map = match &mut self.map {
+            Some(map) => map,
+            none => none.insert(self.file.map_writable(self.file_len)?),
+        };
+        debug_assert!(end <= map.len(), "the map covers the grown file");
+        self.file.write_mapped(map, &[&self.record], self.next)?;
+        self.advance(txn, end);
+        Ok(())
+    }
+
+    /// [`RedoLog::append`] for a record the caller syncs at once
+    /// (`Durability::Immediate`): written with `pwrite` instead of through
+    /// the map, because after each sync the next store through the map
+    /// takes a write fault, and the sync of a page dirtied through a map
+    /// cost more than the `pwrite` saved (a durable single-put commit ran
+    /// at 4.2k/s through the map against 9.3k/s with `pwrite`).
+    pub(crate) fn append_to_sync(&mut self, txn: u64, payload: &[u8]) -> Result<()> {
+        let end = self.encode(txn, payload)?;
+        self.file.write_vectored_at(&[&self.record], self.next)?;
+        self.advance(txn, end);
+        Ok(())
+    }
+
+    /// Checks and encodes the record of `txn` into `self.record`, growing
+    /// the file to hold it; returns where it ends. Nothing is appended yet.
+    fn encode(&mut self, txn: u64, payload: &[u8]) -> Result<u64> {
         assert_eq!(
             self.last_txn.checked_add(1),
             Some(txn),
@@ -368,12 +398,6 @@ impl RedoLog {
         let total = padded(payload.len());
         let end = self.next + total as u64;
         self.grow_to(end)?;
-        let map = match &mut self.map {
-            Some(map) => map,
-            none => none.insert(self.file.map_writable(self.file_len)?),
-        };
-        debug_assert!(end <= map.len(), "the map covers the grown file");
-
         // The record in one buffer (kept between appends), so that the
         // checksum is one pass over contiguous bytes and the copy is one.
         let record = &mut self.record;
@@ -387,12 +411,15 @@ impl RedoLog {
         let sum = checksum_seeded(&record[8..], self.last_sum);
         record[..8].copy_from_slice(&sum.to_le_bytes());
         record.resize(total, 0);
-        self.file.write_mapped(map, &[record], self.next)?;
+        self.pending_sum = sum;
+        Ok(end)
+    }
 
+    /// The record encoded last is appended: the chain ends after it.
+    fn advance(&mut self, txn: u64, end: u64) {
         self.next = end;
-        self.last_sum = sum;
+        self.last_sum = self.pending_sum;
         self.last_txn = txn;
-        Ok(())
     }
 
     /// Makes every record appended so far durable (`fdatasync` of the log).
@@ -592,6 +619,31 @@ mod tests {
         write_chain(&mut log, 20, &[2000, 2000]);
         let after = reader.scan_from(Some(at), u64::MAX).unwrap();
         assert!(after.records.is_empty(), "a follower read another chain");
+    }
+
+    /// Records appended through the map and with `pwrite` (for a sync)
+    /// are one chain, byte for byte the same records, across the file's
+    /// growth (which remaps).
+    #[test]
+    fn mapped_and_written_appends_make_one_chain() {
+        let (_dir, path) = temp_log();
+        let mut log = RedoLog::open(&path, None).unwrap();
+        log.restart(7);
+        let mut want = Vec::new();
+        for txn in 8..400u64 {
+            let p = payload(txn, (txn as usize * 977) % 20_000);
+            if txn % 3 == 0 {
+                log.append_to_sync(txn, &p).unwrap();
+            } else {
+                log.append(txn, &p).unwrap();
+            }
+            want.push(LogRecord { txn, payload: p });
+        }
+        assert!(log.file_len() > GROW_MIN, "the file grew past one step");
+        let scan = scan_of(&path);
+        assert_eq!(scan.epoch, 7);
+        assert_eq!(scan.records, want);
+        assert_eq!(scan.end, log.len_used());
     }
 
     #[test]

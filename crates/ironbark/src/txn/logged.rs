@@ -146,23 +146,24 @@ fn write_placed(
         txn,
         |w| {
             let log = w.log.as_mut().expect("checked above");
-            log.append(txn, payload)?;
-            if durability == Durability::Immediate {
-                shared
-                    .counters
-                    .syncs
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if let Err(e) = log.sync() {
-                    // As for the data file: the kernel may have dropped the
-                    // written record, so nothing more can be trusted.
-                    w.poisoned = true;
-                    return Err(e);
-                }
-                if let Some(l) = shared.readers.lock_file() {
-                    l.header()
-                        .log_durable_txn
-                        .store(txn, std::sync::atomic::Ordering::Release);
-                }
+            if durability != Durability::Immediate {
+                return log.append(txn, payload);
+            }
+            log.append_to_sync(txn, payload)?;
+            shared
+                .counters
+                .syncs
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if let Err(e) = log.sync() {
+                // As for the data file: the kernel may have dropped the
+                // written record, so nothing more can be trusted.
+                w.poisoned = true;
+                return Err(e);
+            }
+            if let Some(l) = shared.readers.lock_file() {
+                l.header()
+                    .log_durable_txn
+                    .store(txn, std::sync::atomic::Ordering::Release);
             }
             Ok(())
         },
