@@ -272,3 +272,40 @@ fn seek<'a>(
     }
     Ok(cursor.leaf())
 }
+
+// Defined here, not in `write.rs`, so that the write transaction does not
+// depend on its cursor (the cursor depends on it).
+impl<'db> WriteTxn<'db> {
+    /// A cursor over `tree` that can delete or replace the entry it is on,
+    /// starting before the first entry (or wherever [`CursorMut::seek`]
+    /// puts it). A step reads the next slot of the current leaf; an edit
+    /// costs what a `delete` or `put` costs, and the step after it
+    /// descends once. It holds the transaction until dropped.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let sessions = tx.open_tree("sessions")?;
+    /// for (user, age) in [(&b"ann"[..], 5u8), (b"bob", 90), (b"cyd", 40)] {
+    ///     tx.put(&sessions, user, &[age])?;
+    /// }
+    /// let mut cursor = tx.cursor_mut(&sessions)?;
+    /// while let Some((_user, value)) = cursor.next()? {
+    ///     match value[0] {
+    ///         age if age > 60 => cursor.delete_current()?,       // expired
+    ///         age => cursor.replace_current(&[age + 1])?,         // one older
+    ///     };
+    /// }
+    /// drop(cursor);
+    /// assert_eq!(tx.get(&sessions, b"bob")?, None);
+    /// assert_eq!(tx.get(&sessions, b"cyd")?, Some(&[41u8][..]));
+    /// tx.commit()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn cursor_mut<'t>(&'t mut self, tree: &Tree) -> Result<CursorMut<'t, 'db>> {
+        CursorMut::new(self, tree)
+    }
+}
