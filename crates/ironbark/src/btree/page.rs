@@ -542,7 +542,7 @@ fn slot_key(b: &[u8], i: usize) -> &[u8] {
 /// of a page): keys in order, all with the page's prefix, heads matching.
 #[cfg(any(test, debug_assertions))]
 fn assert_heads(b: &[u8]) {
-    if count_of(b) == 0 {
+    if cell_count(b) == 0 {
         // An empty branch on its way out is not a valid page to parse.
         return;
     }
@@ -563,7 +563,7 @@ fn rewrite_heads(b: &mut [u8], prefix: usize) {
     b[17] = prefix as u8;
     // Every slot, the unkeyed first one of a branch too: it may become
     // keyed by a shift (an insert at 0), and its head must then be right.
-    for i in 0..count_of(b) {
+    for i in 0..cell_count(b) {
         let head = key_head(slot_key(b, i), prefix);
         put_u32(b, HEADER_LEN + i * SLOT_LEN + SLOT_HEAD, head);
     }
@@ -572,7 +572,7 @@ fn rewrite_heads(b: &mut [u8], prefix: usize) {
 /// Makes the page's prefix the longest its keys share (that of its first
 /// and last keyed slots, the keys being in order) and rewrites the heads.
 fn refresh_prefix(b: &mut [u8]) {
-    let (first, count) = (first_keyed(b), count_of(b));
+    let (first, count) = (first_keyed(b), cell_count(b));
     let prefix = if first < count {
         common_prefix(slot_key(b, first), slot_key(b, count - 1))
     } else {
@@ -666,14 +666,10 @@ pub(crate) fn fill_page<C: AsRef<[u8]>>(b: &mut [u8], is_leaf: bool, cells: &[C]
     assert_heads(b);
 }
 
-fn count_of(b: &[u8]) -> usize {
-    u16_at(b, 18) as usize
-}
-
 /// The number of cells of a dirty page (which may be an empty branch on
 /// its way out, which `Node::parse` refuses).
 pub(crate) fn cell_count(b: &[u8]) -> usize {
-    count_of(b)
+    u16_at(b, 18) as usize
 }
 
 fn upper_of(b: &[u8]) -> usize {
@@ -682,7 +678,7 @@ fn upper_of(b: &[u8]) -> usize {
 
 /// Free bytes between the slot array and the cell area of a dirty page.
 fn gap(b: &[u8]) -> usize {
-    upper_of(b) - (HEADER_LEN + count_of(b) * SLOT_LEN)
+    upper_of(b) - (HEADER_LEN + cell_count(b) * SLOT_LEN)
 }
 
 /// The cells of a dirty page, copied out in order.
@@ -745,7 +741,7 @@ pub(crate) fn insert_cell(b: &mut [u8], index: usize, cell: &[u8]) -> bool {
 /// dirty page (so a caller need not assemble the cell in a buffer first);
 /// `false` if it does not fit even after compaction.
 pub(crate) fn insert_cell_parts(b: &mut [u8], index: usize, parts: &[&[u8]]) -> bool {
-    let count = count_of(b);
+    let count = cell_count(b);
     assert!(index <= count);
     let len: usize = parts.iter().map(|p| p.len()).sum();
     let need = len + SLOT_LEN;
@@ -806,7 +802,7 @@ pub(crate) fn insert_cell_parts(b: &mut [u8], index: usize, parts: &[&[u8]]) -> 
 /// Removes slot `index` of a dirty page (its cell bytes become garbage,
 /// reclaimed by the next compaction).
 pub(crate) fn remove_cell(b: &mut [u8], index: usize) {
-    let count = count_of(b);
+    let count = cell_count(b);
     assert!(index < count);
     let slots = HEADER_LEN + index * SLOT_LEN;
     b.copy_within(slots + SLOT_LEN..HEADER_LEN + count * SLOT_LEN, slots);
