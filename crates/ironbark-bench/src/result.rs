@@ -60,7 +60,9 @@ pub struct RunResult {
     #[serde(default)]
     pub held_disk_bytes: Option<u64>,
 
-    /// `wchar` of /proc/self/io from the start of the timed phase through close.
+    /// `wchar` of /proc/self/io from the start of the timed phase through
+    /// close, plus the bytes the engine reports it stored through a
+    /// writable map (its `bytes_mapped` counter), which no write call carries.
     pub bytes_written: u64,
     /// `syscw`: write-like system calls over the same span.
     pub write_calls: u64,

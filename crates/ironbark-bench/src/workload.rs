@@ -756,7 +756,10 @@ pub fn run_child(job: &Job) -> Result<RunResult> {
     };
     let user_bytes = write_tally.map_or(0, |w| w.user_bytes);
     let commits = write_tally.map_or(0, |w| w.commits);
-    let bytes_written = io1.wchar.saturating_sub(io0.wchar);
+    // An engine that stores bytes through a writable map (ironbark's log)
+    // makes no write call for them: `wchar` alone would miss them.
+    let bytes_written = io1.wchar.saturating_sub(io0.wchar)
+        + engine_counters.get("bytes_mapped").copied().unwrap_or(0);
     let write_calls = io1.syscw.saturating_sub(io0.syscw);
     let per_op_bytes = match b {
         "deleterandom" | "readmissing" => cfg.key_size as f64,

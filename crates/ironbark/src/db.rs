@@ -516,6 +516,7 @@ impl Database {
                 pages_written: c.pages_written.load(Ordering::Relaxed),
                 write_calls: c.write_calls.load(Ordering::Relaxed),
                 bytes_written: c.bytes_written.load(Ordering::Relaxed),
+                bytes_mapped: c.bytes_mapped.load(Ordering::Relaxed),
                 syncs: c.syncs.load(Ordering::Relaxed),
                 state_bases: c.state_bases.load(Ordering::Relaxed),
                 state_seals: c.state_seals.load(Ordering::Relaxed),

@@ -58,10 +58,15 @@ pub struct CommitCounters {
     pub commits: u64,
     /// Pages written (meta pages included).
     pub pages_written: u64,
-    /// `pwritev` calls.
+    /// Write calls (`pwritev`, `pwrite`).
     pub write_calls: u64,
-    /// Bytes passed to write calls.
+    /// Bytes written: passed to write calls, or stored through the log's
+    /// writable map (`bytes_mapped`).
     pub bytes_written: u64,
+    /// Of `bytes_written`, those of log records stored through the log's
+    /// writable map: no write call carries them, so a count of the
+    /// process's write calls (`wchar` of /proc/self/io) misses them.
+    pub bytes_mapped: u64,
     /// `fdatasync` calls.
     pub syncs: u64,
     /// Commits that wrote a new base image of the catalog and free space

@@ -103,6 +103,43 @@ fn logged_commits_are_read_back_kept_apart_from_old_snapshots_and_reopened() {
     assert_eq!(read_model(&db).unwrap().1, expected);
 }
 
+/// A record appended through the log's map makes no write call, so the
+/// counters say which bytes no count of write calls sees (`bytes_mapped`);
+/// a record synced at once is written with a call, and is not among them.
+#[test]
+fn log_bytes_stored_through_the_map_are_counted_apart() {
+    let t = temp_db("mapped.ib");
+    let db = Database::open_with(&t.path, &logged(Durability::None)).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    for i in 0..1_000u32 {
+        tx.put(&tree, &i.to_be_bytes(), b"v0").unwrap();
+    }
+    tx.commit().unwrap();
+    let commit = |durability: Durability| {
+        let before = db.stats().unwrap().counters;
+        let mut tx = db.begin_write().unwrap();
+        tx.set_durability(durability);
+        tx.put(&tree, &7u32.to_be_bytes(), &[9u8; 100]).unwrap();
+        tx.commit().unwrap();
+        // Read before `stats`, which checkpoints (its commit is counted).
+        let after = db.stats().unwrap().counters;
+        assert_eq!(after.logged_commits, before.logged_commits + 1);
+        (
+            after.bytes_mapped - before.bytes_mapped,
+            after.write_calls - before.write_calls,
+        )
+    };
+    let (mapped, _) = commit(Durability::None);
+    assert!(
+        (100..1_000).contains(&mapped),
+        "a 100-byte put appended through the map counted {mapped} mapped bytes"
+    );
+    let (mapped, calls) = commit(Durability::Immediate);
+    assert_eq!(mapped, 0, "a record synced at once is written, not mapped");
+    assert!(calls >= 1);
+}
+
 const CHILD_ENV: &str = "IRONBARK_LOGGED_KILL_CHILD";
 const KILL_TEST: &str = "a_process_killed_at_random_moments_loses_no_logged_commit";
 

@@ -135,6 +135,7 @@ fn write_placed(
     }
 
     let limit = (ARENA_MIN_BOUND_BYTES / ps).max(base.meta.page_count);
+    let mapped = std::cell::Cell::new(false);
     let placed = to_arena(
         shared,
         w,
@@ -147,6 +148,7 @@ fn write_placed(
         |w| {
             let log = w.log.as_mut().expect("checked above");
             if durability != Durability::Immediate {
+                mapped.set(true);
                 return log.append(txn, payload);
             }
             log.append_to_sync(txn, payload)?;
@@ -172,12 +174,16 @@ fn write_placed(
         return Ok(Logged::No);
     }
     let c = &shared.counters;
-    c.write_calls
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    c.bytes_written.fetch_add(
-        payload.len() as u64 + 32,
-        std::sync::atomic::Ordering::Relaxed,
-    );
+    let record_bytes = payload.len() as u64 + 32;
+    c.bytes_written
+        .fetch_add(record_bytes, std::sync::atomic::Ordering::Relaxed);
+    if mapped.get() {
+        c.bytes_mapped
+            .fetch_add(record_bytes, std::sync::atomic::Ordering::Relaxed);
+    } else {
+        c.write_calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     c.logged_commits
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 
