@@ -361,7 +361,17 @@ impl<'a> TreeWriter<'a> {
             if f.root == tree.root.pgno && f.rightmost {
                 let leaf = Node::parse(self.dirty.get(f.leaf), f.leaf, None)?;
                 if let Some(last) = leaf.count.checked_sub(1) {
-                    after_last = Some(compare_keys(key, leaf.key(last)?).is_gt());
+                    if compare_keys(key, leaf.key(last)?).is_le() {
+                        return Ok(false);
+                    }
+                    // The finger's leaf is the tree's last: the key goes at
+                    // its end, with no second search (`put` would compare
+                    // it with the leaf's first and last keys again).
+                    let end = leaf.count;
+                    if self.insert_in_leaf(tree, f.leaf, end, key, value)? {
+                        return Ok(true);
+                    }
+                    after_last = Some(true);
                 }
             }
             let after_last = match after_last {
@@ -415,42 +425,72 @@ impl<'a> TreeWriter<'a> {
             Some(last) if compare_keys(key, leaf.key(last)?).is_gt() => Err(leaf.count),
             _ => leaf.search_leaf(key)?,
         };
-        let mut old_len = 0;
-        let mut old_blob = None;
-        if let Ok(i) = found {
-            old_len = leaf.cell(i)?.len();
-            match leaf.leaf_entry(i)?.1 {
-                LeafValue::Inline(old) if inline && old.len() == value.len() => {
-                    let at = old.as_ptr() as usize - leaf.bytes.as_ptr() as usize;
-                    self.dirty.get_mut(id)[at..at + value.len()].copy_from_slice(value);
-                    return Ok(true);
-                }
-                LeafValue::Inline(_) => {}
-                LeafValue::Overflow { pgno, txn, .. } => old_blob = Some((pgno, txn)),
+        let i = match found {
+            Err(slot) => return self.insert_in_leaf(tree, id, slot, key, value),
+            Ok(i) => i,
+        };
+        let old_len = leaf.cell(i)?.len();
+        let old_blob = match leaf.leaf_entry(i)?.1 {
+            LeafValue::Inline(old) if inline && old.len() == value.len() => {
+                let at = old.as_ptr() as usize - leaf.bytes.as_ptr() as usize;
+                self.dirty.get_mut(id)[at..at + value.len()].copy_from_slice(value);
+                return Ok(true);
             }
+            LeafValue::Inline(_) => None,
+            LeafValue::Overflow { pgno, txn, .. } => Some((pgno, txn)),
+        };
+        if !cell_fits(self.dirty.get(id), self.leaf_cell_len(key, value), old_len) {
+            return Ok(false);
         }
-        let body = if inline {
+        if let Some((pgno, txn)) = old_blob {
+            tree.overflow_pages -= self.free_blob(pgno, txn)?;
+        }
+        remove_cell(self.dirty.get_mut(id), i);
+        self.write_leaf_cell(tree, id, i, key, value);
+        Ok(true)
+    }
+
+    /// Inserts a new `key` at `slot` of dirty leaf `id` if it fits without
+    /// a split (`false`, nothing changed, if not).
+    fn insert_in_leaf(
+        &mut self,
+        tree: &mut TreeState,
+        id: u64,
+        slot: usize,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<bool> {
+        if !cell_fits(self.dirty.get(id), self.leaf_cell_len(key, value), 0) {
+            return Ok(false);
+        }
+        tree.entries += 1;
+        self.write_leaf_cell(tree, id, slot, key, value);
+        Ok(true)
+    }
+
+    /// Bytes of the leaf cell of `key` and `value` (a reference if the
+    /// value goes to a blob).
+    fn leaf_cell_len(&self, key: &[u8], value: &[u8]) -> usize {
+        let body = if self.limits.value_is_inline(key.len(), value.len()) {
             value.len()
         } else {
             OVERFLOW_REF_LEN
         };
-        let len = LEAF_CELL_HEADER + key.len() + body;
-        if !cell_fits(self.dirty.get(id), len, old_len) {
-            return Ok(false);
-        }
-        let slot = match found {
-            Ok(i) => {
-                if let Some((pgno, txn)) = old_blob {
-                    tree.overflow_pages -= self.free_blob(pgno, txn)?;
-                }
-                remove_cell(self.dirty.get_mut(id), i);
-                i
-            }
-            Err(i) => {
-                tree.entries += 1;
-                i
-            }
-        };
+        LEAF_CELL_HEADER + key.len() + body
+    }
+
+    /// Writes the cell of `key` and `value` at `slot` of dirty leaf `id`,
+    /// which the caller checked it fits (`cell_fits`), with the value in a
+    /// new blob if it does not fit inline.
+    fn write_leaf_cell(
+        &mut self,
+        tree: &mut TreeState,
+        id: u64,
+        slot: usize,
+        key: &[u8],
+        value: &[u8],
+    ) {
+        let inline = self.limits.value_is_inline(key.len(), value.len());
         let header = leaf_cell_header(key.len(), value.len() as u64, !inline);
         let fitted = if inline {
             insert_cell_parts(self.dirty.get_mut(id), slot, &[&header, key, value])
@@ -460,7 +500,6 @@ impl<'a> TreeWriter<'a> {
             insert_cell_parts(self.dirty.get_mut(id), slot, &[&header, key, &reference])
         };
         assert!(fitted, "a cell that fits was refused");
-        Ok(true)
     }
 
     /// Splits dirty page `id` while inserting `cell` at `slot`. The left half
