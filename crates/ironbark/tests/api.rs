@@ -1319,3 +1319,68 @@ fn range_bounds_of_any_byte_slice_type_agree_with_model() {
     tx.commit().unwrap();
     db.check().unwrap();
 }
+
+/// Ranges and prefix scans stepped from both ends at random, over a tree
+/// of many leaves whose keys share prefixes of every length: the checks a
+/// scan skips within a leaf that lies wholly inside its bound (one
+/// compare per leaf) must never let it past the bound or the prefix, nor
+/// past the other end.
+#[test]
+fn ranges_stepped_from_both_ends_stop_at_their_bounds() {
+    let db_dir = temp_db("both_ends.ib");
+    let db = open_small(&db_dir.path);
+    let mut rng = Rng::new(0xb0_7e17d);
+    let mut model = Map::new();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    for _ in 0..6000 {
+        let k = random_key(&mut rng);
+        let n = rng.below(30) as usize;
+        let v = rng.bytes(n);
+        tx.put(&t, &k, &v).unwrap();
+        model.insert(k, v);
+    }
+    tx.commit().unwrap();
+    let rx = db.begin_read().unwrap();
+    for case in 0..400 {
+        let (mut a, mut b) = (random_key(&mut rng), random_key(&mut rng));
+        if a > b {
+            std::mem::swap(&mut a, &mut b);
+        }
+        let prefix = case % 2 == 1;
+        let (mut range, mut want): (Range<'_>, std::collections::VecDeque<_>) = if prefix {
+            let p = a.clone();
+            (
+                rx.prefix(&t, &p).unwrap(),
+                model
+                    .iter()
+                    .filter(|(k, _)| k.starts_with(&p))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            )
+        } else {
+            (
+                rx.range(&t, a.clone()..=b.clone()).unwrap(),
+                model
+                    .range::<[u8], _>((Bound::Included(&a[..]), Bound::Included(&b[..])))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            )
+        };
+        loop {
+            let (got, expected) = if rng.chance(2) {
+                (range.next(), want.pop_front())
+            } else {
+                (range.next_back(), want.pop_back())
+            };
+            let got = got.map(|e| {
+                let (k, v) = e.unwrap();
+                (k.to_vec(), v.to_vec())
+            });
+            assert_eq!(got, expected, "case {case}: {a:?} {b:?} prefix {prefix}");
+            if got.is_none() {
+                break;
+            }
+        }
+    }
+}

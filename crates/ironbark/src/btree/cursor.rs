@@ -293,13 +293,38 @@ impl<'a> Cursor<'a> {
     }
 
     pub(crate) fn entry(&self) -> Result<(&'a [u8], &'a [u8])> {
+        let (k, v) = self.leaf_entry()?;
+        Ok((k, self.value(v)?))
+    }
+
+    /// The key and the value's reference, decoded from the cell once: a
+    /// scan checks the key against its bounds, then reads the value
+    /// (`value`).
+    fn leaf_entry(&self) -> Result<(&'a [u8], LeafValue<'a>)> {
         debug_assert!(self.valid);
         let top = self.top();
-        let (k, v) = top.node.leaf_entry(top.idx)?;
+        top.node.leaf_entry(top.idx)
+    }
+
+    /// The bytes of a value found by `leaf_entry` (its blob verified first
+    /// if this cursor verifies).
+    fn value(&self, v: LeafValue<'a>) -> Result<&'a [u8]> {
         if let (true, LeafValue::Overflow { pgno, sum, .. }) = (self.verify, v) {
             verify_blob(self.src.blob_run(pgno)?, pgno, sum)?;
         }
-        Ok((k, resolve_value(self.src, v)?))
+        resolve_value(self.src, v)
+    }
+
+    /// The leaf the cursor is on (its page number) and its last key, or
+    /// its first (when valid): a scan compares that key with its bound
+    /// once per leaf, not once per key.
+    fn leaf_edge_key(&self, last: bool) -> Result<Option<(u64, &'a [u8])>> {
+        if !self.valid {
+            return Ok(None);
+        }
+        let node = self.top().node;
+        let i = if last { node.count - 1 } else { 0 };
+        Ok(Some((node.pgno, node.key(i)?)))
     }
 }
 
@@ -334,6 +359,12 @@ pub struct Range<'a> {
     back_started: bool,
     last_front: Option<&'a [u8]>,
     last_back: Option<&'a [u8]>,
+    /// The leaf (page number) whose every key from the front cursor's
+    /// position on is below the upper bound and within the prefix: the
+    /// front cursor's steps there skip that check (`u64::MAX`: none).
+    front_clear_leaf: u64,
+    /// The same for the back cursor and the lower bound.
+    back_clear_leaf: u64,
     /// For a prefix scan: the prefix every key must start with, owned so
     /// that the entries borrow only the source, never the caller's prefix.
     prefix: Option<OwnedKey>,
@@ -393,6 +424,8 @@ impl<'a> Range<'a> {
             back_started: false,
             last_front: None,
             last_back: None,
+            front_clear_leaf: u64::MAX,
+            back_clear_leaf: u64::MAX,
             prefix: None,
             done: false,
         }
@@ -466,12 +499,21 @@ impl<'a> Range<'a> {
         if !self.front.is_valid() {
             return Ok(None);
         }
-        let key = self.front.key()?;
-        if !self.below_upper(key) || self.last_back.is_some_and(|b| key >= b) {
+        let (key, value) = self.front.leaf_entry()?;
+        if self.front.top().node.pgno != self.front_clear_leaf {
+            if let Some((leaf, last)) = self.front.leaf_edge_key(true)? {
+                if self.below_upper(last) {
+                    self.front_clear_leaf = leaf;
+                } else if !self.below_upper(key) {
+                    return Ok(None);
+                }
+            }
+        }
+        if self.last_back.is_some_and(|b| key >= b) {
             return Ok(None);
         }
         self.last_front = Some(key);
-        self.front.entry().map(Some)
+        Ok(Some((key, self.front.value(value)?)))
     }
 
     fn advance_back(&mut self) -> Result<Option<(&'a [u8], &'a [u8])>> {
@@ -507,12 +549,21 @@ impl<'a> Range<'a> {
         if !self.back.is_valid() {
             return Ok(None);
         }
-        let key = self.back.key()?;
-        if !self.above_lower(key) || self.last_front.is_some_and(|f| key <= f) {
+        let (key, value) = self.back.leaf_entry()?;
+        if self.back.top().node.pgno != self.back_clear_leaf {
+            if let Some((leaf, first)) = self.back.leaf_edge_key(false)? {
+                if self.above_lower(first) {
+                    self.back_clear_leaf = leaf;
+                } else if !self.above_lower(key) {
+                    return Ok(None);
+                }
+            }
+        }
+        if self.last_front.is_some_and(|f| key <= f) {
             return Ok(None);
         }
         self.last_back = Some(key);
-        self.back.entry().map(Some)
+        Ok(Some((key, self.back.value(value)?)))
     }
 
     fn finish(
