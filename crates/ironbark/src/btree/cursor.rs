@@ -448,6 +448,17 @@ impl<'a> Range<'a> {
         self
     }
 
+    /// Whether some key can fail `below_upper`: if not, a scan does not
+    /// read a leaf's last key to skip the check (one cache miss per leaf).
+    fn bounded_above(&self) -> bool {
+        self.prefix.is_some() || !matches!(self.upper, Bound::Unbounded)
+    }
+
+    /// Whether some key can fail `above_lower`.
+    fn bounded_below(&self) -> bool {
+        self.prefix.is_some() || !matches!(self.lower, Bound::Unbounded)
+    }
+
     fn within_prefix(&self, key: &[u8]) -> bool {
         self.prefix.as_deref().is_none_or(|p| key.starts_with(p))
     }
@@ -500,7 +511,7 @@ impl<'a> Range<'a> {
             return Ok(None);
         }
         let (key, value) = self.front.leaf_entry()?;
-        if self.front.top().node.pgno != self.front_clear_leaf {
+        if self.front.top().node.pgno != self.front_clear_leaf && self.bounded_above() {
             if let Some((leaf, last)) = self.front.leaf_edge_key(true)? {
                 if self.below_upper(last) {
                     self.front_clear_leaf = leaf;
@@ -550,7 +561,7 @@ impl<'a> Range<'a> {
             return Ok(None);
         }
         let (key, value) = self.back.leaf_entry()?;
-        if self.back.top().node.pgno != self.back_clear_leaf {
+        if self.back.top().node.pgno != self.back_clear_leaf && self.bounded_below() {
             if let Some((leaf, first)) = self.back.leaf_edge_key(false)? {
                 if self.above_lower(first) {
                     self.back_clear_leaf = leaf;
