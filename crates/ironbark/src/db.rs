@@ -632,7 +632,7 @@ fn open_instance(
         // for as long as it is open (or fails with `Locked` if one writes
         // already), so nothing it reads is ever overwritten.
         file.lockless_reader_lock()?;
-        let loaded = load(&file)?;
+        let loaded = load(&file, options.map_reservation)?;
         if log_end(path, None)?.is_some_and(|end| end > loaded.meta.txn) {
             // Commits a crash left in the log: only a writer can replay
             // them, and this reader keeps writers out.
@@ -646,7 +646,7 @@ fn open_instance(
             if !options.read_only {
                 DataFile::clean_leftovers(path);
             }
-            match load(&file) {
+            match load(&file, options.map_reservation) {
                 Ok(loaded) => Ok(loaded),
                 Err(e) => {
                     if !options.create || options.read_only {
@@ -658,7 +658,7 @@ fn open_instance(
                         return Err(e);
                     };
                     initialize_in_place(&file, page_size)?;
-                    load(&file)
+                    load(&file, options.map_reservation)
                 }
             }
         };
@@ -707,7 +707,7 @@ fn open_instance(
         .map(|m| m.page_size as usize)
         .unwrap_or(options.page_size);
     let file_len = file.len()?;
-    let map = map_for(&file, file_len)?;
+    let map = map_for(&file, file_len, options.map_reservation)?;
     // A placeholder snapshot (txn 0): the first reader loads the newest.
     let placeholder = Snapshot {
         meta: Meta {
@@ -732,6 +732,7 @@ fn open_instance(
         limits: Limits::new(page_size),
         broken_protocol: options.broken_protocol,
         logged_commits: options.logged_commits,
+        map_reservation: options.map_reservation,
         read_only: options.read_only,
         db_id,
         max_readers_option: options.max_readers,
@@ -814,6 +815,7 @@ fn assemble(
         limits: Limits::new(meta.page_size as usize),
         broken_protocol: options.broken_protocol,
         logged_commits: options.logged_commits,
+        map_reservation: options.map_reservation,
         read_only: options.read_only,
         db_id,
         max_readers_option: options.max_readers,
@@ -948,8 +950,12 @@ fn read_metas(file: &DataFile, file_len: u64) -> [(u64, Result<Meta>); 2] {
     [(0, m0), (1, m1)]
 }
 
-fn map_for(file: &DataFile, len: u64) -> Result<Arc<Map>> {
-    Ok(Arc::new(Map::new(file.as_file(), len.saturating_mul(2))?))
+fn map_for(file: &DataFile, len: u64, reservation: u64) -> Result<Arc<Map>> {
+    Ok(Arc::new(Map::new(
+        file.as_file(),
+        len.saturating_mul(2),
+        reservation,
+    )?))
 }
 
 /// The commit an opening process chose.
@@ -967,7 +973,7 @@ struct Loaded {
 /// Chooses the newest meta whose commit is intact (verifying the pages of
 /// a commit not known durable, and syncing it), as the first process to
 /// open the file.
-fn load(file: &DataFile) -> Result<Loaded> {
+fn load(file: &DataFile, map_reservation: u64) -> Result<Loaded> {
     let file_len = file.len()?;
     if file_len == 0 {
         return Err(Error::NotAnIronbarkFile);
@@ -982,7 +988,7 @@ fn load(file: &DataFile) -> Result<Loaded> {
                 .unwrap_or((0, 0)),
         )
     });
-    let map = map_for(file, file_len)?;
+    let map = map_for(file, file_len, map_reservation)?;
     let mut first_error = None;
     for (slot, meta) in metas {
         let meta = match meta {

@@ -108,7 +108,7 @@ pub use db::Database;
 pub use error::{Error, Result};
 #[doc(hidden)]
 pub use options::BrokenProtocol;
-pub use options::{Durability, Options, MAX_READERS_LIMIT};
+pub use options::{Durability, Options, DEFAULT_MAP_RESERVATION, MAX_READERS_LIMIT};
 pub use stats::{CommitCounters, ReaderInfo, Stats, TreeStats};
 #[doc(hidden)]
 pub use storage::file::{IoHook, IoHookHandle};

@@ -60,6 +60,14 @@ pub struct Options {
     /// Not yet covered by the crash simulation: see docs/design.md,
     /// "Logged commits".
     pub logged_commits: bool,
+    /// Address space reserved for the read-only map of the data file, in
+    /// bytes (default 64 GiB). Reserving costs no memory, and the map is
+    /// made anew, larger, when the file outgrows it (which waits for no
+    /// reader: old maps live while their snapshots do). Lower it where
+    /// address space is limited: under `ulimit -v`, or valgrind, which
+    /// refuses a 64 GiB mapping. The page arena of logged commits reserves
+    /// at most a quarter of it (16 GiB by default).
+    pub map_reservation: u64,
     /// Fault injection for the engine's own tests: every write, sync, length
     /// change and read of the data file is first offered to this hook.
     #[doc(hidden)]
@@ -90,11 +98,16 @@ impl Default for Options {
             create: true,
             read_only: false,
             logged_commits: true,
+            map_reservation: DEFAULT_MAP_RESERVATION,
             io_hook: None,
             broken_protocol: None,
         }
     }
 }
+
+/// The default of `Options::map_reservation`: 64 GiB, of the 128 TiB of
+/// address space a 64-bit process has.
+pub const DEFAULT_MAP_RESERVATION: u64 = 64 << 30;
 
 /// The largest `max_readers` accepted.
 pub const MAX_READERS_LIMIT: usize = 1 << 16;

@@ -1384,3 +1384,45 @@ fn ranges_stepped_from_both_ends_stop_at_their_bounds() {
         }
     }
 }
+
+/// A small address-space reservation (`Options::map_reservation`, for
+/// valgrind or `ulimit -v`): the file outgrows its map many times over,
+/// each growth maps it anew, and every snapshot keeps reading what it saw.
+#[test]
+fn a_file_outgrowing_a_small_map_reservation_is_read_whole() {
+    let db_dir = temp_db("small_map.ib");
+    let options = Options {
+        map_reservation: 1 << 20,
+        ..Options::default()
+    };
+    let db = Database::open_with(&db_dir.path, &options).unwrap();
+    let mut old = Vec::new();
+    let t = {
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        tx.commit().unwrap();
+        t
+    };
+    for round in 0..8u32 {
+        let mut tx = db.begin_write().unwrap();
+        for i in 0..2_000u32 {
+            tx.put(&t, &(round * 2_000 + i).to_be_bytes(), &[round as u8; 300])
+                .unwrap();
+        }
+        tx.commit().unwrap();
+        old.push((round, db.begin_read().unwrap()));
+    }
+    let size = std::fs::metadata(&db_dir.path).unwrap().len();
+    assert!(size > 4 << 20, "the file ({size} bytes) outgrew the map");
+    for (round, rx) in &old {
+        let n = rx.iter(&t).unwrap().map(|e| e.unwrap()).count();
+        assert_eq!(n as u32, (round + 1) * 2_000, "snapshot of round {round}");
+        let v = rx.get(&t, &(round * 2_000).to_be_bytes()).unwrap();
+        assert_eq!(v, Some(&[*round as u8; 300][..]));
+    }
+    drop(old);
+    drop(db);
+    let db = Database::open_with(&db_dir.path, &options).unwrap();
+    db.check().unwrap();
+    assert_eq!(db.begin_read().unwrap().iter(&t).unwrap().count(), 16_000);
+}

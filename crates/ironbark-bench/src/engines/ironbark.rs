@@ -28,6 +28,9 @@ pub fn open(cfg: &EngineConfig, file_commits: bool) -> Result<Box<dyn Engine>> {
             Durability::None
         },
         max_readers: 1024,
+        // The address space LMDB's map gets (it reserves no memory): a
+        // 64 GiB reservation is refused under valgrind.
+        map_reservation: cfg.map_bytes,
         ..Default::default()
     };
     let db = Database::open_with(cfg.dir.join("data.ib"), &options)?;

@@ -261,15 +261,32 @@ impl<'a> Node<'a> {
     #[inline]
     pub(crate) fn leaf_entry(&self, i: usize) -> Result<(&'a [u8], LeafValue<'a>)> {
         debug_assert!(self.is_leaf);
-        let cell = self.cell(i)?;
-        let klen = u16_at(cell, 0) as usize;
-        let key = &cell[LEAF_CELL_HEADER..LEAF_CELL_HEADER + klen];
-        let body = &cell[LEAF_CELL_HEADER + klen..];
-        let value = if cell[2] & FLAG_OVERFLOW != 0 {
+        // Decoded from the header in place, with one bounds check for the
+        // key and body together: a scan's step is mostly this.
+        let off = self.cell_offset(i)?;
+        let h = self
+            .bytes
+            .get(off..off + LEAF_CELL_HEADER)
+            .ok_or_else(|| self.corrupt("leaf cell header out of bounds"))?;
+        let klen = u16_at(h, 0) as usize;
+        let overflow = h[2] & FLAG_OVERFLOW != 0;
+        let value_len = u32_at(h, 3);
+        let body_len = if overflow {
+            OVERFLOW_REF_LEN
+        } else {
+            value_len as usize
+        };
+        let start = off + LEAF_CELL_HEADER;
+        let (key, body) = self
+            .bytes
+            .get(start..start + klen + body_len)
+            .ok_or_else(|| self.corrupt("cell extends past the page"))?
+            .split_at(klen);
+        let value = if overflow {
             LeafValue::Overflow {
                 pgno: self.check_ref(u64_at(body, 0))?,
                 txn: u64_at(body, 8),
-                len: u32_at(cell, 3) as u64,
+                len: u64::from(value_len),
                 sum: u64_at(body, 16),
             }
         } else {

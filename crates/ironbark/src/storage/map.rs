@@ -24,10 +24,6 @@ use std::os::unix::io::AsRawFd;
 
 use crate::error::{Error, Result};
 
-/// The smallest address range reserved for a map: 64 GiB. Reserving costs
-/// only address space, of which a 64-bit process has 128 TiB.
-pub(crate) const MIN_RESERVATION_BYTES: u64 = 64 << 30;
-
 /// A read-only shared mapping of the data file.
 #[derive(Debug)]
 pub(crate) struct Map {
@@ -43,10 +39,11 @@ unsafe impl Sync for Map {}
 
 impl Map {
     /// Maps `file` read-only over an address range of at least `min_len`
-    /// bytes (the file may be shorter; only the part backed by the file is
-    /// ever read).
-    pub(crate) fn new(file: &File, min_len: u64) -> Result<Map> {
-        let len = min_len.max(MIN_RESERVATION_BYTES);
+    /// bytes, and at least `reservation` (`Options::map_reservation`): the
+    /// file may be shorter; only the part backed by the file is ever read.
+    pub(crate) fn new(file: &File, min_len: u64, reservation: u64) -> Result<Map> {
+        // At least 1 MiB: a new file's length is 0, and a map cannot be.
+        let len = min_len.max(reservation).max(1 << 20);
         let len = usize::try_from(len)
             .map_err(|_| Error::Io(io::Error::other("map size exceeds the address space")))?;
         // SAFETY: a fresh shared read-only mapping of a file we hold open; the

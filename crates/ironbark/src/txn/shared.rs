@@ -181,6 +181,9 @@ pub(crate) struct Shared {
     pub(crate) broken_protocol: Option<BrokenProtocol>,
     /// `Options::logged_commits` of the first open in this process.
     pub(crate) logged_commits: bool,
+    /// `Options::map_reservation`: the least address space a map of the
+    /// data file reserves.
+    pub(crate) map_reservation: u64,
     /// The instance has no write access (the first open was read-only).
     pub(crate) read_only: bool,
     /// This database's identity in this process, carried by its tree
@@ -528,7 +531,8 @@ impl Shared {
             .get_or_init(|| {
                 Arena::new(
                     self.limits.page_size,
-                    crate::storage::arena::RESERVATION_BYTES,
+                    crate::storage::arena::RESERVATION_BYTES
+                        .min(usize::try_from(self.map_reservation / 4).unwrap_or(usize::MAX)),
                 )
                 .ok()
                 .map(Arc::new)
@@ -602,7 +606,11 @@ impl Shared {
         let needed = page_count.saturating_mul(self.limits.page_size as u64);
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if needed > map.reserved_len() {
-            *map = Arc::new(Map::new(self.file.as_file(), needed.saturating_mul(2))?);
+            *map = Arc::new(Map::new(
+                self.file.as_file(),
+                needed.saturating_mul(2),
+                self.map_reservation,
+            )?);
         }
         Ok(map.clone())
     }
