@@ -245,6 +245,20 @@ impl<'a> TreeWriter<'a> {
                 return Ok(());
             }
         }
+        self.put_from_root(tree, key, value, false)
+    }
+
+    /// `put` through a descent from the root, splitting the leaf (and the
+    /// branches above it) if the entry does not fit. `leaf_is_full`: the
+    /// caller found that the leaf the key goes to has no room for it, so
+    /// the leaf splits without a second look.
+    fn put_from_root(
+        &mut self,
+        tree: &mut TreeState,
+        key: &[u8],
+        value: &[u8],
+        leaf_is_full: bool,
+    ) -> Result<()> {
         check_root(tree.root)?;
         let mut path = [Step::default(); MAX_DEPTH];
         let mut rightmost = true;
@@ -266,7 +280,7 @@ impl<'a> TreeWriter<'a> {
             path[(tree.root.depth - level) as usize] = Step { page: id, slot };
             id = child_id;
         }
-        if self.put_in_leaf(tree, id, key, value)? {
+        if !leaf_is_full && self.put_in_leaf(tree, id, key, value)? {
             *self.finger = Finger {
                 root: tree.root.pgno,
                 leaf: id,
@@ -357,7 +371,6 @@ impl<'a> TreeWriter<'a> {
     ) -> Result<bool> {
         if !tree.root.is_empty() {
             let f = *self.finger;
-            let mut after_last = None;
             if f.root == tree.root.pgno && f.rightmost {
                 let leaf = Node::parse(self.dirty.get(f.leaf), f.leaf, None)?;
                 if let Some(last) = leaf.count.checked_sub(1) {
@@ -371,19 +384,17 @@ impl<'a> TreeWriter<'a> {
                     if self.insert_in_leaf(tree, f.leaf, end, key, value)? {
                         return Ok(true);
                     }
-                    after_last = Some(true);
+                    // The last leaf is full: it splits at its end, with no
+                    // second try to fit the key there (a count of the
+                    // bytes in use per try).
+                    self.put_from_root(tree, key, value, true)?;
+                    return Ok(true);
                 }
             }
-            let after_last = match after_last {
-                Some(after) => after,
-                None => {
-                    let src = self.source();
-                    let mut cursor = Cursor::new(&src, tree.root);
-                    cursor.seek_last()?;
-                    !cursor.is_valid() || compare_keys(key, cursor.key()?).is_gt()
-                }
-            };
-            if !after_last {
+            let src = self.source();
+            let mut cursor = Cursor::new(&src, tree.root);
+            cursor.seek_last()?;
+            if cursor.is_valid() && compare_keys(key, cursor.key()?).is_le() {
                 return Ok(false);
             }
         }
