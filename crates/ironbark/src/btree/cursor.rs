@@ -272,8 +272,22 @@ impl<'a> Cursor<'a> {
     }
 
     /// Moves to the next key; invalid past the end.
+    #[inline(always)]
     pub(crate) fn step_forward(&mut self) -> Result<()> {
         debug_assert!(self.valid);
+        // Within the leaf (all but one step in a leaf's worth): no loop,
+        // no call.
+        let top = self.top_mut();
+        if top.node.is_leaf && top.idx.wrapping_add(1) < top.node.count {
+            top.idx = top.idx.wrapping_add(1);
+            return Ok(());
+        }
+        self.step_forward_across()
+    }
+
+    /// `step_forward` out of a leaf: up to the first branch with a next
+    /// child, then down its left edge.
+    fn step_forward_across(&mut self) -> Result<()> {
         loop {
             let top = self.top_mut();
             if top.idx.wrapping_add(1) < top.node.count {
@@ -295,8 +309,20 @@ impl<'a> Cursor<'a> {
     }
 
     /// Moves to the previous key; invalid before the start.
+    #[inline(always)]
     pub(crate) fn step_back(&mut self) -> Result<()> {
         debug_assert!(self.valid);
+        let top = self.top_mut();
+        if top.node.is_leaf && top.idx > 0 && top.idx <= top.node.count {
+            top.idx -= 1;
+            return Ok(());
+        }
+        self.step_back_across()
+    }
+
+    /// `step_back` out of a leaf: up to the first branch with a previous
+    /// child, then down its right edge.
+    fn step_back_across(&mut self) -> Result<()> {
         loop {
             let top = self.top_mut();
             if top.idx > 0 && top.idx <= top.node.count {
@@ -371,6 +397,7 @@ impl<'a> Cursor<'a> {
     /// The key and the value's reference, decoded from the cell once: a
     /// scan checks the key against its bounds, then reads the value
     /// (`value`).
+    #[inline(always)]
     fn leaf_entry(&self) -> Result<(&'a [u8], LeafValue<'a>)> {
         debug_assert!(self.valid);
         let top = self.top();
@@ -379,6 +406,7 @@ impl<'a> Cursor<'a> {
 
     /// The bytes of a value found by `leaf_entry` (its blob verified first
     /// if this cursor verifies).
+    #[inline(always)]
     fn value(&self, v: LeafValue<'a>) -> Result<&'a [u8]> {
         if let (true, LeafValue::Overflow { pgno, sum, .. }) = (self.verify, v) {
             verify_blob(self.src.blob_run(pgno)?, pgno, sum)?;

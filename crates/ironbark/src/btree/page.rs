@@ -192,7 +192,7 @@ impl<'a> Node<'a> {
         Error::corrupted_page(self.pgno, detail.to_string())
     }
 
-    #[inline]
+    #[inline(always)]
     fn cell_offset(&self, i: usize) -> Result<usize> {
         debug_assert!(i < self.count);
         let off = u16_at(self.bytes, HEADER_LEN + i * SLOT_LEN) as usize;
@@ -258,7 +258,7 @@ impl<'a> Node<'a> {
     }
 
     /// Key and value of leaf cell `i`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn leaf_entry(&self, i: usize) -> Result<(&'a [u8], LeafValue<'a>)> {
         debug_assert!(self.is_leaf);
         // Decoded from the header in place, with one bounds check for the
