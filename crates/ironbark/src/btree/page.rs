@@ -833,6 +833,63 @@ pub(crate) fn insert_cell_parts(b: &mut [u8], index: usize, parts: &[&[u8]]) -> 
     true
 }
 
+/// What [`append_leaf_inline`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LeafAppend {
+    /// The cell went in after the last one.
+    Appended,
+    /// The key is not greater than the leaf's last key: nothing changed.
+    OutOfOrder,
+    /// Nothing changed: the cell needs a compaction or a split, or the key
+    /// does not share the page's prefix (the general insert handles all
+    /// three).
+    Declined,
+}
+
+/// Appends the cell of `key` with its inline `value` after the last cell of
+/// a dirty, non-empty leaf, when the key is greater than the leaf's last key
+/// and fits in the page's gap: a sorted load's every put. It decodes the
+/// last key once, for the order check and the prefix check alike (every
+/// key of a page shares its prefix, so the last key's prefix is the
+/// page's), where [`insert_cell_parts`] would decode the first key and the
+/// new cell again.
+pub(crate) fn append_leaf_inline(b: &mut [u8], key: &[u8], value: &[u8]) -> LeafAppend {
+    debug_assert_eq!(b[16], KIND_LEAF);
+    let count = cell_count(b);
+    let Some(last_slot) = count.checked_sub(1) else {
+        return LeafAppend::Declined;
+    };
+    let last = slot_key(b, last_slot);
+    if compare_keys(key, last).is_le() {
+        return LeafAppend::OutOfOrder;
+    }
+    let prefix = usize::from(b[17]);
+    if prefix > 0 && (key.len() < prefix || key[..prefix] != last[..prefix]) {
+        return LeafAppend::Declined;
+    }
+    let len = LEAF_CELL_HEADER + key.len() + value.len();
+    let slots_end = HEADER_LEN + count * SLOT_LEN;
+    let upper = upper_of(b);
+    if upper - slots_end < len + SLOT_LEN {
+        return LeafAppend::Declined;
+    }
+    let at = upper - len;
+    b[at..at + LEAF_CELL_HEADER].copy_from_slice(&leaf_cell_header(
+        key.len(),
+        value.len() as u64,
+        false,
+    ));
+    b[at + LEAF_CELL_HEADER..at + LEAF_CELL_HEADER + key.len()].copy_from_slice(key);
+    b[at + LEAF_CELL_HEADER + key.len()..at + len].copy_from_slice(value);
+    put_u16(b, slots_end, at as u16);
+    put_u32(b, slots_end + SLOT_HEAD, key_head(key, prefix));
+    put_u16(b, 18, (count + 1) as u16);
+    put_u32(b, 20, at as u32);
+    #[cfg(debug_assertions)]
+    assert_heads(b);
+    LeafAppend::Appended
+}
+
 /// Removes slot `index` of a dirty page (its cell bytes become garbage,
 /// reclaimed by the next compaction).
 pub(crate) fn remove_cell(b: &mut [u8], index: usize) {
@@ -1162,6 +1219,67 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The append fast path leaves the page byte for byte as the general
+    /// insert at the end does, refuses keys not above the last one without
+    /// a change, and declines (changing nothing) where the general insert
+    /// must shrink the prefix or compact.
+    #[test]
+    fn leaf_append_matches_the_general_insert() {
+        let mut rng = Rng(0x0dd_ba11);
+        let mut appended = 0;
+        let mut declined = 0;
+        for _ in 0..200 {
+            let mut fast = vec![0u8; 1024];
+            fill_page::<&[u8]>(&mut fast, true, &[]);
+            let mut slow = fast.clone();
+            let mut keys: Vec<Vec<u8>> = (0..rng.below(60)).map(|_| random_key(&mut rng)).collect();
+            keys.sort();
+            keys.dedup();
+            for (n, k) in keys.iter().enumerate() {
+                let value = vec![b'v'; rng.below(40) as usize];
+                if n > 0 && rng.below(8) == 0 {
+                    // A key not above the last: refused, the page unchanged.
+                    let before = fast.clone();
+                    let old = keys[rng.below(n as u64) as usize].clone();
+                    assert_eq!(
+                        append_leaf_inline(&mut fast, &old, &value),
+                        LeafAppend::OutOfOrder
+                    );
+                    assert_eq!(fast, before);
+                }
+                let before = fast.clone();
+                let count = cell_count(&slow);
+                let fitted = insert_cell(&mut slow, count, &leaf_cell_inline(k, &value));
+                match append_leaf_inline(&mut fast, k, &value) {
+                    LeafAppend::Appended => {
+                        appended += 1;
+                        assert!(fitted);
+                    }
+                    LeafAppend::Declined => {
+                        declined += 1;
+                        assert_eq!(fast, before, "a declined append changed the page");
+                        if fitted {
+                            assert!(insert_cell(&mut fast, count, &leaf_cell_inline(k, &value)));
+                        }
+                    }
+                    LeafAppend::OutOfOrder => panic!("sorted key {k:?} refused"),
+                }
+                assert_eq!(fast, slow, "pages differ after key {k:?}");
+                if !fitted {
+                    break;
+                }
+            }
+            Node::parse(&fast, u64::MAX, None)
+                .unwrap()
+                .check_heads()
+                .unwrap();
+        }
+        assert!(
+            appended > 1000 && declined > 10,
+            "{appended} appended, {declined} declined"
+        );
     }
 
     /// A page whose slot array does not match its keys (damage a checksum

@@ -13,10 +13,10 @@ use std::ops::Bound;
 use crate::btree::cursor::Cursor;
 use crate::btree::page::DIRTY_BIT;
 use crate::btree::page::{
-    self, branch_cell, cell_fits, cells_of, compare_keys, fill_page, insert_cell,
-    insert_cell_parts, leaf_cell_header, leaf_cell_inline, leaf_cell_overflow, overflow_ref,
-    remove_cell, set_child, verify_page, LeafValue, Limits, Node, BLOB_HEADER_LEN,
-    BRANCH_CELL_HEADER, LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
+    self, append_leaf_inline, branch_cell, cell_fits, cells_of, compare_keys, fill_page,
+    insert_cell, insert_cell_parts, leaf_cell_header, leaf_cell_inline, leaf_cell_overflow,
+    overflow_ref, remove_cell, set_child, verify_page, LeafAppend, LeafValue, Limits, Node,
+    BLOB_HEADER_LEN, BRANCH_CELL_HEADER, LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
 };
 use crate::btree::search::{check_root, find_leaf, node_at, Root};
 use crate::btree::MAX_DEPTH;
@@ -372,6 +372,18 @@ impl<'a> TreeWriter<'a> {
         if !tree.root.is_empty() {
             let f = *self.finger;
             if f.root == tree.root.pgno && f.rightmost {
+                if self.limits.value_is_inline(key.len(), value.len()) {
+                    // The sorted load's common case: one decode of the last
+                    // key, straight into the gap.
+                    match append_leaf_inline(self.dirty.get_mut(f.leaf), key, value) {
+                        LeafAppend::Appended => {
+                            tree.entries += 1;
+                            return Ok(true);
+                        }
+                        LeafAppend::OutOfOrder => return Ok(false),
+                        LeafAppend::Declined => {}
+                    }
+                }
                 let leaf = Node::parse(self.dirty.get(f.leaf), f.leaf, None)?;
                 if let Some(last) = leaf.count.checked_sub(1) {
                     if compare_keys(key, leaf.key(last)?).is_le() {
