@@ -2,16 +2,56 @@
 //! pages and meta, seeded for the redo log's chained records (`log.rs`).
 //!
 //! Invariant: one hash function everywhere.
+//!
+//! The implementation picks AVX2 at run time where the CPU has it (SSE2,
+//! NEON or scalar code otherwise; every one gives the same value): hashing
+//! the pages of a commit is most of a load of large values' work, and
+//! AVX2 hashes a page in about half the instructions of SSE2.
 
 /// The checksum of `bytes`.
 #[inline]
 pub(crate) fn checksum(bytes: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(bytes)
+    twox_hash::XxHash3_64::oneshot(bytes)
 }
 
 /// The checksum of `bytes` with `seed` (the redo log chains each record to
 /// the one before by seeding with its checksum).
 #[inline]
 pub(crate) fn checksum_seeded(bytes: &[u8], seed: u64) -> u64 {
-    xxhash_rust::xxh3::xxh3_64_with_seed(bytes, seed)
+    twox_hash::XxHash3_64::oneshot_with_seed(seed, bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The values are XXH3-64's, as an independent implementation computes
+    /// them, for every length class the algorithm treats apart (empty,
+    /// 1-3, 4-8, 9-16, 17-128, 129-240 bytes, and the long loop with and
+    /// without a partial stripe and block), seeded and unseeded: a file
+    /// written by one build must verify under another.
+    #[test]
+    fn matches_the_reference_xxh3() {
+        let data: Vec<u8> = (0..20_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for len in [
+            0, 1, 3, 4, 8, 9, 16, 17, 128, 129, 240, 241, 1024, 1025, 4064, 4088, 4096, 8192,
+            19_999,
+        ] {
+            let bytes = &data[..len];
+            assert_eq!(
+                checksum(bytes),
+                xxhash_rust::xxh3::xxh3_64(bytes),
+                "length {len}"
+            );
+            for seed in [0, 1, 0x9e37_79b9_7f4a_7c15] {
+                assert_eq!(
+                    checksum_seeded(bytes, seed),
+                    xxhash_rust::xxh3::xxh3_64_with_seed(bytes, seed),
+                    "length {len}, seed {seed}"
+                );
+            }
+        }
+    }
 }
