@@ -377,15 +377,19 @@ impl<'a> Node<'a> {
         }
         let p = self.prefix_len();
         let h = key_head(key, p);
-        let (mut lo, mut hi) = (first, count);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.head(mid) < h {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
+        // The first slot whose head is not below `h`, by a binary search
+        // without a branch on the comparison (it compiles to a conditional
+        // move: the outcome of each probe is a coin toss the branch
+        // predictor would lose half the time).
+        let mut base = first;
+        let mut size = count - first;
+        while size > 1 {
+            let half = size / 2;
+            let mid = base + half;
+            base = if self.head(mid) < h { mid } else { base };
+            size -= half;
         }
+        let lo = base + usize::from(self.head(base) < h);
         // The keys share their first `p` bytes: does `key` start with them?
         if p > 0 {
             let probe = self.key(lo.min(count - 1))?;
@@ -401,14 +405,22 @@ impl<'a> Node<'a> {
                 std::cmp::Ordering::Equal => {}
             }
         }
+        // The keys whose head is `h`: mostly none or one, so a short walk;
+        // a search past that (a page whose prefix is shorter than its keys
+        // share has runs of equal heads).
         let mut end = lo;
-        let mut top = count;
-        while end < top {
-            let mid = end + (top - end) / 2;
-            if self.head(mid) <= h {
-                end = mid + 1;
-            } else {
-                top = mid;
+        while end < count && end < lo + 4 && self.head(end) == h {
+            end += 1;
+        }
+        if end == lo + 4 {
+            let mut top = count;
+            while end < top {
+                let mid = end + (top - end) / 2;
+                if self.head(mid) <= h {
+                    end = mid + 1;
+                } else {
+                    top = mid;
+                }
             }
         }
         Ok(Ok((lo, end)))
@@ -809,8 +821,18 @@ pub(crate) fn insert_cell_parts(b: &mut [u8], index: usize, parts: &[&[u8]]) -> 
     if keyed <= count {
         let other = if keyed == first { keyed + 1 } else { first };
         let shared = if other > count {
-            // The only keyed slot.
-            0
+            // The only keyed slot: the prefix is its whole key (as a page
+            // built with one key gets), so that a page grown by inserts
+            // (a branch of a sorted load) keeps the longest prefix, shrunk
+            // as keys come, instead of none: with none, every head of such
+            // a branch would be the same 4 bytes and searches would read a
+            // cell per probe.
+            let whole = slot_key(b, keyed).len().min(MAX_PREFIX);
+            if whole != prefix {
+                rewrite_heads(b, whole);
+                return true;
+            }
+            whole
         } else {
             match slot_key(b, other).get(..prefix) {
                 Some(page_prefix) => common_prefix(page_prefix, slot_key(b, keyed)),
