@@ -176,6 +176,7 @@ macro_rules! unsigned_codec {
             }
         }
         impl Key for $t {}
+        impl sealed::FixedWidthCodec for $t {}
         impl FixedWidth for $t {
             const WIDTH: usize = std::mem::size_of::<$t>();
         }
@@ -203,6 +204,7 @@ macro_rules! signed_codec {
             }
         }
         impl Key for $t {}
+        impl sealed::FixedWidthCodec for $t {}
         impl FixedWidth for $t {
             const WIDTH: usize = std::mem::size_of::<$t>();
         }
@@ -324,7 +326,9 @@ impl Value for () {
 /// A key codec of a fixed number of bytes, which is what lets a tuple of
 /// them be encoded by concatenation and keep the order (the parts of two
 /// tuples line up byte for byte). Sealed: the integer codecs.
-pub trait FixedWidth: Key + for<'a> Value<Input = Self, Decoded<'a> = Self> + Sized {
+pub trait FixedWidth:
+    Key + for<'a> Value<Input = Self, Decoded<'a> = Self> + Sized + sealed::FixedWidthCodec
+{
     /// The encoded length, in bytes.
     #[doc(hidden)]
     const WIDTH: usize;
@@ -465,6 +469,10 @@ mod sealed {
         fn range(&self, tree: &Tree, lower: Bound<&[u8]>, upper: Bound<&[u8]>)
             -> Result<Range<'_>>;
     }
+
+    /// What keeps [`FixedWidth`] to this crate's integer codecs, whose
+    /// widths it vouches for.
+    pub trait FixedWidthCodec {}
 
     #[derive(Clone, Copy)]
     pub enum Nearest {
