@@ -62,7 +62,7 @@ use crate::txn::Tree;
 /// A codec of one's own:
 ///
 /// ```
-/// use ironbark::typed::{Value, decode_error};
+/// use ironbark::typed::{Value, codec_error};
 ///
 /// /// A temperature in tenths of a degree, stored as two bytes.
 /// struct Tenths;
@@ -78,7 +78,7 @@ use crate::txn::Tree;
 ///     fn decode(bytes: &[u8]) -> ironbark::Result<i16> {
 ///         let bytes: [u8; 2] = bytes
 ///             .try_into()
-///             .map_err(|_| decode_error("Tenths", format!("{} bytes, not 2", bytes.len())))?;
+///             .map_err(|_| codec_error("Tenths", format!("{} bytes, not 2", bytes.len())))?;
 ///         Ok(i16::from_le_bytes(bytes))
 ///     }
 ///     fn decode_owned(bytes: Vec<u8>) -> ironbark::Result<i16> {
@@ -129,15 +129,16 @@ pub trait Value {
 /// ```
 pub trait Key: Value {}
 
-/// The [`Error::Codec`] of a codec named `codec` that cannot decode what
-/// it was given, for codecs written outside this crate.
+/// The [`Error::Codec`] of the codec named `codec` (bytes it cannot
+/// decode, or a value it cannot encode), for codecs written outside this
+/// crate.
 ///
 /// ```
-/// let e = ironbark::typed::decode_error("u64", "3 bytes, not 8");
+/// let e = ironbark::typed::codec_error("u64", "3 bytes, not 8");
 /// assert!(matches!(e, ironbark::Error::Codec { codec: "u64", .. }));
 /// assert_eq!(e.to_string(), "u64 codec: 3 bytes, not 8");
 /// ```
-pub fn decode_error(codec: &'static str, detail: impl Into<String>) -> Error {
+pub fn codec_error(codec: &'static str, detail: impl Into<String>) -> Error {
     Error::Codec {
         codec,
         detail: detail.into(),
@@ -147,7 +148,7 @@ pub fn decode_error(codec: &'static str, detail: impl Into<String>) -> Error {
 /// `bytes` as an array of `N`, or a codec error naming `codec`.
 fn exact<const N: usize>(codec: &'static str, bytes: &[u8]) -> Result<[u8; N]> {
     bytes.try_into().map_err(|_| {
-        decode_error(
+        codec_error(
             codec,
             format!(
                 "expected {N} bytes, found {} (not written by this codec?)",
@@ -225,10 +226,10 @@ impl Value for &str {
         Ok(value.as_bytes())
     }
     fn decode(bytes: &[u8]) -> Result<&str> {
-        std::str::from_utf8(bytes).map_err(|e| decode_error("str", format!("not UTF-8: {e}")))
+        std::str::from_utf8(bytes).map_err(|e| codec_error("str", format!("not UTF-8: {e}")))
     }
     fn decode_owned(bytes: Vec<u8>) -> Result<String> {
-        String::from_utf8(bytes).map_err(|e| decode_error("str", format!("not UTF-8: {e}")))
+        String::from_utf8(bytes).map_err(|e| codec_error("str", format!("not UTF-8: {e}")))
     }
 }
 impl Key for &str {}
@@ -338,7 +339,7 @@ pub trait FixedWidth:
 fn take_part<'b>(rest: &mut &'b [u8], width: usize) -> Result<&'b [u8]> {
     let (part, tail) = rest
         .split_at_checked(width)
-        .ok_or_else(|| decode_error("tuple", "too few bytes for its parts"))?;
+        .ok_or_else(|| codec_error("tuple", "too few bytes for its parts"))?;
     *rest = tail;
     Ok(part)
 }
@@ -363,7 +364,7 @@ macro_rules! tuple_codec {
             fn decode(bytes: &[u8]) -> Result<Self::Decoded<'_>> {
                 let width = 0 $(+ $name::WIDTH)+;
                 if bytes.len() != width {
-                    return Err(decode_error(
+                    return Err(codec_error(
                         "tuple",
                         format!("expected {width} bytes, found {} (not written by this codec?)", bytes.len()),
                     ));
@@ -388,7 +389,7 @@ pub use serde_codec::SerdeBincode;
 
 #[cfg(feature = "serde")]
 mod serde_codec {
-    use super::{decode_error, Value};
+    use super::{codec_error, Value};
     use crate::error::Result;
     use bincode::Options;
     use std::marker::PhantomData;
@@ -432,14 +433,14 @@ mod serde_codec {
         type Decoded<'a> = T;
         type Owned = T;
         fn encode(value: &T) -> Result<Vec<u8>> {
-            options(crate::MAX_VALUE_LEN).serialize(value).map_err(|e| {
-                decode_error(std::any::type_name::<T>(), format!("cannot encode: {e}"))
-            })
+            options(crate::MAX_VALUE_LEN)
+                .serialize(value)
+                .map_err(|e| codec_error(std::any::type_name::<T>(), format!("cannot encode: {e}")))
         }
         fn decode(bytes: &[u8]) -> Result<T> {
-            options(bytes.len()).deserialize(bytes).map_err(|e| {
-                decode_error(std::any::type_name::<T>(), format!("cannot decode: {e}"))
-            })
+            options(bytes.len())
+                .deserialize(bytes)
+                .map_err(|e| codec_error(std::any::type_name::<T>(), format!("cannot decode: {e}")))
         }
         fn decode_owned(bytes: Vec<u8>) -> Result<T> {
             Self::decode(&bytes)
