@@ -17,9 +17,11 @@ fi
 # The rocksdb peer links Debian's librocksdb (never the bundled build).
 export ROCKSDB_LIB_DIR="${ROCKSDB_LIB_DIR:-/usr/lib/$(gcc -print-multiarch)}"
 
-features=()
+# The engine's optional codec for serde types (typed::SerdeBincode) is
+# built and tested too.
+features=(--features ironbark/serde)
 if [ -f crates/ironbark-bench/Cargo.toml ] && grep -q '^debian-peers' crates/ironbark-bench/Cargo.toml; then
-  features=(--features ironbark-bench/debian-peers)
+  features+=(--features ironbark-bench/debian-peers)
 fi
 
 rustup component add rustfmt clippy >/dev/null 2>&1 || true

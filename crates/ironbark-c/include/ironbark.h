@@ -15,6 +15,11 @@
  *   with length 0 is the empty string.
  * - A write transaction, its cursors and the values read through them stay
  *   on the thread that began it.
+ * - Entries a lookup finds (ironbark_get, ironbark_first, ironbark_get_ge,
+ *   a cursor...) are pointers into the database, valid as ironbark_get
+ *   says. Entries a call removes or replaces (ironbark_insert,
+ *   ironbark_pop_first, ironbark_pop_last) are copies the caller owns and
+ *   releases with ironbark_free.
  */
 #ifndef IRONBARK_H
 #define IRONBARK_H
@@ -54,6 +59,7 @@ extern "C" {
 #define IRONBARK_EFOREIGNTREE (-23)   /* tree handle of another database */
 #define IRONBARK_ELOCKLESSREADER (-24) /* a lockless read-only process keeps writers out */
 #define IRONBARK_EWRITETXNTHREAD (-25) /* this thread already holds the write txn */
+#define IRONBARK_EKEYORDER (-26)      /* append: key not greater than the tree's last key */
 
 /* Flags of ironbark_txn_begin. */
 #define IRONBARK_TXN_WRITE 0u         /* a write transaction, waiting for the lock */
@@ -188,6 +194,114 @@ int ironbark_cursor_next(ironbark_cursor *cursor,
 /* Repositions the cursor: the next entry is the first key >= key (or the
  * last key <= key in reverse), within the cursor's bounds. */
 int ironbark_cursor_seek(ironbark_cursor *cursor, const uint8_t *key, size_t key_len);
+
+/* Frees a buffer the library allocated for the caller (the copies that
+ * ironbark_insert, ironbark_pop_first and ironbark_pop_last hand out);
+ * null is ignored. */
+void ironbark_free(void *ptr);
+
+/* Stores val under key, which must be greater than every key of the tree:
+ * the call for loading sorted data (no search per key, full pages). A key
+ * not greater than the tree's last key is IRONBARK_EKEYORDER and changes
+ * nothing; the transaction stays usable. Write transactions only. */
+int ironbark_append(ironbark_txn *txn, const ironbark_tree *tree,
+                    const uint8_t *key, size_t key_len,
+                    const uint8_t *val, size_t val_len);
+
+/* The entry with the smallest key: IRONBARK_OK with the key and value in
+ * place (valid as for ironbark_get), IRONBARK_NOTFOUND if the tree is
+ * empty. key, key_len, val and val_len must not be null. */
+int ironbark_first(ironbark_txn *txn, const ironbark_tree *tree,
+                   const uint8_t **key, size_t *key_len,
+                   const uint8_t **val, size_t *val_len);
+
+/* The entry with the largest key; as ironbark_first. */
+int ironbark_last(ironbark_txn *txn, const ironbark_tree *tree,
+                  const uint8_t **key, size_t *key_len,
+                  const uint8_t **val, size_t *val_len);
+
+/* Nearest-key lookups: the entry with the smallest key >= target (_ge) or
+ * > target (_gt), or with the largest key <= target (_le) or < target
+ * (_lt). IRONBARK_OK with the key and value in place (valid as for
+ * ironbark_get), IRONBARK_NOTFOUND if there is none. key, key_len, val and
+ * val_len must not be null. */
+int ironbark_get_ge(ironbark_txn *txn, const ironbark_tree *tree,
+                    const uint8_t *target, size_t target_len,
+                    const uint8_t **key, size_t *key_len,
+                    const uint8_t **val, size_t *val_len);
+int ironbark_get_gt(ironbark_txn *txn, const ironbark_tree *tree,
+                    const uint8_t *target, size_t target_len,
+                    const uint8_t **key, size_t *key_len,
+                    const uint8_t **val, size_t *val_len);
+int ironbark_get_le(ironbark_txn *txn, const ironbark_tree *tree,
+                    const uint8_t *target, size_t target_len,
+                    const uint8_t **key, size_t *key_len,
+                    const uint8_t **val, size_t *val_len);
+int ironbark_get_lt(ironbark_txn *txn, const ironbark_tree *tree,
+                    const uint8_t *target, size_t target_len,
+                    const uint8_t **key, size_t *key_len,
+                    const uint8_t **val, size_t *val_len);
+
+/* IRONBARK_OK if the tree holds key, IRONBARK_NOTFOUND if not (the value
+ * is not read). */
+int ironbark_contains_key(ironbark_txn *txn, const ironbark_tree *tree,
+                          const uint8_t *key, size_t key_len);
+
+/* Stores val under key, like ironbark_put, and hands back the value it
+ * replaced: IRONBARK_OK with *old a copy of it (release with
+ * ironbark_free) and *old_len its length, or IRONBARK_NOTFOUND (the key
+ * was new: *old is null, *old_len 0). old and old_len must not be null.
+ * Write transactions only. */
+int ironbark_insert(ironbark_txn *txn, const ironbark_tree *tree,
+                    const uint8_t *key, size_t key_len,
+                    const uint8_t *val, size_t val_len,
+                    uint8_t **old, size_t *old_len);
+
+/* Removes the entry with the smallest key and hands it back: IRONBARK_OK
+ * with *key and *val copies (release both with ironbark_free), or
+ * IRONBARK_NOTFOUND if the tree is empty (*key and *val null). None of
+ * the four pointers may be null. Write transactions only. */
+int ironbark_pop_first(ironbark_txn *txn, const ironbark_tree *tree,
+                       uint8_t **key, size_t *key_len,
+                       uint8_t **val, size_t *val_len);
+
+/* Removes the entry with the largest key and hands it back; as
+ * ironbark_pop_first. */
+int ironbark_pop_last(ironbark_txn *txn, const ironbark_tree *tree,
+                      uint8_t **key, size_t *key_len,
+                      uint8_t **val, size_t *val_len);
+
+/* Removes every entry of the tree (one visit per page; the tree and its
+ * handles stay) and sets *count to how many there were. Write
+ * transactions only. */
+int ironbark_clear(ironbark_txn *txn, const ironbark_tree *tree, uint64_t *count);
+
+/* Removes the entries with keys from start (included; null with length 0
+ * = the first key) to end (excluded unless flags has
+ * IRONBARK_CURSOR_END_INCLUSIVE; null with length 0 = past the last key)
+ * and sets *count to how many. Other flags, and a null bound with a
+ * non-zero length, are IRONBARK_EINVAL. Write transactions only. */
+int ironbark_delete_range(ironbark_txn *txn, const ironbark_tree *tree,
+                          const uint8_t *start, size_t start_len,
+                          const uint8_t *end, size_t end_len,
+                          unsigned flags, uint64_t *count);
+
+/* Stores a value of val_len zero bytes under key and sets *space to them,
+ * in the transaction's own page, for the caller to write the value in
+ * place (no buffer of its own to copy from). *space is writable until the
+ * next call on the transaction (any function given this txn, or a cursor
+ * of it); what it holds then is the value. Write transactions only. */
+int ironbark_put_reserve(ironbark_txn *txn, const ironbark_tree *tree,
+                         const uint8_t *key, size_t key_len,
+                         size_t val_len, uint8_t **space);
+
+/* A cursor over the keys that start with prefix (a null prefix with
+ * length 0, or any empty one, is every key), ascending, or descending
+ * with IRONBARK_CURSOR_REVERSE (the only flag). Otherwise an ordinary
+ * cursor: ironbark_cursor_next, _seek (within the prefix) and _close. */
+int ironbark_cursor_open_prefix(ironbark_txn *txn, const ironbark_tree *tree,
+                                const uint8_t *prefix, size_t prefix_len,
+                                unsigned flags, ironbark_cursor **cursor);
 
 /* Frees the cursor (null is ignored). Close cursors before their write
  * transaction ends; a cursor of an ended write transaction answers

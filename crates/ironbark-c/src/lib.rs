@@ -77,6 +77,8 @@ pub const IRONBARK_EFOREIGNTREE: c_int = -23;
 pub const IRONBARK_ELOCKLESSREADER: c_int = -24;
 /// This thread already holds the write transaction: waiting would never end.
 pub const IRONBARK_EWRITETXNTHREAD: c_int = -25;
+/// `ironbark_append`: the key is not greater than the tree's last key.
+pub const IRONBARK_EKEYORDER: c_int = -26;
 
 /// `ironbark_txn_begin`: a read snapshot.
 pub const IRONBARK_TXN_READ_ONLY: c_uint = 1;
@@ -245,6 +247,7 @@ fn code_of(e: &Error) -> c_int {
         Error::ForeignTree(_) => IRONBARK_EFOREIGNTREE,
         Error::LocklessReader => IRONBARK_ELOCKLESSREADER,
         Error::WriteTxnOnThisThread => IRONBARK_EWRITETXNTHREAD,
+        Error::KeyOutOfOrder(_) => IRONBARK_EKEYORDER,
         // The engine's error is non-exhaustive: kinds newer than this list.
         _ => IRONBARK_EUNKNOWN,
     }
@@ -420,6 +423,9 @@ pub extern "C" fn ironbark_strerror(code: c_int) -> *const c_char {
             c"a read-only process without the lock file is reading; writers wait until it closes"
         }
         IRONBARK_EWRITETXNTHREAD => c"this thread already holds the write transaction",
+        IRONBARK_EKEYORDER => {
+            c"key out of order: an append must be greater than the tree's last key"
+        }
         _ => c"unknown status code",
     };
     s.as_ptr()
@@ -1145,6 +1151,693 @@ pub unsafe extern "C" fn ironbark_cursor_close(cursor: *mut Cursor) {
     })
 }
 
+/// The entry a lookup found, as raw parts: where the key and the value
+/// are and how long, valid as `ironbark_get`'s value is.
+type RawEntry = (*const u8, usize, *const u8, usize);
+
+fn raw_entry((key, value): Entry<'_>) -> RawEntry {
+    (key.as_ptr(), key.len(), value.as_ptr(), value.len())
+}
+
+/// Runs the lookup `$call` (an expression of `$t`, the transaction) in
+/// either kind of transaction and gives its entry as a [`RawEntry`]. A
+/// macro, not a function: the two transactions share no trait.
+macro_rules! look_up {
+    ($txn:expr, $t:ident => $call:expr) => {
+        match &$txn.kind {
+            TxnKind::Read(r) => {
+                let $t: &ReadTxn = r;
+                $call?.map(raw_entry)
+            }
+            TxnKind::Write(cell) => {
+                let w = cell.txn.try_borrow().map_err(|_| ended())?;
+                let $t: &WriteTxn<'static> = w.as_ref().ok_or_else(ended)?;
+                $call?.map(raw_entry)
+            }
+        }
+    };
+}
+
+/// Checks the four out-pointers of an entry.
+fn check_entry_out(
+    key: *mut *const u8,
+    key_len: *mut usize,
+    val: *mut *const u8,
+    val_len: *mut usize,
+) -> Result<(), Failure> {
+    if key.is_null() || key_len.is_null() || val.is_null() || val_len.is_null() {
+        return Err(Failure::invalid("key, key_len, val or val_len is null"));
+    }
+    Ok(())
+}
+
+/// Hands a lookup's entry to C: `OK` with the four out-pointers set, or
+/// `NOTFOUND`.
+///
+/// # Safety
+/// The out-pointers must be non-null (checked by [`check_entry_out`]) and
+/// writable.
+unsafe fn give_entry(
+    found: Option<RawEntry>,
+    key: *mut *const u8,
+    key_len: *mut usize,
+    val: *mut *const u8,
+    val_len: *mut usize,
+) -> Result<c_int, Failure> {
+    let Some((k, kl, v, vl)) = found else {
+        return Ok(IRONBARK_NOTFOUND);
+    };
+    // SAFETY: the caller guarantees the four out-pointers are writable.
+    unsafe {
+        store(key, k, "key")?;
+        store(key_len, kl, "key_len")?;
+        store(val, v, "val")?;
+        store(val_len, vl, "val_len")?;
+    }
+    Ok(IRONBARK_OK)
+}
+
+/// Runs `body` on the write transaction of `txn` (`EREADONLY` naming
+/// `what` for a read transaction, `ETXNENDED` once it has ended).
+fn with_writer<T>(
+    txn: &Txn,
+    what: &str,
+    body: impl FnOnce(&mut WriteTxn<'static>) -> Result<T, Failure>,
+) -> Result<T, Failure> {
+    let cell = writer(txn, what)?;
+    let mut w = cell.txn.try_borrow_mut().map_err(|_| ended())?;
+    body(w.as_mut().ok_or_else(ended)?)
+}
+
+extern "C" {
+    fn malloc(size: usize) -> *mut std::ffi::c_void;
+    fn free(ptr: *mut std::ffi::c_void);
+}
+
+/// A copy of `bytes` in memory from `malloc` (never null: at least one
+/// byte is allocated), for the caller to release with `ironbark_free`.
+fn malloc_copy(bytes: &[u8]) -> Result<*mut u8, Failure> {
+    // SAFETY: `malloc` has no preconditions; its result is checked below.
+    let ptr = unsafe { malloc(bytes.len().max(1)) }.cast::<u8>();
+    if ptr.is_null() {
+        return Err(Failure {
+            code: IRONBARK_EIO,
+            message: format!("out of memory copying {} bytes", bytes.len()),
+        });
+    }
+    // SAFETY: `ptr` is a fresh allocation of at least `bytes.len()` bytes,
+    // which cannot overlap `bytes`.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, bytes.len()) };
+    Ok(ptr)
+}
+
+/// Frees a buffer the library allocated.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_free(ptr: *mut std::ffi::c_void) {
+    guard_void(|| {
+        // SAFETY: `ptr` is null (which `free` ignores) or a buffer from
+        // `malloc_copy`, freed once (header contract).
+        unsafe { free(ptr) }
+    })
+}
+
+/// Stores a value under a key that must be greater than every key.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_append(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *const u8,
+    key_len: usize,
+    val: *const u8,
+    val_len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        // SAFETY: `key` is null or `key_len` readable bytes (header).
+        let key = unsafe { bytes(key, key_len, "key") }?;
+        // SAFETY: `val` is null or `val_len` readable bytes (header).
+        let val = unsafe { bytes(val, val_len, "val") }?;
+        with_writer(txn, "append", |w| Ok(w.append(tree, key, val)?))?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// The entry with the smallest (`last` false) or largest key.
+///
+/// # Safety
+/// As the header says for `ironbark_first`.
+unsafe fn edge_entry(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    last: bool,
+    key: *mut *const u8,
+    key_len: *mut usize,
+    val: *mut *const u8,
+    val_len: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        check_entry_out(key, key_len, val, val_len)?;
+        let found = if last {
+            look_up!(txn, t => t.last(tree))
+        } else {
+            look_up!(txn, t => t.first(tree))
+        };
+        // SAFETY: the out-pointers were checked non-null; writable (header).
+        unsafe { give_entry(found, key, key_len, val, val_len) }
+    })
+}
+
+/// The entry with the smallest key.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_first(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *mut *const u8,
+    key_len: *mut usize,
+    val: *mut *const u8,
+    val_len: *mut usize,
+) -> c_int {
+    // SAFETY: the arguments are passed on under the same contract.
+    unsafe { edge_entry(txn, tree, false, key, key_len, val, val_len) }
+}
+
+/// The entry with the largest key.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_last(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *mut *const u8,
+    key_len: *mut usize,
+    val: *mut *const u8,
+    val_len: *mut usize,
+) -> c_int {
+    // SAFETY: the arguments are passed on under the same contract.
+    unsafe { edge_entry(txn, tree, true, key, key_len, val, val_len) }
+}
+
+/// Which neighbour of a key a nearest-key lookup finds.
+#[derive(Clone, Copy)]
+enum Nearest {
+    AtOrAfter,
+    After,
+    AtOrBefore,
+    Before,
+}
+
+/// The nearest-key lookups: the entry nearest `target` on the side
+/// `which` says.
+///
+/// # Safety
+/// As the header says for `ironbark_get_ge`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn nearest_entry(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    target: *const u8,
+    target_len: usize,
+    which: Nearest,
+    key: *mut *const u8,
+    key_len: *mut usize,
+    val: *mut *const u8,
+    val_len: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        // SAFETY: `target` is null or `target_len` readable bytes (header).
+        let target = unsafe { bytes(target, target_len, "target") }?;
+        check_entry_out(key, key_len, val, val_len)?;
+        let found = match which {
+            Nearest::AtOrAfter => look_up!(txn, t => t.get_ge(tree, target)),
+            Nearest::After => look_up!(txn, t => t.get_gt(tree, target)),
+            Nearest::AtOrBefore => look_up!(txn, t => t.get_le(tree, target)),
+            Nearest::Before => look_up!(txn, t => t.get_lt(tree, target)),
+        };
+        // SAFETY: the out-pointers were checked non-null; writable (header).
+        unsafe { give_entry(found, key, key_len, val, val_len) }
+    })
+}
+
+/// The entry with the smallest key `>= target`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ironbark_get_ge(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    target: *const u8,
+    target_len: usize,
+    key: *mut *const u8,
+    key_len: *mut usize,
+    val: *mut *const u8,
+    val_len: *mut usize,
+) -> c_int {
+    // SAFETY: the arguments are passed on under the same contract.
+    unsafe {
+        nearest_entry(
+            txn,
+            tree,
+            target,
+            target_len,
+            Nearest::AtOrAfter,
+            key,
+            key_len,
+            val,
+            val_len,
+        )
+    }
+}
+
+/// The entry with the smallest key `> target`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ironbark_get_gt(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    target: *const u8,
+    target_len: usize,
+    key: *mut *const u8,
+    key_len: *mut usize,
+    val: *mut *const u8,
+    val_len: *mut usize,
+) -> c_int {
+    // SAFETY: the arguments are passed on under the same contract.
+    unsafe {
+        nearest_entry(
+            txn,
+            tree,
+            target,
+            target_len,
+            Nearest::After,
+            key,
+            key_len,
+            val,
+            val_len,
+        )
+    }
+}
+
+/// The entry with the largest key `<= target`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ironbark_get_le(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    target: *const u8,
+    target_len: usize,
+    key: *mut *const u8,
+    key_len: *mut usize,
+    val: *mut *const u8,
+    val_len: *mut usize,
+) -> c_int {
+    // SAFETY: the arguments are passed on under the same contract.
+    unsafe {
+        nearest_entry(
+            txn,
+            tree,
+            target,
+            target_len,
+            Nearest::AtOrBefore,
+            key,
+            key_len,
+            val,
+            val_len,
+        )
+    }
+}
+
+/// The entry with the largest key `< target`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ironbark_get_lt(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    target: *const u8,
+    target_len: usize,
+    key: *mut *const u8,
+    key_len: *mut usize,
+    val: *mut *const u8,
+    val_len: *mut usize,
+) -> c_int {
+    // SAFETY: the arguments are passed on under the same contract.
+    unsafe {
+        nearest_entry(
+            txn,
+            tree,
+            target,
+            target_len,
+            Nearest::Before,
+            key,
+            key_len,
+            val,
+            val_len,
+        )
+    }
+}
+
+/// Whether a key is present.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_contains_key(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *const u8,
+    key_len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        // SAFETY: `key` is null or `key_len` readable bytes (header).
+        let key = unsafe { bytes(key, key_len, "key") }?;
+        let present = match &txn.kind {
+            TxnKind::Read(r) => r.contains_key(tree, key)?,
+            TxnKind::Write(cell) => {
+                let w = cell.txn.try_borrow().map_err(|_| ended())?;
+                w.as_ref().ok_or_else(ended)?.contains_key(tree, key)?
+            }
+        };
+        Ok(if present {
+            IRONBARK_OK
+        } else {
+            IRONBARK_NOTFOUND
+        })
+    })
+}
+
+/// Stores a value and hands back a copy of the value it replaced.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ironbark_insert(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *const u8,
+    key_len: usize,
+    val: *const u8,
+    val_len: usize,
+    old: *mut *mut u8,
+    old_len: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `old` is null or a writable pointer slot (header).
+        unsafe { clear(old) };
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        // SAFETY: `key` is null or `key_len` readable bytes (header).
+        let key = unsafe { bytes(key, key_len, "key") }?;
+        // SAFETY: `val` is null or `val_len` readable bytes (header).
+        let val = unsafe { bytes(val, val_len, "val") }?;
+        if old.is_null() || old_len.is_null() {
+            return Err(Failure::invalid("old or old_len is null"));
+        }
+        let replaced = with_writer(txn, "insert", |w| Ok(w.insert(tree, key, val)?))?;
+        let (copy, len) = match replaced {
+            Some(v) => (malloc_copy(&v)?, v.len()),
+            None => (std::ptr::null_mut(), 0),
+        };
+        // SAFETY: both out-pointers were checked non-null; writable (header).
+        unsafe {
+            store(old, copy, "old")?;
+            store(old_len, len, "old_len")?;
+        }
+        Ok(if copy.is_null() {
+            IRONBARK_NOTFOUND
+        } else {
+            IRONBARK_OK
+        })
+    })
+}
+
+/// Removes the entry with the smallest (`last` false) or largest key and
+/// hands back copies of it.
+///
+/// # Safety
+/// As the header says for `ironbark_pop_first`.
+unsafe fn pop_entry(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    last: bool,
+    key: *mut *mut u8,
+    key_len: *mut usize,
+    val: *mut *mut u8,
+    val_len: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `key` and `val` are null or writable pointer slots.
+        unsafe {
+            clear(key);
+            clear(val);
+        }
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        if key.is_null() || key_len.is_null() || val.is_null() || val_len.is_null() {
+            return Err(Failure::invalid("key, key_len, val or val_len is null"));
+        }
+        let what = if last { "pop_last" } else { "pop_first" };
+        let popped = with_writer(txn, what, |w| {
+            Ok(if last {
+                w.pop_last(tree)?
+            } else {
+                w.pop_first(tree)?
+            })
+        })?;
+        let Some((k, v)) = popped else {
+            return Ok(IRONBARK_NOTFOUND);
+        };
+        let key_copy = malloc_copy(&k)?;
+        let val_copy = match malloc_copy(&v) {
+            Ok(p) => p,
+            Err(e) => {
+                // SAFETY: `key_copy` came from `malloc_copy` and is not
+                // handed out.
+                unsafe { free(key_copy.cast()) };
+                return Err(e);
+            }
+        };
+        // SAFETY: the four out-pointers were checked non-null; writable.
+        unsafe {
+            store(key, key_copy, "key")?;
+            store(key_len, k.len(), "key_len")?;
+            store(val, val_copy, "val")?;
+            store(val_len, v.len(), "val_len")?;
+        }
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Removes and hands back the entry with the smallest key.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_pop_first(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *mut *mut u8,
+    key_len: *mut usize,
+    val: *mut *mut u8,
+    val_len: *mut usize,
+) -> c_int {
+    // SAFETY: the arguments are passed on under the same contract.
+    unsafe { pop_entry(txn, tree, false, key, key_len, val, val_len) }
+}
+
+/// Removes and hands back the entry with the largest key.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_pop_last(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *mut *mut u8,
+    key_len: *mut usize,
+    val: *mut *mut u8,
+    val_len: *mut usize,
+) -> c_int {
+    // SAFETY: the arguments are passed on under the same contract.
+    unsafe { pop_entry(txn, tree, true, key, key_len, val, val_len) }
+}
+
+/// Removes every entry of a tree.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_clear(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    count: *mut u64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        if count.is_null() {
+            return Err(Failure::invalid("count is null"));
+        }
+        let removed = with_writer(txn, "clear", |w| Ok(w.clear(tree)?))?;
+        // SAFETY: `count` is non-null and writable (header).
+        unsafe { store(count, removed, "count") }?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// `ptr[..len]` as a range bound: null with length 0 is no bound (not the
+/// empty key); null with another length is `EINVAL`, as for [`bytes`].
+///
+/// # Safety
+/// As for [`bytes`].
+unsafe fn optional_bytes<'a>(
+    ptr: *const u8,
+    len: usize,
+    what: &str,
+) -> Result<Option<&'a [u8]>, Failure> {
+    if ptr.is_null() && len == 0 {
+        return Ok(None);
+    }
+    // SAFETY: non-null, `len` readable bytes (the caller's contract).
+    Ok(Some(unsafe { bytes(ptr, len, what) }?))
+}
+
+/// Removes the entries with keys in a range.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ironbark_delete_range(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    start: *const u8,
+    start_len: usize,
+    end: *const u8,
+    end_len: usize,
+    flags: c_uint,
+    count: *mut u64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        // SAFETY: `start` is null or `start_len` readable bytes (header).
+        let start = unsafe { optional_bytes(start, start_len, "start") }?;
+        // SAFETY: `end` is null or `end_len` readable bytes (header).
+        let end = unsafe { optional_bytes(end, end_len, "end") }?;
+        if count.is_null() {
+            return Err(Failure::invalid("count is null"));
+        }
+        if flags & !IRONBARK_CURSOR_END_INCLUSIVE != 0 {
+            return Err(Failure::invalid(format!(
+                "unknown delete_range flags {flags:#x} (only IRONBARK_CURSOR_END_INCLUSIVE)"
+            )));
+        }
+        let lower = start.map_or(Bound::Unbounded, Bound::Included);
+        let upper = match end {
+            None => Bound::Unbounded,
+            Some(e) if flags & IRONBARK_CURSOR_END_INCLUSIVE != 0 => Bound::Included(e),
+            Some(e) => Bound::Excluded(e),
+        };
+        let removed = with_writer(txn, "delete_range", |w| {
+            Ok(w.delete_range(tree, (lower, upper))?)
+        })?;
+        // SAFETY: `count` is non-null and writable (header).
+        unsafe { store(count, removed, "count") }?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Stores a zeroed value of a given length and hands out its bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_put_reserve(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *const u8,
+    key_len: usize,
+    val_len: usize,
+    space: *mut *mut u8,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `space` is null or a writable pointer slot (header).
+        unsafe { clear(space) };
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        // SAFETY: `key` is null or `key_len` readable bytes (header).
+        let key = unsafe { bytes(key, key_len, "key") }?;
+        if space.is_null() {
+            return Err(Failure::invalid("space is null"));
+        }
+        // The space is in the transaction's own page, which stays where it
+        // is until the transaction's next change or its end; the engine
+        // reads it back at its next call (the header's "until the next
+        // call on the transaction").
+        let ptr = with_writer(txn, "put_reserve", |w| {
+            Ok(w.put_reserve(tree, key, val_len)?.as_mut_ptr())
+        })?;
+        // SAFETY: `space` was checked non-null and is writable (header).
+        unsafe { store(space, ptr, "space") }?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// The smallest key greater than every key that starts with `prefix`, or
+/// `None` if there is none (`prefix` is empty or all 0xff bytes).
+fn prefix_end(prefix: &[u8]) -> Option<Box<[u8]>> {
+    let last = prefix.iter().rposition(|&b| b != 0xff)?;
+    let mut end = prefix[..=last].to_vec();
+    end[last] += 1;
+    Some(end.into())
+}
+
+/// Opens a cursor over the keys that start with a prefix.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_cursor_open_prefix(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    prefix: *const u8,
+    prefix_len: usize,
+    flags: c_uint,
+    cursor: *mut *mut Cursor,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `cursor` is null or a writable pointer slot (header).
+        unsafe { clear(cursor) };
+        // SAFETY: `prefix` is null or `prefix_len` readable bytes (header).
+        let prefix = unsafe { bytes(prefix, prefix_len, "prefix") }?;
+        if flags & !IRONBARK_CURSOR_REVERSE != 0 {
+            return Err(Failure::invalid(format!(
+                "unknown prefix cursor flags {flags:#x} (only IRONBARK_CURSOR_REVERSE)"
+            )));
+        }
+        // A prefix is the range from itself to the first key past every
+        // key that starts with it: the cursor is an ordinary one (seek
+        // included), with those bounds.
+        let end = prefix_end(prefix);
+        let (end_ptr, end_len) = match &end {
+            Some(e) => (e.as_ptr(), e.len()),
+            None => (std::ptr::null(), 0),
+        };
+        // SAFETY: `txn`, `tree` and `cursor` are passed on under the
+        // header's contract; `prefix` and `end` are live for the call.
+        Ok(unsafe {
+            ironbark_cursor_open(
+                txn,
+                tree,
+                prefix.as_ptr(),
+                prefix.len(),
+                end_ptr,
+                end_len,
+                flags,
+                cursor,
+            )
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1156,6 +1849,14 @@ mod tests {
         // SAFETY: `ironbark_last_error` returns a NUL-terminated string.
         let message = unsafe { CStr::from_ptr(ironbark_last_error()) };
         assert!(message.to_str().unwrap().contains("boom"), "{message:?}");
+    }
+
+    #[test]
+    fn a_prefix_ends_at_its_successor() {
+        assert_eq!(prefix_end(b"ab").as_deref(), Some(&b"ac"[..]));
+        assert_eq!(prefix_end(b"a\xff\xff").as_deref(), Some(&b"b"[..]));
+        assert_eq!(prefix_end(b"\xff\xff"), None);
+        assert_eq!(prefix_end(b""), None);
     }
 
     #[test]

@@ -570,7 +570,92 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// A `(key, value)` entry as Python sees it.
+type PyEntry<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>);
+
+/// The edge and nearest-key lookups, which read alike in both kinds of
+/// transaction.
+#[derive(Clone, Copy)]
+enum Lookup<'k> {
+    First,
+    Last,
+    AtOrAfter(&'k [u8]),
+    After(&'k [u8]),
+    AtOrBefore(&'k [u8]),
+    Before(&'k [u8]),
+}
+
+/// Runs `$what` (a [`Lookup`]) on the transaction `$t`: a macro, since the
+/// two kinds of transaction share no trait.
+macro_rules! run_lookup {
+    ($t:expr, $tree:expr, $what:expr) => {
+        match $what {
+            Lookup::First => $t.first($tree),
+            Lookup::Last => $t.last($tree),
+            Lookup::AtOrAfter(k) => $t.get_ge($tree, k),
+            Lookup::After(k) => $t.get_gt($tree, k),
+            Lookup::AtOrBefore(k) => $t.get_le($tree, k),
+            Lookup::Before(k) => $t.get_lt($tree, k),
+        }
+    };
+}
+
+/// The handle of the tree `name` (the default tree if `None`) for a
+/// removal: a missing default tree has nothing to remove (`None`); a
+/// missing named tree is `NoSuchTreeError`.
+fn tree_to_remove_from(w: &WriteTxn<'static>, name: Option<&str>) -> PyResult<Option<Tree>> {
+    match w.tree(name.unwrap_or(DEFAULT_TREE)) {
+        Ok(t) => Ok(Some(t)),
+        Err(EngineError::NoSuchTree(_)) if name.is_none() => Ok(None),
+        Err(e) => Err(to_py(e)),
+    }
+}
+
 impl PyTransaction {
+    /// The entry a lookup finds in the tree `tree`, or `None`.
+    fn look_up<'py>(
+        &self,
+        py: Python<'py>,
+        tree: Option<&str>,
+        what: Lookup<'_>,
+    ) -> PyResult<Option<PyEntry<'py>>> {
+        let Some(t) = self.read_tree(tree)? else {
+            return Ok(None);
+        };
+        let found = match self.state()? {
+            TxnState::Read(r) => run_lookup!(r, &t, what),
+            TxnState::Write(w) => run_lookup!(w, &t, what),
+            TxnState::Ended => return Err(closed()),
+        }
+        .or_raise()?;
+        let Some((k, v)) = found else {
+            return Ok(None);
+        };
+        let src = self.buffer_source();
+        Ok(Some((value_of(py, k, src)?, value_of(py, v, src)?)))
+    }
+
+    /// Removes the entry with the smallest (`last` false) or largest key
+    /// and returns it, copied.
+    fn pop<'py>(
+        &mut self,
+        py: Python<'py>,
+        tree: Option<&str>,
+        last: bool,
+    ) -> PyResult<Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
+        let w = self.writer(if last { "pop_last" } else { "pop_first" })?;
+        let Some(t) = tree_to_remove_from(w, tree)? else {
+            return Ok(None);
+        };
+        let popped = if last {
+            w.pop_last(&t)
+        } else {
+            w.pop_first(&t)
+        }
+        .or_raise()?;
+        Ok(popped.map(|(k, v)| (PyBytes::new(py, &k), PyBytes::new(py, &v))))
+    }
+
     /// The state, on the owner thread only.
     fn state(&self) -> PyResult<&TxnState> {
         if current_thread() != self.owner {
@@ -701,12 +786,154 @@ impl PyTransaction {
     #[pyo3(signature = (key, *, tree=None))]
     fn delete(&mut self, key: &[u8], tree: Option<&str>) -> PyResult<bool> {
         let w = self.writer("delete")?;
-        let t = match w.tree(tree.unwrap_or(DEFAULT_TREE)) {
-            Ok(t) => t,
-            Err(EngineError::NoSuchTree(_)) if tree.is_none() => return Ok(false),
-            Err(e) => return Err(to_py(e)),
+        let Some(t) = tree_to_remove_from(w, tree)? else {
+            return Ok(false);
         };
         w.delete(&t, key).or_raise()
+    }
+
+    /// Stores `value` under `key` (creating the tree if needed) and
+    /// returns the value it replaced, or `None`.
+    #[pyo3(signature = (key, value, *, tree=None))]
+    fn insert<'py>(
+        &mut self,
+        py: Python<'py>,
+        key: &[u8],
+        value: &[u8],
+        tree: Option<&str>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let w = self.writer("insert")?;
+        let t = w.open_tree(tree.unwrap_or(DEFAULT_TREE)).or_raise()?;
+        let old = w.insert(&t, key, value).or_raise()?;
+        Ok(old.map(|v| PyBytes::new(py, &v)))
+    }
+
+    /// Whether the tree holds `key` (its value is not read).
+    #[pyo3(signature = (key, *, tree=None))]
+    fn contains_key(&self, key: &[u8], tree: Option<&str>) -> PyResult<bool> {
+        let Some(t) = self.read_tree(tree)? else {
+            return Ok(false);
+        };
+        match self.state()? {
+            TxnState::Read(r) => r.contains_key(&t, key),
+            TxnState::Write(w) => w.contains_key(&t, key),
+            TxnState::Ended => return Err(closed()),
+        }
+        .or_raise()
+    }
+
+    /// The entry with the smallest key, as `(key, value)`, or `None`.
+    #[pyo3(signature = (*, tree=None))]
+    fn first<'py>(&self, py: Python<'py>, tree: Option<&str>) -> PyResult<Option<PyEntry<'py>>> {
+        self.look_up(py, tree, Lookup::First)
+    }
+
+    /// The entry with the largest key, as `(key, value)`, or `None`.
+    #[pyo3(signature = (*, tree=None))]
+    fn last<'py>(&self, py: Python<'py>, tree: Option<&str>) -> PyResult<Option<PyEntry<'py>>> {
+        self.look_up(py, tree, Lookup::Last)
+    }
+
+    /// The entry with the smallest key `>= key`, or `None`.
+    #[pyo3(signature = (key, *, tree=None))]
+    fn get_ge<'py>(
+        &self,
+        py: Python<'py>,
+        key: &[u8],
+        tree: Option<&str>,
+    ) -> PyResult<Option<PyEntry<'py>>> {
+        self.look_up(py, tree, Lookup::AtOrAfter(key))
+    }
+
+    /// The entry with the smallest key `> key`, or `None`.
+    #[pyo3(signature = (key, *, tree=None))]
+    fn get_gt<'py>(
+        &self,
+        py: Python<'py>,
+        key: &[u8],
+        tree: Option<&str>,
+    ) -> PyResult<Option<PyEntry<'py>>> {
+        self.look_up(py, tree, Lookup::After(key))
+    }
+
+    /// The entry with the largest key `<= key`, or `None`.
+    #[pyo3(signature = (key, *, tree=None))]
+    fn get_le<'py>(
+        &self,
+        py: Python<'py>,
+        key: &[u8],
+        tree: Option<&str>,
+    ) -> PyResult<Option<PyEntry<'py>>> {
+        self.look_up(py, tree, Lookup::AtOrBefore(key))
+    }
+
+    /// The entry with the largest key `< key`, or `None`.
+    #[pyo3(signature = (key, *, tree=None))]
+    fn get_lt<'py>(
+        &self,
+        py: Python<'py>,
+        key: &[u8],
+        tree: Option<&str>,
+    ) -> PyResult<Option<PyEntry<'py>>> {
+        self.look_up(py, tree, Lookup::Before(key))
+    }
+
+    /// Removes the entry with the smallest key and returns it as
+    /// `(key, value)` (copied), or `None` if the tree is empty.
+    #[pyo3(signature = (*, tree=None))]
+    #[allow(clippy::type_complexity)]
+    fn pop_first<'py>(
+        &mut self,
+        py: Python<'py>,
+        tree: Option<&str>,
+    ) -> PyResult<Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
+        self.pop(py, tree, false)
+    }
+
+    /// Removes the entry with the largest key and returns it as
+    /// `(key, value)` (copied), or `None` if the tree is empty.
+    #[pyo3(signature = (*, tree=None))]
+    #[allow(clippy::type_complexity)]
+    fn pop_last<'py>(
+        &mut self,
+        py: Python<'py>,
+        tree: Option<&str>,
+    ) -> PyResult<Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
+        self.pop(py, tree, true)
+    }
+
+    /// Removes every entry of the tree (which stays) and returns how many
+    /// there were.
+    #[pyo3(signature = (*, tree=None))]
+    fn clear(&mut self, tree: Option<&str>) -> PyResult<u64> {
+        let w = self.writer("clear")?;
+        let Some(t) = tree_to_remove_from(w, tree)? else {
+            return Ok(0);
+        };
+        w.clear(&t).or_raise()
+    }
+
+    /// Removes the entries with `start <= key < end` (`end` included with
+    /// `inclusive_end=True`; `None` is no bound) and returns how many.
+    #[pyo3(signature = (start=None, end=None, *, tree=None, inclusive_end=false))]
+    fn delete_range(
+        &mut self,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+        tree: Option<&str>,
+        inclusive_end: bool,
+    ) -> PyResult<u64> {
+        let w = self.writer("delete_range")?;
+        let Some(t) = tree_to_remove_from(w, tree)? else {
+            return Ok(0);
+        };
+        let lower = start.map_or(RangeBound::Unbounded, RangeBound::Included);
+        let upper = match end {
+            Some(k) if inclusive_end => RangeBound::Included(k),
+            Some(k) => RangeBound::Excluded(k),
+            None => RangeBound::Unbounded,
+        };
+        w.delete_range(&t, (lower, upper)).or_raise()
     }
 
     /// Deletes the tree `name` with all its entries; returns whether it

@@ -527,3 +527,137 @@ def test_ranges_in_a_write_transaction(db):
         txn.abort()
     with db.begin() as txn:
         assert txn.get(b"key0155") is None
+
+
+def test_first_last_and_nearest_key_lookups(db):
+    with db.begin(write=True) as txn:
+        for k in (b"a", b"c", b"e"):
+            txn.put(k, k.upper())
+        txn.put(b"x", b"1", tree="other")
+        # The write transaction sees its own entries.
+        assert txn.first() == (b"a", b"A")
+        assert txn.get_gt(b"c") == (b"e", b"E")
+    with db.begin() as txn:
+        assert txn.first() == (b"a", b"A")
+        assert txn.last() == (b"e", b"E")
+        assert txn.get_ge(b"c") == (b"c", b"C")
+        assert txn.get_ge(b"d") == (b"e", b"E")
+        assert txn.get_ge(b"f") is None
+        assert txn.get_gt(b"c") == (b"e", b"E")
+        assert txn.get_gt(b"e") is None
+        assert txn.get_le(b"d") == (b"c", b"C")
+        assert txn.get_le(b"c") == (b"c", b"C")
+        assert txn.get_le(b"") is None
+        assert txn.get_lt(b"c") == (b"a", b"A")
+        assert txn.get_lt(b"a") is None
+        assert txn.first(tree="other") == (b"x", b"1")
+        assert txn.last(tree="other") == (b"x", b"1")
+        with pytest.raises(ironbark.NoSuchTreeError):
+            txn.first(tree="missing")
+        with pytest.raises(TypeError):
+            txn.get_ge("c")
+    with db.begin(buffers=True) as txn:
+        key, value = txn.get_le(b"d")
+        assert isinstance(key, memoryview) and isinstance(value, memoryview)
+        assert (bytes(key), bytes(value)) == (b"c", b"C")
+
+
+def test_lookups_in_an_empty_database_find_nothing(db):
+    with db.begin() as txn:
+        assert txn.first() is None
+        assert txn.last() is None
+        assert txn.get_ge(b"") is None
+        assert txn.get_lt(b"z") is None
+        assert not txn.contains_key(b"a")
+    with db.begin(write=True) as txn:
+        assert txn.pop_first() is None
+        assert txn.pop_last() is None
+        assert txn.clear() == 0
+        assert txn.delete_range() == 0
+        assert txn.trees() == []  # nothing was created
+
+
+def test_contains_key(db):
+    with db.begin(write=True) as txn:
+        txn.put(b"k", b"")
+        txn.put(b"k", b"v", tree="t")
+        assert txn.contains_key(b"k")
+        assert not txn.contains_key(b"missing")
+    with db.begin() as txn:
+        assert txn.contains_key(b"k")  # an empty value is a value
+        assert txn.contains_key(b"k", tree="t")
+        assert not txn.contains_key(b"v", tree="t")
+        with pytest.raises(ironbark.NoSuchTreeError):
+            txn.contains_key(b"k", tree="missing")
+
+
+def test_insert_returns_the_replaced_value(db):
+    with db.begin(write=True) as txn:
+        assert txn.insert(b"k", b"old") is None
+        assert txn.insert(b"k", b"new") == b"old"
+        assert txn.insert(b"k", b"") == b"new"
+        assert txn.insert(b"k", b"last") == b""
+        assert txn.insert(b"k", b"1", tree="created") is None
+        with pytest.raises(ironbark.KeyTooLargeError):
+            txn.insert(b"x" * 2000, b"v")
+        assert txn.get(b"k") == b"last"
+    with db.begin() as txn:
+        assert txn.get(b"k") == b"last"
+        assert txn.get(b"k", tree="created") == b"1"
+        with pytest.raises(ironbark.ReadOnlyError, match="insert in a read transaction"):
+            txn.insert(b"k", b"v")
+
+
+def test_pop_first_and_last(db):
+    fill(db, 5)
+    with db.begin(write=True) as txn:
+        assert txn.pop_first() == (b"key000", b"value-0")
+        assert txn.pop_last() == (b"key004", b"value-4")
+        assert txn.count() == 3
+        assert txn.first() == (b"key001", b"value-1")
+        with pytest.raises(ironbark.NoSuchTreeError):
+            txn.pop_first(tree="missing")
+    with db.begin() as txn:
+        assert txn.count() == 3
+        with pytest.raises(ironbark.ReadOnlyError):
+            txn.pop_first()
+        with pytest.raises(ironbark.ReadOnlyError):
+            txn.pop_last()
+
+
+def test_clear_empties_the_tree_and_keeps_it(db):
+    fill(db, 50)
+    fill(db, 3, tree="kept")
+    with db.begin(write=True) as txn:
+        assert txn.clear() == 50
+        assert txn.count() == 0
+        assert txn.clear() == 0
+        txn.put(b"again", b"1")  # the tree is still there
+    with db.begin() as txn:
+        assert list(txn) == [(b"again", b"1")]
+        assert txn.count(tree="kept") == 3
+        with pytest.raises(ironbark.ReadOnlyError):
+            txn.clear()
+
+
+def test_delete_range_takes_the_bounds_of_range(db):
+    fill(db, 100)
+    with db.begin(write=True) as txn:
+        assert txn.delete_range(b"key010", b"key020") == 10
+        assert txn.delete_range(b"key090", b"key095", inclusive_end=True) == 6
+        assert txn.delete_range(start=b"key098") == 2
+        assert txn.delete_range(end=b"key005") == 5
+        assert txn.delete_range(b"key050", b"key040") == 0
+        assert txn.get_ge(b"key010") == (b"key020", b"value-20")
+        assert txn.get_le(b"key097") == (b"key097", b"value-97")
+        assert txn.count() == 77
+        with pytest.raises(ironbark.NoSuchTreeError):
+            txn.delete_range(tree="missing")
+    with db.begin() as txn:
+        assert txn.count() == 77
+        assert txn.first() == (b"key005", b"value-5")
+        with pytest.raises(ironbark.ReadOnlyError):
+            txn.delete_range()
+    with db.begin(write=True) as txn:
+        assert txn.delete_range() == 77
+        assert txn.first() is None

@@ -96,6 +96,15 @@ pub enum Error {
     Poisoned,
     /// An option is out of its range.
     InvalidOption(String),
+    /// A typed tree's codec ([`crate::typed`]) cannot decode the bytes it
+    /// read (of another type, or written by another program), or cannot
+    /// encode a value (a serde type whose serialization fails).
+    Codec {
+        /// The codec, as its type is named (`u64`, `str`, ...).
+        codec: &'static str,
+        /// What does not fit.
+        detail: String,
+    },
     /// An operation of this write transaction failed part-way (for example
     /// on a corrupted page), so the transaction cannot be committed.
     TxnFailed(String),
@@ -206,6 +215,7 @@ impl fmt::Display for Error {
                 "an earlier sync failed; reopen the database before writing again"
             ),
             Error::InvalidOption(s) => write!(f, "invalid option: {s}"),
+            Error::Codec { codec, detail } => write!(f, "{codec} codec: {detail}"),
             Error::TxnFailed(s) => write!(
                 f,
                 "the write transaction cannot commit: an operation failed part-way ({s})"

@@ -75,6 +75,12 @@
 //! [`WriteTxn::clear`] (one visit per page, the tree and its handles
 //! staying), [`WriteTxn::delete_range`] and [`WriteTxn::retain`]. A
 //! [`Tree`] handle is `Hash + Ord`, so it can key a map.
+//!
+//! For typed keys and values, [`typed::TypedTree`] wraps a tree handle
+//! with two codecs (integers, strings, byte strings, fixed-width tuples;
+//! any serde type as a value with the `serde` feature): the same calls,
+//! taking and returning Rust values, in the keys' own order (every key
+//! codec encodes order-preservingly).
 
 #![warn(missing_docs)]
 
@@ -99,6 +105,7 @@ mod stats;
 mod storage;
 mod sync;
 mod txn;
+pub mod typed;
 
 pub use bounds::KeyRange;
 pub use btree::cursor::Range;
