@@ -75,6 +75,14 @@
 //! [`WriteTxn::clear`] (one visit per page, the tree and its handles
 //! staying), [`WriteTxn::delete_range`] and [`WriteTxn::retain`]. A
 //! [`Tree`] handle is `Hash + Ord`, so it can key a map.
+//!
+//! Besides plain trees there are two other kinds ([`TreeKind`]), each with
+//! a handle of its own type: a [`Multimap`] keeps a sorted set of values
+//! per key (LMDB's `MDB_DUPSORT`: [`WriteTxn::open_multimap`],
+//! [`WriteTxn::put_dup`], [`ReadTxn::get_dups`], [`ReadTxn::multimap_range`]),
+//! and an [`IntTree`] has unsigned integer keys in numeric order (LMDB's
+//! `MDB_INTEGERKEY`: [`WriteTxn::open_int_tree`], [`WriteTxn::put_int`],
+//! [`ReadTxn::int_range`]).
 
 #![warn(missing_docs)]
 
@@ -92,6 +100,9 @@ mod checksum;
 mod compact;
 mod db;
 mod error;
+mod intkey;
+mod kind;
+mod multimap;
 mod options;
 mod pages;
 mod state;
@@ -106,6 +117,9 @@ pub use check::CheckReport;
 pub use compact::Compacted;
 pub use db::Database;
 pub use error::{Error, Result};
+pub use intkey::{IntRange, IntTree};
+pub use kind::{IntWidth, TreeKind};
+pub use multimap::{Dups, Multimap, Pair, Pairs};
 #[doc(hidden)]
 pub use options::BrokenProtocol;
 pub use options::{Durability, Options, DEFAULT_MAP_RESERVATION, MAX_READERS_LIMIT};
