@@ -715,6 +715,31 @@ mod tests {
     }
 
     #[test]
+    fn stored_keys_that_are_no_pair_or_no_integer_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::Database::open(dir.path().join("bad.ib")).unwrap();
+        let mut tx = db.begin_write().unwrap();
+        // Written past the API, as damage that checksums cannot see would be.
+        let raw = tx.open_tree_kind("m", TreeKind::MULTIMAP).unwrap();
+        tx.put(&raw, b"k\0\x01", b"").unwrap();
+        tx.put(&raw, b"z\0\0v", b"not empty").unwrap();
+        let m = tx.multimap("m").unwrap();
+        let all: Vec<_> = tx.multimap_iter(&m).unwrap().collect();
+        assert_eq!(all.len(), 2);
+        assert!(all
+            .iter()
+            .all(|p| matches!(p, Err(Error::Corrupted { .. }))));
+        let dups: Vec<_> = tx.get_dups(&m, b"z").unwrap().collect();
+        assert!(matches!(dups[..], [Err(Error::Corrupted { .. })]));
+        let int_kind = TreeKind::int_keys(IntWidth::U32);
+        let raw = tx.open_tree_kind("i", int_kind).unwrap();
+        tx.put(&raw, b"12345", b"v").unwrap();
+        let t = tx.int_tree("i").unwrap();
+        let entries: Vec<_> = tx.int_iter(&t).unwrap().collect();
+        assert!(matches!(entries[..], [Err(Error::Corrupted { .. })]));
+    }
+
+    #[test]
     fn bytes_that_are_no_pair_do_not_decode() {
         for bad in [
             &b""[..],

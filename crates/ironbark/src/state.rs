@@ -650,3 +650,50 @@ impl From<Replay> for State {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kind::IntWidth;
+
+    #[test]
+    fn tree_records_keep_their_kind_and_refuse_unknown_flags() {
+        for kind in [
+            TreeKind::PLAIN,
+            TreeKind::MULTIMAP,
+            TreeKind::int_keys(IntWidth::U32),
+            TreeKind::int_multimap(IntWidth::U64),
+        ] {
+            let entry = TreeEntry {
+                id: 3,
+                name: "tree".into(),
+                state: TreeState::default(),
+                kind,
+            };
+            let mut b = Vec::new();
+            put_tree(&mut b, &entry);
+            let mut r = Reader {
+                b: &b,
+                at: 0,
+                pgno: 9,
+            };
+            assert_eq!(r.tree(10, 1).unwrap(), entry);
+            // The flag byte follows the one-byte name length.
+            let flags_at = TREE_FIXED_LEN - 1;
+            if kind == TreeKind::PLAIN {
+                // As older files wrote it: a u16 name length.
+                assert_eq!(b[flags_at - 1..flags_at + 1], 4u16.to_le_bytes());
+            }
+            for bad in [0x80, 0x06, 0x07, 0x10] {
+                let mut b = b.clone();
+                b[flags_at] = bad;
+                let mut r = Reader {
+                    b: &b,
+                    at: 0,
+                    pgno: 9,
+                };
+                assert!(matches!(r.tree(10, 1), Err(Error::Corrupted { .. })));
+            }
+        }
+    }
+}
