@@ -5,7 +5,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ironbark::{Database, Options, ReadTxn, ReaderInfo, Stats, TreeStats, WriteTxn};
+use ironbark::{Database, IntWidth, Options, ReadTxn, ReaderInfo, Stats, TreeStats, WriteTxn};
 use serde_json::{json, Value};
 
 use crate::dumpfile::{self, Format, Header, ReadError, Reader};
@@ -319,7 +319,7 @@ pub fn dump(
         main_first.chain(others).map(|t| t.name.clone()).collect()
     } else {
         let name = tree.unwrap_or(MAIN_TREE);
-        if rx.tree(name).is_err() {
+        if rx.tree_kind(name).is_err() {
             let mut e = no_such_tree(path, name, &s);
             if tree.is_none() {
                 e.message = e.message.map(|m| format!("{m}; use --tree NAME or --all"));
@@ -335,7 +335,12 @@ pub fn dump(
     };
     let total: u64 = names
         .iter()
-        .map(|n| rx.tree(n).and_then(|t| rx.len(&t)).unwrap_or(0))
+        .map(|n| {
+            s.trees
+                .iter()
+                .find(|t| &t.name == n)
+                .map_or(0, |t| t.entries)
+        })
         .sum();
     // A bar on a terminal that also shows the dump would garble it.
     let visible = file.is_some() || !io::stdout().is_terminal();
@@ -401,22 +406,89 @@ fn preflight(
         .collect();
     let mut done = 0u64;
     for name in names {
-        let tree = rx.tree(name).map_err(|e| format!("tree {name:?}: {e}"))?;
-        let entries = rx
-            .iter_verified(&tree)
-            .map_err(|e| format!("tree {name:?}: {e}"))?;
-        for entry in entries {
-            let (k, v) = entry.map_err(|e| format!("tree {name:?}: {e}"))?;
+        let in_tree = |e: ironbark::Error| format!("tree {name:?}: {e}");
+        let kind = rx.tree_kind(name).map_err(in_tree)?;
+        lmdb_entries(rx, name, in_tree, |k, v| {
             if lmdb {
                 lmdb_entry_problem(name, &named, format, k, v)?;
+                if kind.multimap && v.len() > LMDB_MAX_KEY {
+                    return Err(format!(
+                        "tree {name:?}: a value of {} bytes of the key {} is longer than \
+                         LMDB's limit of {LMDB_MAX_KEY} bytes for the values of a \
+                         database with duplicates (MDB_DUPSORT)",
+                        v.len(),
+                        show_key(k)
+                    ));
+                }
             }
             done += 1;
             if done % 4096 == 0 {
                 pb.set_position(done);
             }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+/// Calls `f` with each entry of the tree `name` as LMDB holds it, in
+/// LMDB's order, verified as it is read: a plain tree's entries; each
+/// (key, value) pair of a multimap (a key once per value, as `mdb_dump`
+/// writes it); an integer-key tree's keys as native-endian integers of
+/// the tree's width. `err` turns an engine error into the caller's.
+fn lmdb_entries<E>(
+    rx: &ReadTxn,
+    name: &str,
+    err: impl Fn(ironbark::Error) -> E,
+    mut f: impl FnMut(&[u8], &[u8]) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    let kind = rx.tree_kind(name).map_err(&err)?;
+    match kind.integer_key {
+        None if !kind.multimap => {
+            let tree = rx.tree(name).map_err(&err)?;
+            for entry in rx.iter_verified(&tree).map_err(&err)? {
+                let (k, v) = entry.map_err(&err)?;
+                f(k, v)?;
+            }
+        }
+        int_key if kind.multimap => {
+            let m = rx.multimap(name).map_err(&err)?;
+            for pair in rx.multimap_iter_verified(&m).map_err(&err)? {
+                let (k, v) = pair.map_err(&err)?;
+                match int_key {
+                    // The API's big-endian bytes, LMDB's native-endian.
+                    Some(_) => f(&big_to_native(&k), v)?,
+                    None => f(&k, v)?,
+                }
+            }
+        }
+        _ => {
+            let t = rx.int_tree(name).map_err(&err)?;
+            for entry in rx.int_iter_verified(&t).map_err(&err)? {
+                let (n, v) = entry.map_err(&err)?;
+                f(&int_to_native(n, t.width()), v)?;
+            }
         }
     }
     Ok(())
+}
+
+/// The native-endian bytes of `n` at `width`, as LMDB's `MDB_INTEGERKEY`
+/// keys are.
+fn int_to_native(n: u64, width: IntWidth) -> Vec<u8> {
+    match width {
+        IntWidth::U32 => (n as u32).to_ne_bytes().to_vec(),
+        IntWidth::U64 => n.to_ne_bytes().to_vec(),
+    }
+}
+
+/// Big-endian integer bytes (4 or 8 of them) as native-endian ones.
+fn big_to_native(b: &[u8]) -> Vec<u8> {
+    let mut v = b.to_vec();
+    if cfg!(target_endian = "little") {
+        v.reverse();
+    }
+    v
 }
 
 /// What LMDB's `mdb_load` cannot take in one entry of the tree `name`.
@@ -519,20 +591,21 @@ fn write_dump(
     for name in names {
         let in_tree =
             |e: ironbark::Error| CliError::new(format!("{}: tree {name:?}: {e}", path.display()));
-        let tree = rx.tree(name).map_err(in_tree)?;
+        let kind = rx.tree_kind(name).map_err(in_tree)?;
         let header = Header {
             format,
             database: (name != MAIN_TREE).then(|| name.clone()),
             mapsize: Some(lmdb_mapsize(s)),
             maxreaders: Some(s.max_readers as u64),
             pagesize: Some(s.page_size as u64),
+            dupsort: kind.multimap,
+            integerkey: kind.integer_key.is_some(),
             line: 0,
         };
         dumpfile::write_header(out, &header).map_err(output_error)?;
         // Verified again as it is written (the check pass was not this
         // pass): a section cut short has no DATA=END, which load refuses.
-        for entry in rx.iter_verified(&tree).map_err(in_tree)? {
-            let (k, v) = entry.map_err(in_tree)?;
+        lmdb_entries(rx, name, in_tree, |k, v| {
             line.clear();
             dumpfile::encode_line(format, k, &mut line);
             dumpfile::encode_line(format, v, &mut line);
@@ -541,7 +614,8 @@ fn write_dump(
             if done % 4096 == 0 {
                 pb.set_position(done);
             }
-        }
+            Ok(())
+        })?;
         dumpfile::write_footer(out).map_err(output_error)?;
     }
     pb.set_position(done);
@@ -688,21 +762,52 @@ fn load_into(
         let at = |line: u64, msg: String| {
             CliError::new(format!("{source}: line {line}: {msg}; {nothing}"))
         };
-        let t = tx
-            .open_tree(&name)
-            .map_err(|e| at(header.line, format!("cannot open tree {name:?}: {e}")))?;
         if !trees.contains(&name) {
             trees.push(name.clone());
+        }
+        // An integer-key tree is opened at its first key, whose length is
+        // the width (or as it exists already): until then, `None`.
+        let mut target = None;
+        if !header.integerkey {
+            target = Some(
+                open_target(
+                    &mut tx,
+                    &name,
+                    (header.dupsort, header.integerkey),
+                    key.len(),
+                )
+                .map_err(|e| at(header.line, format!("cannot open tree {name:?}: {e}")))?,
+            );
         }
         while reader
             .next_entry(header.format, &mut key, &mut value)
             .map_err(read_error)?
         {
             let key_line = reader.line() - 1;
-            let stored = if append {
-                tx.append(&t, &key, &value)
-            } else {
-                tx.put(&t, &key, &value)
+            let t = match &target {
+                Some(t) => t,
+                None => target.insert(
+                    open_target(
+                        &mut tx,
+                        &name,
+                        (header.dupsort, header.integerkey),
+                        key.len(),
+                    )
+                    .map_err(|e| at(key_line, format!("cannot open tree {name:?}: {e}")))?,
+                ),
+            };
+            let stored = match t {
+                Target::Plain(t) if append => tx.append(t, &key, &value),
+                Target::Plain(t) => tx.put(t, &key, &value),
+                Target::Multi(m, None) => tx.put_dup(m, &key, &value).map(drop),
+                Target::Multi(m, Some(w)) => native_int(&key, *w, &name).and_then(|n| {
+                    // The API's integer keys are big-endian.
+                    tx.put_dup(m, &n.to_be_bytes()[8 - w.bytes()..], &value)
+                        .map(drop)
+                }),
+                Target::Int(t) => {
+                    native_int(&key, t.width(), &name).and_then(|n| tx.put_int(t, n, &value))
+                }
             };
             stored.map_err(|e| match e {
                 ironbark::Error::KeyOutOfOrder(_) => at(
@@ -722,6 +827,10 @@ fn load_into(
                 pb.set_position(reader.bytes_read());
             }
         }
+        if target.is_none() {
+            open_target(&mut tx, &name, (header.dupsort, header.integerkey), 8)
+                .map_err(|e| at(header.line, format!("cannot open tree {name:?}: {e}")))?;
+        }
         next = reader.next_section().map_err(read_error)?;
     }
     tx.commit().map_err(|e| db_error(&path, e))?;
@@ -738,6 +847,64 @@ fn load_into(
         plural(trees.len() as u64, "tree", "trees"),
         shown.join(", ")
     ))
+}
+
+/// The tree a section of a dump loads into.
+enum Target {
+    Plain(ironbark::Tree),
+    /// With the width of its integer keys, if they are.
+    Multi(ironbark::Multimap, Option<IntWidth>),
+    Int(ironbark::IntTree),
+}
+
+/// Opens (or creates) the tree `name` of the kind a section's header asks
+/// for (`dupsort=1`, `integerkey=1`). The width of integer keys is that of the tree if it exists,
+/// else `key_len` (the first key's length).
+fn open_target(
+    tx: &mut WriteTxn<'_>,
+    name: &str,
+    (dupsort, integerkey): (bool, bool),
+    key_len: usize,
+) -> ironbark::Result<Target> {
+    let width = if integerkey {
+        let existing = tx.tree_kind(name).ok().and_then(|k| k.integer_key);
+        match existing.or(IntWidth::of_len(key_len)) {
+            Some(w) => Some(w),
+            None => {
+                return Err(ironbark::Error::IntegerKeySize {
+                    name: name.to_string(),
+                    width: key_len,
+                    detail: format!(
+                        "integerkey=1 needs keys of 4 or 8 bytes; a key of {key_len} bytes"
+                    ),
+                })
+            }
+        }
+    } else {
+        None
+    };
+    Ok(match (dupsort, width) {
+        (false, None) => Target::Plain(tx.open_tree(name)?),
+        (true, None) => Target::Multi(tx.open_multimap(name)?, None),
+        (true, Some(w)) => Target::Multi(tx.open_int_multimap(name, w)?, Some(w)),
+        (false, Some(w)) => Target::Int(tx.open_int_tree(name, w)?),
+    })
+}
+
+/// A native-endian integer key of an `integerkey=1` section, of `width`.
+fn native_int(key: &[u8], width: IntWidth, name: &str) -> ironbark::Result<u64> {
+    let wrong = || ironbark::Error::IntegerKeySize {
+        name: name.to_string(),
+        width: width.bytes(),
+        detail: format!("a key of {} bytes", key.len()),
+    };
+    match width {
+        IntWidth::U32 => key
+            .try_into()
+            .map(|b| u64::from(u32::from_ne_bytes(b)))
+            .map_err(|_| wrong()),
+        IntWidth::U64 => key.try_into().map(u64::from_ne_bytes).map_err(|_| wrong()),
+    }
 }
 
 /// `ironbark copy`.

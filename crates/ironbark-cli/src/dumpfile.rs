@@ -10,7 +10,8 @@
 //!
 //! The reader is strict about what would lose or corrupt data (bad hex, an
 //! odd number of digits, a key without a value, a missing `DATA=END`,
-//! duplicate-key databases) and names the line of each problem; header
+//! duplicate values ordered as integers or in reverse) and names the line
+//! of each problem; header
 //! keywords it has no use for (`mapsize`, `maxreaders`, `db_pagesize`, ...)
 //! are accepted and ignored, as `mdb_load` does.
 
@@ -49,6 +50,13 @@ pub struct Header {
     pub maxreaders: Option<u64>,
     /// `db_pagesize=`; ignored when read.
     pub pagesize: Option<u64>,
+    /// `duplicates=1` / `dupsort=1`: a database with sorted duplicate
+    /// values (LMDB's `MDB_DUPSORT`; an ironbark multimap).
+    pub dupsort: bool,
+    /// `integerkey=1`: native-endian unsigned keys of 4 or 8 bytes, in
+    /// numeric order (LMDB's `MDB_INTEGERKEY`; an ironbark integer-key
+    /// tree).
+    pub integerkey: bool,
     /// The line number of the section's first line (reading only).
     pub line: u64,
 }
@@ -68,6 +76,15 @@ pub fn write_header(w: &mut impl Write, h: &Header) -> io::Result<()> {
     }
     if let Some(m) = h.maxreaders {
         writeln!(w, "maxreaders={m}")?;
+    }
+    // As mdb_dump writes them (its mdb_load reads `dupsort`; db_dump's
+    // readers read `duplicates`).
+    if h.dupsort {
+        writeln!(w, "duplicates=1")?;
+        writeln!(w, "dupsort=1")?;
+    }
+    if h.integerkey {
+        writeln!(w, "integerkey=1")?;
     }
     if let Some(p) = h.pagesize {
         writeln!(w, "db_pagesize={p}")?;
@@ -223,6 +240,8 @@ impl<R: BufRead> Reader<R> {
             mapsize: None,
             maxreaders: None,
             pagesize: None,
+            dupsort: false,
+            integerkey: false,
             line: 0,
         };
         loop {
@@ -286,18 +305,9 @@ impl<R: BufRead> Reader<R> {
                 "maxreaders" => header.maxreaders = text.parse().ok(),
                 "db_pagesize" => header.pagesize = text.parse().ok(),
                 "mapaddr" => {}
-                "duplicates" | "dupsort" => {
-                    if text != "0" {
-                        return self.error(
-                            line,
-                            format!(
-                                "{key}={text}: databases with duplicate keys (MDB_DUPSORT) \
-                                 are not supported by ironbark"
-                            ),
-                        );
-                    }
-                }
-                "integerkey" | "reversekey" => {
+                "duplicates" | "dupsort" => header.dupsort = text != "0",
+                "integerkey" => header.integerkey = text != "0",
+                "reversekey" => {
                     if text != "0" {
                         self.warnings.push(format!(
                             "line {line}: {key}={text}: ironbark orders keys bytewise, so \
@@ -305,7 +315,31 @@ impl<R: BufRead> Reader<R> {
                         ));
                     }
                 }
-                "dupfixed" | "integerdup" | "reversedup" => {}
+                "dupfixed" => {
+                    if text != "0" {
+                        self.warnings.push(format!(
+                            "line {line}: {key}={text}: loaded as a multimap whose values \
+                             may differ in size (ironbark does not keep this flag)"
+                        ));
+                    }
+                }
+                "integerdup" | "reversedup" => {
+                    if text != "0" {
+                        return self.error(
+                            line,
+                            format!(
+                                "{key}={text}: duplicate values ordered {} (MDB_{}) are not \
+                                 supported by ironbark, whose multimaps order values bytewise",
+                                if key == "integerdup" {
+                                    "as integers"
+                                } else {
+                                    "in reverse"
+                                },
+                                key.to_uppercase()
+                            ),
+                        );
+                    }
+                }
                 _ => self.warnings.push(format!(
                     "line {line}: unrecognized header keyword ignored: {key}"
                 )),
@@ -483,6 +517,8 @@ mod tests {
                     mapsize: Some(1048576),
                     maxreaders: Some(126),
                     pagesize: Some(4096),
+                    dupsort: false,
+                    integerkey: false,
                     line: 0,
                 },
             )
@@ -545,9 +581,14 @@ mod tests {
                 "unsupported type",
             ),
             (
-                "VERSION=3\nduplicates=1\nHEADER=END\n".to_string(),
-                2,
-                "duplicate keys",
+                "VERSION=3\nduplicates=1\nintegerdup=1\nHEADER=END\n".to_string(),
+                3,
+                "ordered as integers (MDB_INTEGERDUP) are not supported",
+            ),
+            (
+                "VERSION=3\ndupsort=1\nreversedup=1\nHEADER=END\n".to_string(),
+                3,
+                "ordered in reverse (MDB_REVERSEDUP)",
             ),
             ("hello world\n".to_string(), 1, "expected a header line"),
             ("VERSION=3\nformat=print\n".to_string(), 3, "no HEADER=END"),
@@ -568,6 +609,33 @@ mod tests {
     fn missing_final_newline_and_uppercase_hex() {
         let parsed = parse("VERSION=3\nHEADER=END\n 4A\n 4b\nDATA=END").unwrap();
         assert_eq!(parsed[0].1, vec![(b"J".to_vec(), b"K".to_vec())]);
+    }
+
+    #[test]
+    fn kind_flags_are_read_and_written_as_mdb_dump_writes_them() {
+        let text = "VERSION=3\nformat=bytevalue\ndatabase=d\ntype=btree\nmapsize=1048576\n\
+                    maxreaders=126\nduplicates=1\ndupsort=1\nintegerkey=1\n\
+                    db_pagesize=4096\nHEADER=END\nDATA=END\n";
+        let parsed = parse(text).unwrap();
+        let h = &parsed[0].0;
+        assert!(h.dupsort && h.integerkey);
+        let mut out = Vec::new();
+        write_header(&mut out, h).unwrap();
+        write_footer(&mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), text);
+        for (text, dupsort, integerkey) in [
+            ("dupsort=1\n", true, false),
+            ("duplicates=1\n", true, false),
+            ("dupsort=0\nintegerkey=1\n", false, true),
+            ("", false, false),
+        ] {
+            let parsed = parse(&format!("VERSION=3\n{text}HEADER=END\nDATA=END\n")).unwrap();
+            assert_eq!(
+                (parsed[0].0.dupsort, parsed[0].0.integerkey),
+                (dupsort, integerkey),
+                "{text}"
+            );
+        }
     }
 
     #[test]

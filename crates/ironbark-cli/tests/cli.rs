@@ -263,7 +263,7 @@ fn load_options_tree_append_and_merge() {
     // Header keywords: ignored ones pass silently, odd ones warn.
     let text = bytevalue_section(Some("ints"), &entries(1)).replace(
         "type=btree\n",
-        "type=btree\nintegerkey=1\nfancy=yes\nmapaddr=0x0\n",
+        "type=btree\nreversekey=1\nfancy=yes\nmapaddr=0x0\n",
     );
     ironbark()
         .arg("load")
@@ -272,7 +272,7 @@ fn load_options_tree_append_and_merge() {
         .assert()
         .success()
         .stderr(predicate::str::contains(
-            "line 5: integerkey=1: ironbark orders keys bytewise",
+            "line 5: reversekey=1: ironbark orders keys bytewise",
         ))
         .stderr(predicate::str::contains(
             "line 6: unrecognized header keyword ignored: fancy",
@@ -393,9 +393,20 @@ fn malformed_dump_names_the_line_and_loads_nothing() {
             "invalid escape",
         ),
         (
-            "VERSION=3\ndupsort=1\nHEADER=END\nDATA=END\n".to_string(),
-            2,
-            "duplicate keys",
+            "VERSION=3\ndupsort=1\nintegerdup=1\nHEADER=END\nDATA=END\n".to_string(),
+            3,
+            "(MDB_INTEGERDUP) are not supported",
+        ),
+        (
+            "VERSION=3\nintegerkey=1\nHEADER=END\n 010203\n 00\nDATA=END\n".to_string(),
+            4,
+            "integerkey=1 needs keys of 4 or 8 bytes",
+        ),
+        (
+            "VERSION=3\nintegerkey=1\nHEADER=END\n 01020304\n 00\n 0102\n 00\nDATA=END\n"
+                .to_string(),
+            6,
+            "4-byte integer keys: a key of 2 bytes does not fit",
         ),
     ];
     // Into a new file: no file is left behind.

@@ -460,3 +460,177 @@ fn dump_lmdb_refuses_what_mdb_load_cannot_take() {
         )
     );
 }
+
+/// A section of dump text for `mdb_load` with the header `flags` lines
+/// (`dupsort=1`, `integerkey=1`: what its mdb_load reads).
+fn flagged_section(name: &str, flags: &str, entries: &[(Vec<u8>, Vec<u8>)]) -> String {
+    common::bytevalue_section(Some(name), entries)
+        .replace("maxreaders=126\n", &format!("maxreaders=126\n{flags}"))
+}
+
+#[test]
+fn dupsort_and_integerkey_databases_round_trip_through_lmdb() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = dir.path().join("kinds.mdb");
+    // Keys and values that a naive pair encoding confuses: zero and 0xff
+    // bytes, prefixes of each other, and a key with many values (LMDB
+    // moves those to a sub-database).
+    let mut dups: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let parts: [&[u8]; 6] = [b"a", b"a\x00", b"a\x00\x00", b"ab", b"\xff", b"\x00"];
+    for k in parts {
+        for v in [&b"\x00"[..], b"1", b"\x00\x00", b"\xff\x00", b"a"] {
+            dups.push((k.to_vec(), v.to_vec()));
+        }
+    }
+    for i in 0..700u32 {
+        dups.push((b"many".to_vec(), format!("value {i:05}").into_bytes()));
+    }
+    let small = [65536u32, 1, 2, 256, 0, u32::MAX, 16_777_216, 255, 257];
+    let ints32: Vec<(Vec<u8>, Vec<u8>)> = small
+        .iter()
+        .map(|n| (n.to_ne_bytes().to_vec(), format!("n{n}").into_bytes()))
+        .collect();
+    let big = [1u64 << 40, 1, 256, 1 << 32, u64::MAX, 0, 65536];
+    let ints64: Vec<(Vec<u8>, Vec<u8>)> = big
+        .iter()
+        .map(|n| (n.to_ne_bytes().to_vec(), n.to_be_bytes().to_vec()))
+        .collect();
+    let mut both: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    for n in [256u32, 1, 65536] {
+        for v in [&b"y"[..], b"x", b"\x00"] {
+            both.push((n.to_ne_bytes().to_vec(), v.to_vec()));
+        }
+    }
+    let text = [
+        flagged_section("both", "dupsort=1\nintegerkey=1\n", &both),
+        flagged_section("dups", "dupsort=1\n", &dups),
+        flagged_section("ints32", "integerkey=1\n", &ints32),
+        flagged_section("ints64", "integerkey=1\n", &ints64),
+        flagged_section("plain", "", &entries(50)),
+    ]
+    .concat();
+    let text_file = dir.path().join("kinds.txt");
+    std::fs::write(&text_file, text).unwrap();
+    mdb(
+        "mdb_load",
+        &["-n".as_ref(), "-f".as_ref(), os(&text_file), os(&env)],
+        None,
+    );
+    let original = mdb("mdb_dump", &["-n".as_ref(), "-a".as_ref(), os(&env)], None);
+    let original_text = String::from_utf8_lossy(&original);
+    assert_eq!(original_text.matches("dupsort=1").count(), 2);
+    assert_eq!(original_text.matches("integerkey=1").count(), 3);
+
+    // mdb_dump -a | ironbark load
+    let ib = dir.path().join("kinds.ib");
+    ironbark()
+        .arg("load")
+        .arg(&ib)
+        .write_stdin(original.clone())
+        .assert()
+        .success();
+    ironbark().arg("check").arg(&ib).assert().success();
+
+    // Through the API: the kinds, numeric order, the values of a key.
+    common::in_process(|| {
+        use ironbark::{IntWidth, TreeKind};
+        let db = ironbark::Database::open(&ib).unwrap();
+        let rx = db.begin_read().unwrap();
+        assert_eq!(rx.tree_kind("dups").unwrap(), TreeKind::MULTIMAP);
+        assert_eq!(
+            rx.tree_kind("both").unwrap(),
+            TreeKind::int_multimap(IntWidth::U32)
+        );
+        let t = rx.int_tree("ints32").unwrap();
+        assert_eq!(t.width(), IntWidth::U32);
+        let keys: Vec<u64> = rx.int_iter(&t).unwrap().map(|e| e.unwrap().0).collect();
+        let mut want: Vec<u64> = small.iter().map(|&n| u64::from(n)).collect();
+        want.sort_unstable();
+        assert_eq!(keys, want);
+        let t = rx.int_tree("ints64").unwrap();
+        let keys: Vec<u64> = rx.int_iter(&t).unwrap().map(|e| e.unwrap().0).collect();
+        let mut want = big.to_vec();
+        want.sort_unstable();
+        assert_eq!(keys, want);
+        assert_eq!(
+            rx.get_int(&t, 1 << 32).unwrap(),
+            Some(&(1u64 << 32).to_be_bytes()[..])
+        );
+        let m = rx.multimap("dups").unwrap();
+        assert_eq!(rx.count_dups(&m, b"many").unwrap(), 700);
+        let values: Vec<&[u8]> = rx
+            .get_dups(&m, b"a\x00")
+            .unwrap()
+            .map(|v| v.unwrap())
+            .collect();
+        assert_eq!(values, [&b"\x00"[..], b"\x00\x00", b"1", b"a", b"\xff\x00"]);
+        assert_eq!(rx.multimap_len(&m).unwrap(), dups.len() as u64);
+    });
+
+    // ironbark dump --all is the same text as mdb_dump -a ...
+    let ours = ironbark()
+        .args(["dump", "--all", "--lmdb"])
+        .arg(&ib)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(without_mapsize(&ours), without_mapsize(&original));
+
+    // ... and mdb_load takes it back, byte for byte.
+    let back = dir.path().join("back.mdb");
+    mdb("mdb_load", &["-n".as_ref(), os(&back)], Some(&ours));
+    let again = mdb("mdb_dump", &["-n".as_ref(), "-a".as_ref(), os(&back)], None);
+    assert_eq!(without_mapsize(&again), without_mapsize(&original));
+
+    // One database at a time too, into a database that has it: the pairs
+    // are stored once (loading twice changes nothing).
+    for name in ["both", "dups", "ints32"] {
+        let one = mdb(
+            "mdb_dump",
+            &["-n".as_ref(), "-s".as_ref(), name.as_ref(), os(&env)],
+            None,
+        );
+        ironbark()
+            .arg("load")
+            .arg(&ib)
+            .write_stdin(one.clone())
+            .assert()
+            .success();
+        let ours = ironbark()
+            .args(["dump", "--tree", name])
+            .arg(&ib)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        assert_eq!(without_mapsize(&ours), without_mapsize(&one), "{name}");
+    }
+}
+
+#[test]
+fn sections_load_only_into_trees_of_their_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let ib = dir.path().join("k.ib");
+    let one = vec![(b"k".to_vec(), b"v".to_vec())];
+    ironbark()
+        .arg("load")
+        .arg(&ib)
+        .write_stdin(flagged_section("t", "", &one))
+        .assert()
+        .success();
+    for (flags, key) in [
+        ("dupsort=1\n", b"k".to_vec()),
+        ("integerkey=1\n", vec![0u8; 4]),
+    ] {
+        let a = ironbark()
+            .arg("load")
+            .arg(&ib)
+            .write_stdin(flagged_section("t", flags, &[(key, b"v".to_vec())]))
+            .assert()
+            .code(1);
+        assert_one_line_error(&a.get_output().stderr, "is a plain tree, not a");
+    }
+}

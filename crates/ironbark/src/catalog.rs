@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use crate::btree::write::TreeState;
+use crate::kind::TreeKind;
 
 /// One named tree in a snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,6 +15,8 @@ pub(crate) struct TreeEntry {
     pub(crate) id: u64,
     pub(crate) name: Arc<str>,
     pub(crate) state: TreeState,
+    /// Fixed when the tree is created (`kind.rs`).
+    pub(crate) kind: TreeKind,
 }
 
 /// The named trees of a snapshot, sorted by name.

@@ -136,9 +136,11 @@ impl ReadTxn {
         let names = self.list_trees();
         let mut entries = 0u64;
         for name in &names {
-            let from = self.tree(name)?;
+            // The kind is kept, and the stored keys copied as they are.
+            let kind = self.tree_kind(name)?;
+            let from = self.tree_of_kind(name, kind)?;
             let mut tx = out.begin_write()?;
-            let mut to = tx.open_tree(name)?;
+            let mut to = tx.open_tree_kind(name, kind)?;
             let mut batch = 0usize;
             for entry in self.iter_verified(&from)? {
                 let (k, v) = entry?;
@@ -148,7 +150,7 @@ impl ReadTxn {
                 if batch >= BATCH_BYTES {
                     tx.commit()?;
                     tx = out.begin_write()?;
-                    to = tx.tree(name)?;
+                    to = tx.tree_of_kind(name, kind)?;
                     batch = 0;
                 }
             }

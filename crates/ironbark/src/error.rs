@@ -108,6 +108,38 @@ pub enum Error {
     /// An operation of this write transaction failed part-way (for example
     /// on a corrupted page), so the transaction cannot be committed.
     TxnFailed(String),
+    /// A tree was opened as another kind than it was created as (a
+    /// multimap as a plain tree, an integer-key tree of 4-byte keys as
+    /// one of 8-byte keys...): see [`crate::TreeKind`].
+    WrongTreeKind {
+        /// The tree's name.
+        name: String,
+        /// The kind asked for.
+        expected: crate::TreeKind,
+        /// The kind the tree was created as.
+        found: crate::TreeKind,
+    },
+    /// A (key, value) pair of a multimap is stored as one key of the tree,
+    /// and this pair's encoding (the key with each zero byte doubled, two
+    /// bytes of separator, the value) is longer than
+    /// [`crate::Database::max_key_len`]. Nothing was changed.
+    PairTooLarge {
+        /// The length of the encoded pair.
+        len: usize,
+        /// The largest key allowed.
+        max: usize,
+    },
+    /// A key of an integer-key tree does not fit the tree's width (a
+    /// number above `u32::MAX` for 4-byte keys, or a byte key of another
+    /// length than the width). Nothing was changed.
+    IntegerKeySize {
+        /// The tree's name.
+        name: String,
+        /// The width of the tree's keys, in bytes.
+        width: usize,
+        /// What was given: a length in bytes, or the number that does not fit.
+        detail: String,
+    },
 }
 
 /// `Result` with the engine's [`Error`].
@@ -219,6 +251,26 @@ impl fmt::Display for Error {
             Error::TxnFailed(s) => write!(
                 f,
                 "the write transaction cannot commit: an operation failed part-way ({s})"
+            ),
+            Error::WrongTreeKind {
+                name,
+                expected,
+                found,
+            } => write!(
+                f,
+                "tree {name:?} is a {found}, not a {expected}: open it with the API of its kind"
+            ),
+            Error::PairTooLarge { len, max } => write!(
+                f,
+                "multimap pair encodes to {len} bytes, larger than the key limit of {max}                  (the key, with its zero bytes doubled, plus 2, plus the value)"
+            ),
+            Error::IntegerKeySize {
+                name,
+                width,
+                detail,
+            } => write!(
+                f,
+                "tree {name:?} has {width}-byte integer keys: {detail} does not fit"
             ),
         }
     }

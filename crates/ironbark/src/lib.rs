@@ -81,6 +81,14 @@
 //! any serde type as a value with the `serde` feature): the same calls,
 //! taking and returning Rust values, in the keys' own order (every key
 //! codec encodes order-preservingly).
+//!
+//! Besides plain trees there are two other kinds ([`TreeKind`]), each with
+//! a handle of its own type: a [`Multimap`] keeps a sorted set of values
+//! per key (LMDB's `MDB_DUPSORT`: [`WriteTxn::open_multimap`],
+//! [`WriteTxn::put_dup`], [`ReadTxn::get_dups`], [`ReadTxn::multimap_range`]),
+//! and an [`IntTree`] has unsigned integer keys in numeric order (LMDB's
+//! `MDB_INTEGERKEY`: [`WriteTxn::open_int_tree`], [`WriteTxn::put_int`],
+//! [`ReadTxn::int_range`]).
 
 #![warn(missing_docs)]
 
@@ -98,6 +106,9 @@ mod checksum;
 mod compact;
 mod db;
 mod error;
+mod intkey;
+mod kind;
+mod multimap;
 mod options;
 mod pages;
 mod state;
@@ -113,6 +124,9 @@ pub use check::CheckReport;
 pub use compact::Compacted;
 pub use db::Database;
 pub use error::{Error, Result};
+pub use intkey::{IntRange, IntTree};
+pub use kind::{IntWidth, TreeKind};
+pub use multimap::{Dups, Multimap, Pair, Pairs};
 #[doc(hidden)]
 pub use options::BrokenProtocol;
 pub use options::{Durability, Options, DEFAULT_MAP_RESERVATION, MAX_READERS_LIMIT};

@@ -43,6 +43,7 @@ use crate::btree::write::TreeState;
 use crate::btree::MAX_DEPTH;
 use crate::catalog::{Catalog, TreeEntry};
 use crate::error::{Error, Result};
+use crate::kind::TreeKind;
 use crate::pages::PageSource;
 use crate::storage::freespace::{Extent, FreeMap, FreeSpace, Freed};
 use crate::storage::meta::{Meta, META_SLOTS};
@@ -218,7 +219,10 @@ fn put_tree(b: &mut Vec<u8>, t: &TreeEntry) {
     for v in [s.entries, s.branch_pages, s.leaf_pages, s.overflow_pages] {
         b.extend_from_slice(&v.to_le_bytes());
     }
-    b.extend_from_slice(&(t.name.len() as u16).to_le_bytes());
+    // Names are at most 255 bytes: the high byte of the length field
+    // holds the tree's kind flags (0, a plain tree, in older files).
+    let field = u16::from(t.kind.flags()) << 8 | t.name.len() as u16;
+    b.extend_from_slice(&field.to_le_bytes());
     b.extend_from_slice(t.name.as_bytes());
 }
 
@@ -353,6 +357,18 @@ impl<'a> Reader<'a> {
     }
     fn name(&mut self) -> Result<&'a str> {
         let len = self.u16()? as usize;
+        self.name_of_len(len)
+    }
+    /// A tree record's name and kind: the kind flags are the high byte of
+    /// its length field.
+    fn name_and_kind(&mut self) -> Result<(&'a str, TreeKind)> {
+        let field = self.u16()?;
+        let flags = (field >> 8) as u8;
+        let kind = TreeKind::from_flags(flags)
+            .ok_or_else(|| self.bad(format!("unknown tree kind flags {flags:#x}")))?;
+        Ok((self.name_of_len(usize::from(field & 0xff))?, kind))
+    }
+    fn name_of_len(&mut self, len: usize) -> Result<&'a str> {
         let name =
             std::str::from_utf8(self.take(len)?).map_err(|_| self.bad("tree name is not UTF-8"))?;
         if name.is_empty() || name.len() > crate::MAX_TREE_NAME_LEN {
@@ -376,7 +392,7 @@ impl<'a> Reader<'a> {
             leaf_pages: self.u64()?,
             overflow_pages: self.u64()?,
         };
-        let name = self.name()?;
+        let (name, kind) = self.name_and_kind()?;
         let root_ok = if root.pgno == 0 {
             root.depth == 0 && state.entries == 0
         } else {
@@ -391,6 +407,7 @@ impl<'a> Reader<'a> {
             id,
             name: name.into(),
             state,
+            kind,
         })
     }
     /// An extent as a gap from `end` and a length, within the page count.
@@ -630,6 +647,53 @@ impl From<Replay> for State {
             catalog: r.catalog,
             free: r.free.into_free_space(),
             chain: r.chain,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kind::IntWidth;
+
+    #[test]
+    fn tree_records_keep_their_kind_and_refuse_unknown_flags() {
+        for kind in [
+            TreeKind::PLAIN,
+            TreeKind::MULTIMAP,
+            TreeKind::int_keys(IntWidth::U32),
+            TreeKind::int_multimap(IntWidth::U64),
+        ] {
+            let entry = TreeEntry {
+                id: 3,
+                name: "tree".into(),
+                state: TreeState::default(),
+                kind,
+            };
+            let mut b = Vec::new();
+            put_tree(&mut b, &entry);
+            let mut r = Reader {
+                b: &b,
+                at: 0,
+                pgno: 9,
+            };
+            assert_eq!(r.tree(10, 1).unwrap(), entry);
+            // The flag byte follows the one-byte name length.
+            let flags_at = TREE_FIXED_LEN - 1;
+            if kind == TreeKind::PLAIN {
+                // As older files wrote it: a u16 name length.
+                assert_eq!(b[flags_at - 1..flags_at + 1], 4u16.to_le_bytes());
+            }
+            for bad in [0x80, 0x06, 0x07, 0x10] {
+                let mut b = b.clone();
+                b[flags_at] = bad;
+                let mut r = Reader {
+                    b: &b,
+                    at: 0,
+                    pgno: 9,
+                };
+                assert!(matches!(r.tree(10, 1), Err(Error::Corrupted { .. })));
+            }
         }
     }
 }

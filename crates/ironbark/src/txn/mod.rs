@@ -62,17 +62,14 @@ impl Tree {
         &self.name
     }
 
-    /// A handle to the tree `name` of `catalog`, in the database `db`, or
-    /// `NoSuchTree`.
+    /// A handle to the plain tree `name` of `catalog`, in the database
+    /// `db`; `NoSuchTree`, or `WrongTreeKind` for a multimap or an
+    /// integer-key tree.
     pub(crate) fn find(catalog: &Catalog, name: &str, db: u64) -> Result<Tree> {
-        catalog
+        let e = catalog
             .find(name)
-            .map(|e| Tree {
-                id: e.id,
-                name: e.name.clone(),
-                db,
-            })
-            .ok_or_else(|| Error::NoSuchTree(name.to_string()))
+            .ok_or_else(|| Error::NoSuchTree(name.to_string()))?;
+        crate::kind::handle(e, crate::kind::TreeKind::PLAIN, db)
     }
 
     /// Why this handle does not resolve in `catalog` (of the database

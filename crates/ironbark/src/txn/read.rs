@@ -33,7 +33,7 @@ const MAX_REGISTER_ATTEMPTS: u32 = 1 << 20;
 /// A consistent, read-only view of one commit. `Send`: it may move to
 /// another thread. Dropping it frees its reader slot.
 pub struct ReadTxn {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     snapshot: Arc<Snapshot>,
     slot: usize,
 }

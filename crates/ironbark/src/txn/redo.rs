@@ -10,7 +10,7 @@
 //! |---|---|
 //! | put | `1`, u64 tree id, u16 key length, u32 value length, key, value |
 //! | delete | `2`, u64 tree id, u16 key length, key |
-//! | create tree | `3`, u64 tree id, u16 name length, name (UTF-8) |
+//! | create tree | `3`, u64 tree id, u16 name length (low byte) and kind flags (high byte), name (UTF-8) |
 //! | drop tree | `4`, u64 tree id |
 //!
 //! Invariant: decoding never trusts a length: a payload that does not
@@ -18,6 +18,7 @@
 //! checksum makes that damage, not data).
 
 use crate::error::{Error, Result};
+use crate::kind::TreeKind;
 
 const PUT: u8 = 1;
 const DELETE: u8 = 2;
@@ -39,6 +40,7 @@ pub(crate) enum RedoOp<'a> {
     Create {
         tree: u64,
         name: &'a str,
+        kind: TreeKind,
     },
     Drop {
         tree: u64,
@@ -64,8 +66,9 @@ pub(crate) fn delete(out: &mut Vec<u8>, tree: u64, key: &[u8]) {
     out.extend_from_slice(key);
 }
 
-pub(crate) fn create(out: &mut Vec<u8>, tree: u64, name: &str) {
-    let nlen = u16::try_from(name.len()).expect("tree names are short");
+pub(crate) fn create(out: &mut Vec<u8>, tree: u64, name: &str, flags: u8) {
+    let nlen = u8::try_from(name.len()).expect("tree names are short");
+    let nlen = u16::from(flags) << 8 | u16::from(nlen);
     out.push(CREATE);
     out.extend_from_slice(&tree.to_le_bytes());
     out.extend_from_slice(&nlen.to_le_bytes());
@@ -132,10 +135,12 @@ impl<'a> Ops<'a> {
                 }
             }
             CREATE => {
-                let nlen = self.u16()?;
-                let name = std::str::from_utf8(self.take(nlen)?)
+                let field = self.u16()?;
+                let kind = TreeKind::from_flags((field >> 8) as u8)
+                    .ok_or_else(|| bad(&format!("unknown tree kind flags {:#x}", field >> 8)))?;
+                let name = std::str::from_utf8(self.take(field & 0xff)?)
                     .map_err(|_| bad("tree name is not UTF-8"))?;
-                RedoOp::Create { tree, name }
+                RedoOp::Create { tree, name, kind }
             }
             DROP => RedoOp::Drop { tree },
             other => return Err(bad(&format!("unknown operation {other}"))),
@@ -165,7 +170,8 @@ mod tests {
     #[test]
     fn operations_round_trip_and_every_truncation_is_an_error() {
         let mut b = Vec::new();
-        create(&mut b, 7, "users");
+        create(&mut b, 7, "users", 0);
+        create(&mut b, 8, "tags", TreeKind::MULTIMAP.flags());
         put(&mut b, 7, b"k", b"value");
         put(&mut b, 7, b"", b"");
         delete(&mut b, 7, b"k");
@@ -176,7 +182,13 @@ mod tests {
             vec![
                 RedoOp::Create {
                     tree: 7,
-                    name: "users"
+                    name: "users",
+                    kind: TreeKind::PLAIN,
+                },
+                RedoOp::Create {
+                    tree: 8,
+                    name: "tags",
+                    kind: TreeKind::MULTIMAP,
                 },
                 RedoOp::Put {
                     tree: 7,
@@ -195,7 +207,9 @@ mod tests {
         let ends: Vec<usize> = {
             let mut ends = Vec::new();
             let mut probe = Vec::new();
-            create(&mut probe, 7, "users");
+            create(&mut probe, 7, "users", 0);
+            ends.push(probe.len());
+            create(&mut probe, 8, "tags", TreeKind::MULTIMAP.flags());
             ends.push(probe.len());
             put(&mut probe, 7, b"k", b"value");
             ends.push(probe.len());
@@ -209,6 +223,10 @@ mod tests {
             let parsed: Result<Vec<_>> = decode(&b[..cut]).collect();
             assert_eq!(parsed.is_ok(), ends.contains(&cut), "cut at {cut}");
         }
+        // A kind this version does not know.
+        let mut unknown = Vec::new();
+        create(&mut unknown, 9, "x", 0x80);
+        assert!(decode(&unknown).collect::<Result<Vec<_>>>().is_err());
         assert!(decode(&[9, 0, 0, 0, 0, 0, 0, 0, 0])
             .collect::<Result<Vec<_>>>()
             .is_err());

@@ -200,7 +200,15 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Opens the tree `name`, creating it (empty) if it does not exist.
+    /// A tree created as another kind (a multimap, an integer-key tree) is
+    /// [`Error::WrongTreeKind`].
     pub fn open_tree(&mut self, name: &str) -> Result<Tree> {
+        self.open_tree_kind(name, crate::TreeKind::PLAIN)
+    }
+
+    /// Opens the tree `name` of `kind`, creating it (empty) if it does not
+    /// exist; `WrongTreeKind` if it exists as another kind.
+    pub(crate) fn open_tree_kind(&mut self, name: &str, kind: crate::TreeKind) -> Result<Tree> {
         if name.is_empty() || name.len() > crate::MAX_TREE_NAME_LEN {
             return Err(Error::InvalidTreeName(name.to_string()));
         }
@@ -215,21 +223,17 @@ impl<'db> WriteTxn<'db> {
                         id,
                         name: name.into(),
                         state: TreeState::default(),
+                        kind,
                     },
                 );
                 self.changed = true;
                 if self.logging {
-                    redo::create(&mut self.redo, id, name);
+                    redo::create(&mut self.redo, id, name, kind.flags());
                 }
                 i
             }
         };
-        let e = &self.catalog.trees[i];
-        Ok(Tree {
-            id: e.id,
-            name: e.name.clone(),
-            db: self.shared.db_id,
-        })
+        crate::kind::handle(&self.catalog.trees[i], kind, self.shared.db_id)
     }
 
     /// A handle to the existing tree `name`, or `NoSuchTree`.
@@ -436,8 +440,8 @@ impl<'db> WriteTxn<'db> {
                     let t = tree_of(self, tree)?;
                     self.delete(&t, key)?;
                 }
-                RedoOp::Create { tree, name } => {
-                    let t = self.open_tree(name)?;
+                RedoOp::Create { tree, name, kind } => {
+                    let t = self.open_tree_kind(name, kind)?;
                     if t.id != tree {
                         return Err(Error::Corrupted {
                             page: None,

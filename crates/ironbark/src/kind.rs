@@ -1,0 +1,275 @@
+//! Tree kinds: what the keys of a tree mean. A *plain* tree maps byte keys
+//! to values; a *multimap* keeps a sorted set of values per key (LMDB's
+//! `MDB_DUPSORT`, see `multimap.rs`); an *integer-key* tree has unsigned
+//! integer keys of one width, in numeric order (LMDB's `MDB_INTEGERKEY`,
+//! see `intkey.rs`). Both can be combined.
+//!
+//! The kind is fixed when the tree is created and persisted in its catalog
+//! record (one flag byte, see docs/file-format.md); a handle of one kind is
+//! only made for a tree of that kind, so the byte encodings of multimap and
+//! integer keys are never read or written through the wrong API.
+//!
+//! Invariant: `TreeKind::from_flags(k.flags()) == Some(k)` for every kind,
+//! and every flag byte that is not a kind's decodes to `None` (a file of a
+//! newer version, or damage), never to a guess.
+
+use std::fmt;
+
+use crate::catalog::TreeEntry;
+use crate::error::{Error, Result};
+use crate::txn::read::ReadTxn;
+use crate::txn::write::WriteTxn;
+use crate::txn::Tree;
+
+/// The width of the keys of an integer-key tree: LMDB's `MDB_INTEGERKEY`
+/// keys are `unsigned int` (4 bytes) or `size_t` (8 bytes), one width per
+/// database.
+///
+/// ```
+/// use ironbark::IntWidth;
+/// assert_eq!(IntWidth::U32.bytes(), 4);
+/// assert_eq!(IntWidth::U64.max(), u64::MAX);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IntWidth {
+    /// 4-byte keys, `0..=u32::MAX`.
+    U32,
+    /// 8-byte keys, `0..=u64::MAX`.
+    U64,
+}
+
+impl IntWidth {
+    /// The width in bytes: 4 or 8.
+    ///
+    /// ```
+    /// assert_eq!(ironbark::IntWidth::U64.bytes(), 8);
+    /// ```
+    pub fn bytes(self) -> usize {
+        match self {
+            IntWidth::U32 => 4,
+            IntWidth::U64 => 8,
+        }
+    }
+
+    /// The largest key of this width.
+    ///
+    /// ```
+    /// assert_eq!(ironbark::IntWidth::U32.max(), u64::from(u32::MAX));
+    /// ```
+    pub fn max(self) -> u64 {
+        match self {
+            IntWidth::U32 => u64::from(u32::MAX),
+            IntWidth::U64 => u64::MAX,
+        }
+    }
+
+    /// The width of `len`-byte keys, if it is one (4 or 8).
+    ///
+    /// ```
+    /// use ironbark::IntWidth;
+    /// assert_eq!(IntWidth::of_len(4), Some(IntWidth::U32));
+    /// assert_eq!(IntWidth::of_len(2), None);
+    /// ```
+    pub fn of_len(len: usize) -> Option<IntWidth> {
+        match len {
+            4 => Some(IntWidth::U32),
+            8 => Some(IntWidth::U64),
+            _ => None,
+        }
+    }
+}
+
+/// What the keys of a tree mean, fixed when the tree is created: a plain
+/// tree ([`TreeKind::PLAIN`], made by [`WriteTxn::open_tree`]), a multimap
+/// ([`WriteTxn::open_multimap`]), an integer-key tree
+/// ([`WriteTxn::open_int_tree`]), or an integer-key multimap
+/// ([`WriteTxn::open_int_multimap`]). Opening a tree as another kind than
+/// it was created as is [`Error::WrongTreeKind`].
+///
+/// ```
+/// # fn main() -> ironbark::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+/// use ironbark::{IntWidth, TreeKind};
+/// let mut tx = db.begin_write()?;
+/// tx.open_multimap("tags")?;
+/// assert_eq!(tx.tree_kind("tags")?, TreeKind::MULTIMAP);
+/// assert!(matches!(tx.open_tree("tags"), Err(ironbark::Error::WrongTreeKind { .. })));
+/// assert_eq!(TreeKind::int_keys(IntWidth::U32).integer_key, Some(IntWidth::U32));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct TreeKind {
+    /// Each key holds a sorted set of values (LMDB's `MDB_DUPSORT`).
+    pub multimap: bool,
+    /// The keys are unsigned integers of this width, in numeric order
+    /// (LMDB's `MDB_INTEGERKEY`).
+    pub integer_key: Option<IntWidth>,
+}
+
+/// Flag bits of a tree record (docs/file-format.md, "Tree record").
+const FLAG_MULTIMAP: u8 = 0x01;
+const FLAG_INT_U32: u8 = 0x02;
+const FLAG_INT_U64: u8 = 0x04;
+
+impl TreeKind {
+    /// A plain tree: byte keys, one value each, in byte order.
+    pub const PLAIN: TreeKind = TreeKind {
+        multimap: false,
+        integer_key: None,
+    };
+
+    /// A multimap with byte keys.
+    pub const MULTIMAP: TreeKind = TreeKind {
+        multimap: true,
+        integer_key: None,
+    };
+
+    /// An integer-key tree of keys of `width`.
+    ///
+    /// ```
+    /// use ironbark::{IntWidth, TreeKind};
+    /// assert!(!TreeKind::int_keys(IntWidth::U64).multimap);
+    /// ```
+    pub const fn int_keys(width: IntWidth) -> TreeKind {
+        TreeKind {
+            multimap: false,
+            integer_key: Some(width),
+        }
+    }
+
+    /// An integer-key multimap of keys of `width`.
+    ///
+    /// ```
+    /// use ironbark::{IntWidth, TreeKind};
+    /// assert!(TreeKind::int_multimap(IntWidth::U32).multimap);
+    /// ```
+    pub const fn int_multimap(width: IntWidth) -> TreeKind {
+        TreeKind {
+            multimap: true,
+            integer_key: Some(width),
+        }
+    }
+
+    /// The flag byte of a tree record.
+    pub(crate) fn flags(self) -> u8 {
+        let int = match self.integer_key {
+            None => 0,
+            Some(IntWidth::U32) => FLAG_INT_U32,
+            Some(IntWidth::U64) => FLAG_INT_U64,
+        };
+        int | if self.multimap { FLAG_MULTIMAP } else { 0 }
+    }
+
+    /// The kind of a flag byte, or `None` for bits this version does not
+    /// know (or both widths at once).
+    pub(crate) fn from_flags(flags: u8) -> Option<TreeKind> {
+        let integer_key = match flags & !FLAG_MULTIMAP {
+            0 => None,
+            FLAG_INT_U32 => Some(IntWidth::U32),
+            FLAG_INT_U64 => Some(IntWidth::U64),
+            _ => return None,
+        };
+        Some(TreeKind {
+            multimap: flags & FLAG_MULTIMAP != 0,
+            integer_key,
+        })
+    }
+}
+
+impl fmt::Display for TreeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = if self.multimap { "multimap" } else { "tree" };
+        match self.integer_key {
+            None if !self.multimap => write!(f, "plain tree"),
+            None => write!(f, "{what}"),
+            Some(IntWidth::U32) => write!(f, "integer-key {what} (u32 keys)"),
+            Some(IntWidth::U64) => write!(f, "integer-key {what} (u64 keys)"),
+        }
+    }
+}
+
+/// A handle to the tree `e` of the database `db`, if it is of `kind`.
+pub(crate) fn handle(e: &TreeEntry, kind: TreeKind, db: u64) -> Result<Tree> {
+    if e.kind != kind {
+        return Err(Error::WrongTreeKind {
+            name: e.name.to_string(),
+            expected: kind,
+            found: e.kind,
+        });
+    }
+    Ok(Tree {
+        id: e.id,
+        name: e.name.clone(),
+        db,
+    })
+}
+
+impl ReadTxn {
+    /// The kind of the tree `name`, or `NoSuchTree`.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// tx.open_tree("plain")?;
+    /// tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// assert_eq!(rx.tree_kind("plain")?, ironbark::TreeKind::PLAIN);
+    /// assert!(rx.tree_kind("missing").is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tree_kind(&self, name: &str) -> Result<TreeKind> {
+        self.snapshot()
+            .catalog
+            .find(name)
+            .map(|e| e.kind)
+            .ok_or_else(|| Error::NoSuchTree(name.to_string()))
+    }
+
+    /// A handle to the existing tree `name` if it is of `kind`.
+    pub(crate) fn tree_of_kind(&self, name: &str, kind: TreeKind) -> Result<Tree> {
+        let e = self
+            .snapshot()
+            .catalog
+            .find(name)
+            .ok_or_else(|| Error::NoSuchTree(name.to_string()))?;
+        handle(e, kind, self.shared.db_id)
+    }
+}
+
+impl WriteTxn<'_> {
+    /// The kind of the tree `name`, as this transaction sees it, or
+    /// `NoSuchTree`.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// use ironbark::{IntWidth, TreeKind};
+    /// let mut tx = db.begin_write()?;
+    /// tx.open_int_tree("ids", IntWidth::U64)?;
+    /// assert_eq!(tx.tree_kind("ids")?, TreeKind::int_keys(IntWidth::U64));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tree_kind(&self, name: &str) -> Result<TreeKind> {
+        self.catalog
+            .find(name)
+            .map(|e| e.kind)
+            .ok_or_else(|| Error::NoSuchTree(name.to_string()))
+    }
+
+    /// A handle to the existing tree `name` if it is of `kind`.
+    pub(crate) fn tree_of_kind(&self, name: &str, kind: TreeKind) -> Result<Tree> {
+        let e = self
+            .catalog
+            .find(name)
+            .ok_or_else(|| Error::NoSuchTree(name.to_string()))?;
+        handle(e, kind, self.shared.db_id)
+    }
+}
