@@ -318,7 +318,11 @@ impl<'db> WriteTxn<'db> {
     /// its bytes, in the transaction's own page (LMDB's `MDB_RESERVE`):
     /// the caller writes the value in place, with no buffer of its own to
     /// copy from (a value built by serialization, a copy from a reader).
-    /// The space is zeroed, so what the caller leaves unwritten stays zero.
+    /// The space is zeroed, so what the caller leaves unwritten stays zero
+    /// (a value long enough for overflow pages gets them from zeroed
+    /// memory: no buffer of zeros as long as the value is made). For a
+    /// value written in pieces, [`WriteTxn::put_writer`] is the same put
+    /// behind an `io::Write`.
     /// It can be written until the next call on the transaction; what it
     /// holds then is the value, in the pages and in the redo record of a
     /// logged commit alike. Errors are `put`'s.
