@@ -76,6 +76,13 @@
 //! staying), [`WriteTxn::delete_range`] and [`WriteTxn::retain`]. A
 //! [`Tree`] handle is `Hash + Ord`, so it can key a map.
 //!
+//! Large values stream: [`WriteTxn::put_writer`] returns a
+//! [`ValueWriter`] (`io::Write`) that writes a value of known length in
+//! pieces straight into its pages (N bytes of memory for a value of N,
+//! never twice that), and [`ReadTxn::get_reader`] (on [`WriteTxn`] too) a
+//! [`ValueReader`] (`io::Read + Seek + BufRead`) over the value where it
+//! lies in the map, touching only the pages read.
+//!
 //! For typed keys and values, [`typed::TypedTree`] wraps a tree handle
 //! with two codecs (integers, strings, byte strings, fixed-width tuples;
 //! any serde type as a value with the `serde` feature): the same calls,
@@ -135,6 +142,7 @@ pub use stats::{CommitCounters, ReaderInfo, Stats, TreeStats};
 pub use storage::file::{IoHook, IoHookHandle};
 pub use txn::cursor_mut::CursorMut;
 pub use txn::read::ReadTxn;
+pub use txn::stream::{ValueReader, ValueWriter};
 pub use txn::write::WriteTxn;
 pub use txn::Tree;
 

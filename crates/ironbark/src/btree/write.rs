@@ -84,6 +84,34 @@ pub(crate) struct TreeWriter<'a> {
     pub(crate) limits: Limits,
 }
 
+/// A value to store: its bytes, or `len` zeros (a value reserved to be
+/// written in place: `WriteTxn::put_reserve`, `WriteTxn::put_writer`),
+/// which an overflow blob gets from zeroed memory, with no buffer of
+/// zeros as long as the value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Value<'v> {
+    Bytes(&'v [u8]),
+    Zeros(usize),
+}
+
+impl Value<'_> {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Value::Bytes(v) => v.len(),
+            Value::Zeros(len) => *len,
+        }
+    }
+
+    /// The bytes, for the inline paths (a zero value that fits in a
+    /// leaf cell is shorter than a page).
+    fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        match self {
+            Value::Bytes(v) => std::borrow::Cow::Borrowed(v),
+            Value::Zeros(len) => std::borrow::Cow::Owned(vec![0; *len]),
+        }
+    }
+}
+
 /// One level of the path from the root: the dirty page and the slot taken.
 #[derive(Clone, Copy, Default)]
 struct Step {
@@ -225,7 +253,7 @@ impl<'a> TreeWriter<'a> {
 
     /// Inserts or replaces `key`.
     /// The caller has checked the sizes (`check_sizes`).
-    pub(crate) fn put(&mut self, tree: &mut TreeState, key: &[u8], value: &[u8]) -> Result<()> {
+    pub(crate) fn put(&mut self, tree: &mut TreeState, key: &[u8], value: Value<'_>) -> Result<()> {
         debug_assert!(self.check_sizes(key, value.len()).is_ok());
         if tree.root.is_empty() {
             let cell = self.new_cell(tree, key, value);
@@ -256,7 +284,7 @@ impl<'a> TreeWriter<'a> {
         &mut self,
         tree: &mut TreeState,
         key: &[u8],
-        value: &[u8],
+        value: Value<'_>,
         leaf_is_full: bool,
     ) -> Result<()> {
         check_root(tree.root)?;
@@ -367,7 +395,7 @@ impl<'a> TreeWriter<'a> {
         &mut self,
         tree: &mut TreeState,
         key: &[u8],
-        value: &[u8],
+        value: Value<'_>,
     ) -> Result<bool> {
         if !tree.root.is_empty() {
             let f = *self.finger;
@@ -375,7 +403,7 @@ impl<'a> TreeWriter<'a> {
                 if self.limits.value_is_inline(key.len(), value.len()) {
                     // The sorted load's common case: one decode of the last
                     // key, straight into the gap.
-                    match append_leaf_inline(self.dirty.get_mut(f.leaf), key, value) {
+                    match append_leaf_inline(self.dirty.get_mut(f.leaf), key, &value.bytes()) {
                         LeafAppend::Appended => {
                             tree.entries += 1;
                             return Ok(true);
@@ -416,18 +444,21 @@ impl<'a> TreeWriter<'a> {
 
     /// The leaf cell for `key` and `value`, with the value in a new blob
     /// when it does not fit inline.
-    fn new_cell(&mut self, tree: &mut TreeState, key: &[u8], value: &[u8]) -> Vec<u8> {
+    fn new_cell(&mut self, tree: &mut TreeState, key: &[u8], value: Value<'_>) -> Vec<u8> {
         if self.limits.value_is_inline(key.len(), value.len()) {
-            leaf_cell_inline(key, value)
+            leaf_cell_inline(key, &value.bytes())
         } else {
             let id = self.new_overflow(tree, value);
             leaf_cell_overflow(key, value.len() as u64, id, 0, 0)
         }
     }
 
-    fn new_overflow(&mut self, tree: &mut TreeState, value: &[u8]) -> u64 {
+    fn new_overflow(&mut self, tree: &mut TreeState, value: Value<'_>) -> u64 {
         tree.overflow_pages += self.limits.blob_pages(value.len());
-        self.dirty.add_blob(self.limits.page_size, value)
+        match value {
+            Value::Bytes(v) => self.dirty.add_blob(self.limits.page_size, v),
+            Value::Zeros(len) => self.dirty.add_zeroed_blob(self.limits.page_size, len),
+        }
     }
 
     /// Puts `key` into dirty leaf `id` if it fits there without a split:
@@ -439,7 +470,7 @@ impl<'a> TreeWriter<'a> {
         tree: &mut TreeState,
         id: u64,
         key: &[u8],
-        value: &[u8],
+        value: Value<'_>,
     ) -> Result<bool> {
         let inline = self.limits.value_is_inline(key.len(), value.len());
         let leaf = Node::parse(self.dirty.get(id), id, None)?;
@@ -456,7 +487,7 @@ impl<'a> TreeWriter<'a> {
         let old_blob = match leaf.leaf_entry(i)?.1 {
             LeafValue::Inline(old) if inline && old.len() == value.len() => {
                 let at = old.as_ptr() as usize - leaf.bytes.as_ptr() as usize;
-                self.dirty.get_mut(id)[at..at + value.len()].copy_from_slice(value);
+                self.dirty.get_mut(id)[at..at + value.len()].copy_from_slice(&value.bytes());
                 return Ok(true);
             }
             LeafValue::Inline(_) => None,
@@ -481,7 +512,7 @@ impl<'a> TreeWriter<'a> {
         id: u64,
         slot: usize,
         key: &[u8],
-        value: &[u8],
+        value: Value<'_>,
     ) -> Result<bool> {
         if !cell_fits(self.dirty.get(id), self.leaf_cell_len(key, value), 0) {
             return Ok(false);
@@ -493,7 +524,7 @@ impl<'a> TreeWriter<'a> {
 
     /// Bytes of the leaf cell of `key` and `value` (a reference if the
     /// value goes to a blob).
-    fn leaf_cell_len(&self, key: &[u8], value: &[u8]) -> usize {
+    fn leaf_cell_len(&self, key: &[u8], value: Value<'_>) -> usize {
         let body = if self.limits.value_is_inline(key.len(), value.len()) {
             value.len()
         } else {
@@ -511,12 +542,16 @@ impl<'a> TreeWriter<'a> {
         id: u64,
         slot: usize,
         key: &[u8],
-        value: &[u8],
+        value: Value<'_>,
     ) {
         let inline = self.limits.value_is_inline(key.len(), value.len());
         let header = leaf_cell_header(key.len(), value.len() as u64, !inline);
         let fitted = if inline {
-            insert_cell_parts(self.dirty.get_mut(id), slot, &[&header, key, value])
+            insert_cell_parts(
+                self.dirty.get_mut(id),
+                slot,
+                &[&header, key, &value.bytes()],
+            )
         } else {
             let blob = self.new_overflow(tree, value);
             let reference = overflow_ref(blob, 0, 0);

@@ -16,6 +16,7 @@ pub(crate) mod recovery;
 pub(crate) mod redo;
 pub(crate) mod seal;
 pub(crate) mod shared;
+pub(crate) mod stream;
 pub(crate) mod write;
 
 use std::sync::Arc;

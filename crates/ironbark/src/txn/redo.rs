@@ -47,15 +47,28 @@ pub(crate) enum RedoOp<'a> {
     },
 }
 
+/// Bytes of a put record before its key and value.
+pub(crate) const PUT_HEADER_LEN: usize = 1 + 8 + 2 + 4;
+
 pub(crate) fn put(out: &mut Vec<u8>, tree: u64, key: &[u8], value: &[u8]) {
+    put_head(out, tree, key, value.len());
+    out.extend_from_slice(value);
+}
+
+/// A put of `len` zeros (a reserved value, filled in later).
+pub(crate) fn put_zeros(out: &mut Vec<u8>, tree: u64, key: &[u8], len: usize) {
+    put_head(out, tree, key, len);
+    out.resize(out.len() + len, 0);
+}
+
+fn put_head(out: &mut Vec<u8>, tree: u64, key: &[u8], value_len: usize) {
     let klen = u16::try_from(key.len()).expect("keys are shorter than 64 KiB");
-    let vlen = u32::try_from(value.len()).expect("values are shorter than 4 GiB");
+    let vlen = u32::try_from(value_len).expect("values are shorter than 4 GiB");
     out.push(PUT);
     out.extend_from_slice(&tree.to_le_bytes());
     out.extend_from_slice(&klen.to_le_bytes());
     out.extend_from_slice(&vlen.to_le_bytes());
     out.extend_from_slice(key);
-    out.extend_from_slice(value);
 }
 
 pub(crate) fn delete(out: &mut Vec<u8>, tree: u64, key: &[u8]) {

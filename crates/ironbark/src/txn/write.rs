@@ -21,7 +21,7 @@ use std::sync::Arc;
 use crate::bounds::KeyRange;
 use crate::btree::cursor::{edge, nearest, Nearest, Range};
 use crate::btree::search::{self, Root};
-use crate::btree::write::{Finger, TreeState, TreeWriter};
+use crate::btree::write::{Finger, TreeState, TreeWriter, Value};
 use crate::catalog::{Catalog, TreeEntry};
 use crate::error::{Error, Result};
 use crate::options::Durability;
@@ -99,8 +99,9 @@ pub(crate) struct Reserved {
     redo_at: usize,
 }
 
-/// Zeros for the value of a reservation up to this long without an
-/// allocation (longer ones go to overflow pages, allocated anyway).
+/// Zeros for the value of a reservation up to this long (a longer one is
+/// `Value::Zeros`: an overflow blob of zeroed memory, or, for a page size
+/// that keeps values this long inline, a page's worth of zeros).
 const ZEROS: [u8; 16 << 10] = [0; 16 << 10];
 
 /// The largest redo record a commit logs; a larger transaction writes its
@@ -281,7 +282,7 @@ impl<'db> WriteTxn<'db> {
     /// Stores `value` under `key`, replacing any value there.
     /// Errors `KeyTooLarge` / `ValueTooLarge` leave the tree unchanged.
     pub fn put(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
-        self.store(tree, key, value, false)
+        self.store(tree, key, Value::Bytes(value), false)
     }
 
     /// Stores `value` under `key`, which must be greater than every key of
@@ -310,14 +311,18 @@ impl<'db> WriteTxn<'db> {
     /// # }
     /// ```
     pub fn append(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
-        self.store(tree, key, value, true)
+        self.store(tree, key, Value::Bytes(value), true)
     }
 
     /// Stores a value of `len` bytes under `key` and returns the space for
     /// its bytes, in the transaction's own page (LMDB's `MDB_RESERVE`):
     /// the caller writes the value in place, with no buffer of its own to
     /// copy from (a value built by serialization, a copy from a reader).
-    /// The space is zeroed, so what the caller leaves unwritten stays zero.
+    /// The space is zeroed, so what the caller leaves unwritten stays zero
+    /// (a value long enough for overflow pages gets them from zeroed
+    /// memory: no buffer of zeros as long as the value is made). For a
+    /// value written in pieces, [`WriteTxn::put_writer`] is the same put
+    /// behind an `io::Write`.
     /// It can be written until the next call on the transaction; what it
     /// holds then is the value, in the pages and in the redo record of a
     /// logged commit alike. Errors are `put`'s.
@@ -337,16 +342,21 @@ impl<'db> WriteTxn<'db> {
     /// # }
     /// ```
     pub fn put_reserve(&mut self, tree: &Tree, key: &[u8], len: usize) -> Result<&mut [u8]> {
+        let (page, at) = self.reserve(tree, key, len)?;
+        Ok(&mut self.dirty.get_mut(page)[at..at + len])
+    }
+
+    /// Stores `len` zeros under `key` (with no buffer of zeros as long as
+    /// the value: an overflow value's blob is zeroed memory) and returns
+    /// where they lie in the dirty pages (`TreeWriter::value_at`); when
+    /// logging, the put record is `flush_reserved`'s to fill in.
+    pub(crate) fn reserve(&mut self, tree: &Tree, key: &[u8], len: usize) -> Result<(u64, usize)> {
         self.tree_writer().check_sizes(key, len)?;
-        let long;
-        let zeros = match ZEROS.get(..len) {
-            Some(z) => z,
-            None => {
-                long = vec![0u8; len];
-                &long[..]
-            }
+        let value = match ZEROS.get(..len) {
+            Some(z) => Value::Bytes(z),
+            None => Value::Zeros(len),
         };
-        self.store(tree, key, zeros, false)?;
+        self.store(tree, key, value, false)?;
         let state = self.catalog.trees[self.index_of(tree)?].state;
         let found = self.tree_writer().value_at(&state, key);
         let (page, at) = self.note_failure(found)?;
@@ -359,11 +369,11 @@ impl<'db> WriteTxn<'db> {
                 redo_at: self.redo.len() - len,
             });
         }
-        Ok(&mut self.dirty.get_mut(page)[at..at + len])
+        Ok((page, at))
     }
 
     /// Copies the value `put_reserve` handed out last into its put record.
-    fn flush_reserved(&mut self) {
+    pub(crate) fn flush_reserved(&mut self) {
         if let Some(r) = self.reserved.take() {
             // Recording may have stopped since (the record is dropped then).
             if self.logging {
@@ -374,7 +384,7 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// `put`, or with `append` an append (which may refuse the key).
-    fn store(&mut self, tree: &Tree, key: &[u8], value: &[u8], append: bool) -> Result<()> {
+    fn store(&mut self, tree: &Tree, key: &[u8], value: Value<'_>, append: bool) -> Result<()> {
         let i = self.index_of(tree)?;
         let mut state = self.catalog.trees[i].state;
         self.tree_writer().check_sizes(key, value.len())?;
@@ -389,8 +399,20 @@ impl<'db> WriteTxn<'db> {
         self.catalog.trees[i].state = state;
         self.changed = true;
         if self.logging {
-            redo::put(&mut self.redo, tree.id, key, value);
-            self.check_log_size();
+            // A record that would outgrow the log's bound stops recording
+            // before its value is copied in: a large value is never copied
+            // into the record only to be dropped with it.
+            let record = redo::PUT_HEADER_LEN + key.len() + value.len();
+            if self.redo.len().saturating_add(record) > MAX_LOGGED_BYTES {
+                self.logging = false;
+                self.redo.clear();
+            } else {
+                match value {
+                    Value::Bytes(v) => redo::put(&mut self.redo, tree.id, key, v),
+                    Value::Zeros(len) => redo::put_zeros(&mut self.redo, tree.id, key, len),
+                }
+                self.check_log_size();
+            }
         }
         self.note_failure(result)
     }
