@@ -135,6 +135,7 @@ pub use stats::{CommitCounters, ReaderInfo, Stats, TreeStats};
 pub use storage::file::{IoHook, IoHookHandle};
 pub use txn::cursor_mut::CursorMut;
 pub use txn::read::ReadTxn;
+pub use txn::savepoint::Savepoint;
 pub use txn::write::WriteTxn;
 pub use txn::Tree;
 

@@ -87,6 +87,8 @@ pub struct WriteTxn<'db> {
     /// `flush_reserved` copies the value in, before any change of pages
     /// can move it and at commit.
     pub(crate) reserved: Option<Reserved>,
+    /// The savepoints taken and not released (`txn::savepoint`).
+    pub(crate) savepoints: crate::txn::savepoint::Savepoints,
 }
 
 /// A reserved value: `len` bytes at `at` in dirty page `page`, whose copy
@@ -159,6 +161,7 @@ impl<'db> WriteTxn<'db> {
             failed: None,
             durability,
             reserved: None,
+            savepoints: Default::default(),
         })
     }
 
@@ -363,7 +366,7 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Copies the value `put_reserve` handed out last into its put record.
-    fn flush_reserved(&mut self) {
+    pub(crate) fn flush_reserved(&mut self) {
         if let Some(r) = self.reserved.take() {
             // Recording may have stopped since (the record is dropped then).
             if self.logging {
