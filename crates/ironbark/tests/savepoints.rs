@@ -212,11 +212,9 @@ fn random_txn(
                 if rng.chance(70) {
                     tx.release(sp).unwrap();
                     dead.extend(gone);
-                } else {
-                    // Dropped, with those after it: harmless (they stay
-                    // on the transaction's stack, unused).
-                    drop(sp);
                 }
+                // Otherwise dropped, with those after it: harmless (they
+                // stay on the transaction's stack, unused).
             }
             _ => {
                 // A dead savepoint is refused and changes nothing.
@@ -518,9 +516,9 @@ fn a_dropped_savepoint_is_harmless() {
     let mut tx = db.begin_write().unwrap();
     let tr = tx.open_tree("t").unwrap();
     for i in 0..200u32 {
-        let sp = tx.savepoint().unwrap();
+        let _sp = tx.savepoint().unwrap();
         tx.put(&tr, &i.to_be_bytes(), &[3; 100]).unwrap();
-        drop(sp);
+        // `_sp` goes out of scope unreleased.
     }
     tx.commit().unwrap();
     let rx = db.begin_read().unwrap();
