@@ -73,7 +73,11 @@
 //! or replaces the entry it is on ([`WriteTxn::cursor_mut`]), and the bulk
 //! removals
 //! [`WriteTxn::clear`] (one visit per page, the tree and its handles
-//! staying), [`WriteTxn::delete_range`] and [`WriteTxn::retain`]. A
+//! staying), [`WriteTxn::delete_range`] and [`WriteTxn::retain`].
+//! Savepoints roll back part of a write transaction:
+//! [`WriteTxn::savepoint`] returns a [`Savepoint`], [`WriteTxn::rollback_to`]
+//! undoes what came after it (nested savepoints: a stack, as SQL's), and
+//! [`WriteTxn::release`] forgets it. A
 //! [`Tree`] handle is `Hash + Ord`, so it can key a map.
 //!
 //! For typed keys and values, [`typed::TypedTree`] wraps a tree handle
