@@ -108,6 +108,10 @@ pub enum Error {
     /// An operation of this write transaction failed part-way (for example
     /// on a corrupted page), so the transaction cannot be committed.
     TxnFailed(String),
+    /// A [`crate::Savepoint`] that cannot be used with this transaction:
+    /// taken by another one, released, or discarded by a rollback to an
+    /// outer savepoint. Nothing was changed.
+    InvalidSavepoint(String),
     /// A tree was opened as another kind than it was created as (a
     /// multimap as a plain tree, an integer-key tree of 4-byte keys as
     /// one of 8-byte keys...): see [`crate::TreeKind`].
@@ -252,6 +256,7 @@ impl fmt::Display for Error {
                 f,
                 "the write transaction cannot commit: an operation failed part-way ({s})"
             ),
+            Error::InvalidSavepoint(s) => write!(f, "invalid savepoint: {s}"),
             Error::WrongTreeKind {
                 name,
                 expected,

@@ -73,7 +73,11 @@
 //! or replaces the entry it is on ([`WriteTxn::cursor_mut`]), and the bulk
 //! removals
 //! [`WriteTxn::clear`] (one visit per page, the tree and its handles
-//! staying), [`WriteTxn::delete_range`] and [`WriteTxn::retain`]. A
+//! staying), [`WriteTxn::delete_range`] and [`WriteTxn::retain`].
+//! Savepoints roll back part of a write transaction:
+//! [`WriteTxn::savepoint`] returns a [`Savepoint`], [`WriteTxn::rollback_to`]
+//! undoes what came after it (nested savepoints: a stack, as SQL's), and
+//! [`WriteTxn::release`] forgets it. A
 //! [`Tree`] handle is `Hash + Ord`, so it can key a map.
 //!
 //! Large values stream: [`WriteTxn::put_writer`] returns a
@@ -142,6 +146,7 @@ pub use stats::{CommitCounters, ReaderInfo, Stats, TreeStats};
 pub use storage::file::{IoHook, IoHookHandle};
 pub use txn::cursor_mut::CursorMut;
 pub use txn::read::ReadTxn;
+pub use txn::savepoint::Savepoint;
 pub use txn::stream::{ValueReader, ValueWriter};
 pub use txn::write::WriteTxn;
 pub use txn::Tree;

@@ -81,10 +81,24 @@ impl PageSource for MapSource {
 }
 
 /// The dirty pages of a write transaction, indexed by provisional number.
-#[derive(Default)]
+///
+/// Savepoints (`txn::savepoint`) freeze the pages that exist when one is
+/// taken: those below `editable_from` are never edited (the write path
+/// copies one first, `supersede`) and never handed to the pool when freed
+/// (they go to `graveyard`), so that a rollback finds them as they were.
 pub(crate) struct DirtyPages {
     /// `None`: freed within the transaction.
     pub(crate) pages: Vec<Option<Box<[u8]>>>,
+    /// The lowest dirty page number that may be edited in place:
+    /// `DIRTY_BIT | frozen pages`. One compare (`pgno >= editable_from`)
+    /// tells a page that may be edited from a committed page (no
+    /// `DIRTY_BIT`) and from a frozen one; with no savepoint it is
+    /// `DIRTY_BIT`, so the test is the plain "is it dirty".
+    pub(crate) editable_from: u64,
+    /// Frozen pages freed or superseded since they were frozen, by index:
+    /// dead for the commit (their slot in `pages` is `None`), kept for a
+    /// rollback to a savepoint at which they were alive.
+    pub(crate) graveyard: Vec<(usize, Box<[u8]>)>,
     /// Overflow blobs added (freed ones included): when 0, no leaf can
     /// reference a dirty blob, and the commit need not look for any.
     pub(crate) blobs_added: usize,
@@ -96,6 +110,18 @@ pub(crate) struct DirtyPages {
 /// Buffers kept for reuse at most (16 MiB of 4 KiB pages): a larger
 /// transaction allocates the rest, and the pool does not pin its peak.
 const POOL_MAX: usize = 4096;
+
+impl Default for DirtyPages {
+    fn default() -> DirtyPages {
+        DirtyPages {
+            pages: Vec::new(),
+            editable_from: DIRTY_BIT,
+            graveyard: Vec::new(),
+            blobs_added: 0,
+            pool: Vec::new(),
+        }
+    }
+}
 
 impl DirtyPages {
     /// Starts with the buffers of `pool`.
@@ -183,10 +209,77 @@ impl DirtyPages {
             self.pages
                 .into_iter()
                 .flatten()
+                .chain(self.graveyard.into_iter().map(|(_, b)| b))
                 .filter(|b| b.len() == page_size)
                 .take(room),
         );
         pool
+    }
+
+    /// Whether dirty page `id` is frozen by a savepoint.
+    #[inline]
+    pub(crate) fn is_frozen(&self, id: u64) -> bool {
+        debug_assert!(id & DIRTY_BIT != 0);
+        id < self.editable_from
+    }
+
+    /// Freezes the first `len` pages (a savepoint: every page that exists
+    /// when it is taken, or after a rollback or release, those of the
+    /// innermost savepoint left).
+    pub(crate) fn freeze(&mut self, len: usize) {
+        debug_assert!(len <= self.pages.len());
+        self.editable_from = DIRTY_BIT | len as u64;
+    }
+
+    /// The copy of frozen page `id` that the write path edits instead of
+    /// it: a new dirty page; `id` goes to the graveyard (it stays as the
+    /// savepoint saw it, dead for the commit, whose trees now reference
+    /// the copy).
+    pub(crate) fn supersede(&mut self, id: u64) -> u64 {
+        debug_assert!(self.is_frozen(id));
+        let index = (id & !DIRTY_BIT) as usize;
+        let old = self.pages[index]
+            .take()
+            .expect("dirty page used after it was freed");
+        let mut copy = self.buffer(old.len());
+        copy.copy_from_slice(&old);
+        self.graveyard.push((index, old));
+        self.add(copy)
+    }
+
+    /// Undoes every change of pages since a savepoint that saw `len`
+    /// pages and a graveyard of `graveyard_len`: pages made since are
+    /// dropped (their buffers to the pool), frozen pages freed or
+    /// superseded since come back. The caller freezes again.
+    pub(crate) fn roll_back(&mut self, len: usize, graveyard_len: usize) {
+        for (index, page) in self.graveyard.drain(graveyard_len..) {
+            if index < len {
+                debug_assert!(self.pages[index].is_none());
+                self.pages[index] = Some(page);
+            } else if self.pool.len() < POOL_MAX {
+                self.pool.push(page);
+            }
+        }
+        for page in self.pages.drain(len..).flatten() {
+            if self.pool.len() < POOL_MAX {
+                self.pool.push(page);
+            }
+        }
+    }
+
+    /// After a release: frees the graveyard pages no savepoint left can
+    /// bring back (those at or past `len`, the pages the innermost one
+    /// left saw; all of them when none is left, `len` 0).
+    pub(crate) fn bury(&mut self, len: usize) {
+        let mut kept = Vec::with_capacity(self.graveyard.len());
+        for (index, page) in self.graveyard.drain(..) {
+            if index < len {
+                kept.push((index, page));
+            } else if self.pool.len() < POOL_MAX {
+                self.pool.push(page);
+            }
+        }
+        self.graveyard = kept;
     }
 
     pub(crate) fn get(&self, id: u64) -> &[u8] {
@@ -204,9 +297,12 @@ impl DirtyPages {
     }
 
     pub(crate) fn free(&mut self, id: u64) {
-        let slot = &mut self.pages[(id & !DIRTY_BIT) as usize];
-        let page = slot.take().expect("dirty page freed twice");
-        if self.pool.len() < POOL_MAX {
+        let index = (id & !DIRTY_BIT) as usize;
+        let page = self.pages[index].take().expect("dirty page freed twice");
+        if id < self.editable_from {
+            // Frozen: a rollback may need it again.
+            self.graveyard.push((index, page));
+        } else if self.pool.len() < POOL_MAX {
             self.pool.push(page);
         }
     }

@@ -4,9 +4,14 @@
 //! it copies it into a dirty page with a provisional number, and the
 //! committed page is recorded as freed by this transaction.
 //!
+//! A dirty page frozen by a savepoint (`txn::savepoint`) is treated like a
+//! committed one: copied before its first change (`touch`), so that it
+//! keeps the savepoint's state.
+//!
 //! Invariants kept here: after every call the tree satisfies the rules in
-//! `btree`'s module doc; a page is never both dirty and freed; the page and
-//! entry counters in [`TreeState`] match the tree.
+//! `btree`'s module doc; a page is never both dirty and freed; a frozen
+//! page is never changed; the page and entry counters in [`TreeState`]
+//! match the tree.
 
 use std::ops::Bound;
 
@@ -45,7 +50,8 @@ pub(crate) struct TreeState {
 /// Invariant: set only by a put that did not split, or by a split at the
 /// end of the last leaf (to the new last leaf, which holds only the new
 /// key), cleared by every other change of the tree's shape (split, delete
-/// with its merges, drop).
+/// with its merges, drop), and by taking or rolling back to a savepoint:
+/// its leaf is never frozen (`DirtyPages::editable_from`).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Finger {
     /// The tree's root when the finger was set (0: no finger). Dirty
@@ -127,10 +133,16 @@ impl<'a> TreeWriter<'a> {
         }
     }
 
-    /// The dirty copy of page `pgno`, making one if it is committed.
+    /// The dirty copy of page `pgno`, making one if it is committed, or if
+    /// it is a dirty page a savepoint froze (copy-on-write within the
+    /// transaction: the frozen page keeps the savepoint's state).
     fn touch(&mut self, pgno: u64, txn: u64, sum: u64, level: u32) -> Result<u64> {
-        if pgno & DIRTY_BIT != 0 {
+        // Dirty and not frozen, in one compare (`DirtyPages::editable_from`).
+        if pgno >= self.dirty.editable_from {
             return Ok(pgno);
+        }
+        if pgno & DIRTY_BIT != 0 {
+            return Ok(self.dirty.supersede(pgno));
         }
         let node = self.committed_node(pgno, txn, sum, level)?;
         let bytes = node.bytes;

@@ -14,6 +14,7 @@ pub(crate) mod read;
 pub(crate) mod readers;
 pub(crate) mod recovery;
 pub(crate) mod redo;
+pub(crate) mod savepoint;
 pub(crate) mod seal;
 pub(crate) mod shared;
 pub(crate) mod stream;

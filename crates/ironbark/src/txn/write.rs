@@ -87,6 +87,8 @@ pub struct WriteTxn<'db> {
     /// `flush_reserved` copies the value in, before any change of pages
     /// can move it and at commit.
     pub(crate) reserved: Option<Reserved>,
+    /// The savepoints taken and not released (`txn::savepoint`).
+    pub(crate) savepoints: crate::txn::savepoint::Savepoints,
 }
 
 /// A reserved value: `len` bytes at `at` in dirty page `page`, whose copy
@@ -160,6 +162,7 @@ impl<'db> WriteTxn<'db> {
             failed: None,
             durability,
             reserved: None,
+            savepoints: Default::default(),
         })
     }
 
