@@ -403,6 +403,7 @@ impl<'a> TreeWriter<'a> {
     /// to the new last leaf); otherwise one read-only descent finds the
     /// last key. The put itself then splits full leaves at the end, so a
     /// sorted load leaves full pages.
+    #[inline]
     pub(crate) fn append(
         &mut self,
         tree: &mut TreeState,
@@ -412,17 +413,20 @@ impl<'a> TreeWriter<'a> {
         if !tree.root.is_empty() {
             let f = *self.finger;
             if f.root == tree.root.pgno && f.rightmost {
-                if self.limits.value_is_inline(key.len(), value.len()) {
-                    // The sorted load's common case: one decode of the last
-                    // key, straight into the gap.
-                    match append_leaf_inline(self.dirty.get_mut(f.leaf), key, &value.bytes()) {
-                        LeafAppend::Appended => {
-                            tree.entries += 1;
-                            return Ok(true);
+                // The sorted load's common case: one decode of the last
+                // key, straight into the gap.
+                match value {
+                    Value::Bytes(bytes) if self.limits.value_is_inline(key.len(), bytes.len()) => {
+                        match append_leaf_inline(self.dirty.get_mut(f.leaf), key, bytes) {
+                            LeafAppend::Appended => {
+                                tree.entries += 1;
+                                return Ok(true);
+                            }
+                            LeafAppend::OutOfOrder => return Ok(false),
+                            LeafAppend::Declined => {}
                         }
-                        LeafAppend::OutOfOrder => return Ok(false),
-                        LeafAppend::Declined => {}
                     }
+                    _ => {}
                 }
                 let leaf = Node::parse(self.dirty.get(f.leaf), f.leaf, None)?;
                 if let Some(last) = leaf.count.checked_sub(1) {

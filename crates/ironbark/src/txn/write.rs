@@ -376,7 +376,17 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Copies the value `put_reserve` handed out last into its put record.
+    /// Inlined: every call that changes pages runs it first, and there is
+    /// mostly nothing to do.
+    #[inline]
     pub(crate) fn flush_reserved(&mut self) {
+        if self.reserved.is_some() {
+            self.flush_reserved_value();
+        }
+    }
+
+    #[cold]
+    fn flush_reserved_value(&mut self) {
         if let Some(r) = self.reserved.take() {
             // Recording may have stopped since (the record is dropped then).
             if self.logging {
@@ -390,14 +400,15 @@ impl<'db> WriteTxn<'db> {
     fn store(&mut self, tree: &Tree, key: &[u8], value: Value<'_>, append: bool) -> Result<()> {
         let i = self.index_of(tree)?;
         let mut state = self.catalog.trees[i].state;
-        self.tree_writer().check_sizes(key, value.len())?;
+        let mut writer = self.tree_writer();
+        writer.check_sizes(key, value.len())?;
         let result = if append {
-            match self.tree_writer().append(&mut state, key, value) {
+            match writer.append(&mut state, key, value) {
                 Ok(false) => return Err(Error::KeyOutOfOrder(tree.name.to_string())),
                 other => other.map(|_| ()),
             }
         } else {
-            self.tree_writer().put(&mut state, key, value)
+            writer.put(&mut state, key, value)
         };
         self.catalog.trees[i].state = state;
         self.changed = true;
