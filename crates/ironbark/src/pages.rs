@@ -165,14 +165,10 @@ impl DirtyPages {
     /// (fresh from the system for a large run) are written only by the
     /// header and by whoever fills the value in (`WriteTxn::put_writer`).
     pub(crate) fn add_zeroed_blob(&mut self, page_size: usize, len: usize) -> u64 {
-        use crate::btree::page::{put_u64, KIND_BLOB};
         self.blobs_added += 1;
         let pages = (BLOB_HEADER_LEN + len).div_ceil(page_size);
         let mut b = vec![0u8; pages * page_size].into_boxed_slice();
-        // `page::fill_blob`'s header, without its pass over the data.
-        b[16] = KIND_BLOB;
-        b[20..24].copy_from_slice(&(pages as u32).to_le_bytes());
-        put_u64(&mut b, 32, len as u64);
+        crate::btree::page::write_blob_header(&mut b, page_size, len);
         debug_assert_eq!(blob_run_pages(&b) as usize, pages);
         debug_assert!(
             crate::btree::page::blob_data(&b, DIRTY_BIT, None, Some(len as u64))

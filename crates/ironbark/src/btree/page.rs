@@ -1000,11 +1000,18 @@ pub(crate) fn new_blob(page_size: usize, data: &[u8], min_pages: usize) -> Box<[
 pub(crate) fn fill_blob(b: &mut [u8], page_size: usize, data: &[u8]) {
     let end = BLOB_HEADER_LEN + data.len();
     b[..BLOB_HEADER_LEN].fill(0);
-    b[16] = KIND_BLOB;
-    put_u32(b, 20, (b.len() / page_size) as u32);
-    put_u64(b, 32, data.len() as u64);
+    write_blob_header(b, page_size, data.len());
     b[BLOB_HEADER_LEN..end].copy_from_slice(data);
     b[end..].fill(0);
+}
+
+/// Writes the header fields of a blob run (whole pages of `page_size`)
+/// holding `len` bytes of data, leaving every other byte as it is (a
+/// zeroed run becomes a blob of zeros without a pass over its data).
+pub(crate) fn write_blob_header(b: &mut [u8], page_size: usize, len: usize) {
+    b[16] = KIND_BLOB;
+    put_u32(b, 20, (b.len() / page_size) as u32);
+    put_u64(b, 32, len as u64);
 }
 
 /// Pages in the blob run whose first page is `first` (header not trusted).
