@@ -54,6 +54,16 @@ pub struct CheckReport {
 
 impl CheckReport {
     /// Whether no problem was found.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// assert!(db.check_report()?.is_clean());
+    /// let mut report = ironbark::CheckReport::default();
+    /// report.problems.push((Some(7), "bad checksum".to_string()));
+    /// assert!(!report.is_clean());
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn is_clean(&self) -> bool {
         self.problems.is_empty()
     }

@@ -92,6 +92,25 @@ impl Database {
 impl ReadTxn {
     /// [`Database::compact_to`] of this snapshot: for a caller that wants
     /// to know the snapshot (its txn id, its trees) before compacting it.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # tx.put(&t, b"k", b"v")?;
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// let done = rx.compact_to(dir.path().join("small.ib"))?;
+    /// assert_eq!(done.txn_id, rx.txn_id());
+    /// assert_eq!((done.trees, done.entries), (1, 1));
+    /// let small = ironbark::Database::open(dir.path().join("small.ib"))?;
+    /// let srx = small.begin_read()?;
+    /// assert_eq!(srx.get(&srx.tree("t")?, b"k")?, Some(&b"v"[..]));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn compact_to(&self, path: impl AsRef<Path>) -> Result<Compacted> {
         let path = path.as_ref();
         if fs::symlink_metadata(path).is_ok() {

@@ -109,6 +109,21 @@ impl std::fmt::Debug for Database {
 impl Database {
     /// Opens the database at `path`, creating it if missing, with default
     /// [`Options`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("data.ib");
+    /// let db = ironbark::Database::open(&path)?; // created: it did not exist
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// tx.put(&t, b"k", b"v")?;
+    /// tx.commit()?;
+    /// drop(db);
+    /// let db = ironbark::Database::open(&path)?; // opened again: the commit is there
+    /// let rx = db.begin_read()?;
+    /// assert_eq!(rx.get(&rx.tree("t")?, b"k")?, Some(&b"v"[..]));
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn open(path: impl AsRef<Path>) -> Result<Database> {
         Database::open_with(path, &Options::default())
     }
@@ -126,6 +141,22 @@ impl Database {
     /// `max_readers` other than that of this process's open instance of
     /// the file; `Io` naming the file (the data file or the lock file) that
     /// could not be opened.
+    ///
+    /// ```
+    /// use ironbark::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let options = Options {
+    ///     page_size: 8192,
+    ///     durability: Durability::None,
+    ///     ..Options::default()
+    /// };
+    /// let db = Database::open_with(dir.path().join("data.ib"), &options)?;
+    /// assert_eq!(db.page_size(), 8192);
+    /// let no_create = Options { create: false, ..Options::default() };
+    /// let missing = Database::open_with(dir.path().join("missing.ib"), &no_create);
+    /// assert!(matches!(missing, Err(Error::Io(_))));
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn open_with(path: impl AsRef<Path>, options: &Options) -> Result<Database> {
         let path = path.as_ref();
         if !page_size_is_valid(options.page_size as u64) {
@@ -238,6 +269,19 @@ impl Database {
     /// (of this or any handle to the same file) it fails with
     /// `WriteTxnOnThisThread` instead of waiting for itself forever. Use
     /// [`Database::begin_write_timeout`] to bound the wait.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// tx.put(&t, b"k", b"v")?;
+    /// // Not re-entrant: a second one on this thread would wait for itself.
+    /// assert!(matches!(db.begin_write(), Err(ironbark::Error::WriteTxnOnThisThread)));
+    /// tx.commit()?;
+    /// assert_eq!(db.begin_read()?.get(&t, b"k")?, Some(&b"v"[..]));
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
         self.writable()?;
         WriteTxn::begin(
@@ -252,6 +296,19 @@ impl Database {
     /// `Locked` if another process has,
     /// or `LocklessReader` if a read-only process without the lock file
     /// keeps writers out.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let tx = db.try_begin_write()?;
+    /// std::thread::scope(|s| {
+    ///     let other = s.spawn(|| db.try_begin_write().map(drop));
+    ///     assert!(matches!(other.join().unwrap(), Err(ironbark::Error::Busy)));
+    /// });
+    /// tx.commit()?;
+    /// assert!(db.try_begin_write().is_ok()); // free again
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn try_begin_write(&self) -> Result<WriteTxn<'_>> {
         self.writable()?;
         WriteTxn::begin(
@@ -265,6 +322,20 @@ impl Database {
     /// writer; then fails with the reason `try_begin_write` gives (`Busy`,
     /// `Locked` or `LocklessReader`). `WriteTxnOnThisThread` at once if the
     /// calling thread holds the write transaction.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let tx = db.begin_write()?;
+    /// std::thread::scope(|s| {
+    ///     let other = s.spawn(|| db.begin_write_timeout(Duration::from_millis(20)).map(drop));
+    ///     assert!(matches!(other.join().unwrap(), Err(ironbark::Error::Busy)));
+    /// });
+    /// tx.abort();
+    /// assert!(db.begin_write_timeout(Duration::from_millis(20)).is_ok());
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn begin_write_timeout(&self, timeout: Duration) -> Result<WriteTxn<'_>> {
         self.writable()?;
         if self.shared.writer_is_this_thread() {
@@ -299,6 +370,22 @@ impl Database {
     /// written and freed after it began are reused as usual. They become
     /// reusable when it ends, and `Database::shrink_to_fit` gives a free
     /// tail of the file back.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # tx.put(&t, b"k", b"old")?;
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?; // a snapshot: later commits do not change it
+    /// let mut tx = db.begin_write()?;
+    /// tx.put(&t, b"k", b"new")?;
+    /// tx.commit()?;
+    /// assert_eq!(rx.get(&t, b"k")?, Some(&b"old"[..]));
+    /// assert_eq!(db.begin_read()?.get(&t, b"k")?, Some(&b"new"[..]));
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn begin_read(&self) -> Result<ReadTxn> {
         ReadTxn::begin(self.shared.clone())
     }
@@ -308,11 +395,44 @@ impl Database {
     /// `fdatasync`), else one `fdatasync` if any commit is not yet durable.
     /// Nothing to do on a read-only handle. Waits for the write lock
     /// (`WriteTxnOnThisThread` on the thread that holds it).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// tx.put(&t, b"k", b"v")?;
+    /// tx.commit()?; // a logged commit: its pages are not in the data file yet
+    /// let backup = dir.path().join("backup.ib");
+    /// assert!(db.begin_read()?.copy_to(&backup).is_err()); // so no page copy
+    /// db.checkpoint()?;
+    /// db.begin_read()?.copy_to(&backup)?;
+    /// let copy = ironbark::Database::open(&backup)?.begin_read()?;
+    /// assert_eq!(copy.get(&copy.tree("t")?, b"k")?, Some(&b"v"[..]));
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn checkpoint(&self) -> Result<()> {
         self.sync()
     }
 
     /// The same as [`Database::checkpoint`]: every commit so far durable.
+    ///
+    /// ```
+    /// use ironbark::{Database, Durability, Options};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let options = Options { durability: Durability::None, ..Options::default() };
+    /// let db = Database::open_with(dir.path().join("data.ib"), &options)?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// tx.put(&t, b"k", b"v")?;
+    /// tx.commit()?; // not synced
+    /// let stats = db.stats()?;
+    /// assert!(stats.durable_txn_id < stats.last_txn_id);
+    /// db.sync()?;
+    /// let stats = db.stats()?;
+    /// assert_eq!(stats.durable_txn_id, stats.last_txn_id);
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn sync(&self) -> Result<()> {
         if self.read_only {
             return Ok(());
@@ -362,21 +482,67 @@ impl Database {
     }
 
     /// The largest key accepted, in bytes (1317 at 4 KiB pages).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// assert_eq!(db.max_key_len(), 1317); // at the default 4 KiB pages
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// tx.put(&t, &vec![b'k'; db.max_key_len()], b"v")?;
+    /// let too_long = vec![b'k'; db.max_key_len() + 1];
+    /// let refused = tx.put(&t, &too_long, b"v");
+    /// assert!(matches!(refused, Err(ironbark::Error::KeyTooLarge { .. })));
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn max_key_len(&self) -> usize {
         self.shared.limits.max_key
     }
 
     /// The page size of the file.
+    ///
+    /// ```
+    /// use ironbark::{Database, Options};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("data.ib");
+    /// let db = Database::open(&path)?;
+    /// assert_eq!(db.page_size(), 4096); // the default
+    /// let big = dir.path().join("big.ib");
+    /// let db = Database::open_with(&big, &Options { page_size: 16384, ..Options::default() })?;
+    /// drop(db);
+    /// assert_eq!(Database::open(&big)?.page_size(), 16384); // kept by the file
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn page_size(&self) -> usize {
         self.shared.limits.page_size
     }
 
     /// The path this database was opened with.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("data.ib");
+    /// let db = ironbark::Database::open(&path)?;
+    /// assert_eq!(db.path(), path.as_path());
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn path(&self) -> &Path {
         &self.shared.path
     }
 
     /// Whether this handle is read-only (`Options::read_only`).
+    ///
+    /// ```
+    /// use ironbark::{Database, Error, Options};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("data.ib");
+    /// let db = Database::open(&path)?;
+    /// assert!(!db.is_read_only());
+    /// let ro = Database::open_with(&path, &Options { read_only: true, ..Options::default() })?;
+    /// assert!(ro.is_read_only());
+    /// assert!(matches!(ro.begin_write(), Err(Error::ReadOnly)));
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn is_read_only(&self) -> bool {
         self.read_only
     }
@@ -385,6 +551,21 @@ impl Database {
     /// structure, key order, tree shape, the counters in the catalog, and
     /// that every page is in use exactly once or free exactly once. Runs on
     /// a read snapshot, so writers in any process go on meanwhile.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// for i in 0u32..100 {
+    ///     tx.put(&t, &i.to_be_bytes(), b"v")?;
+    /// }
+    /// tx.commit()?;
+    /// let report = db.check()?; // Err(Corrupted) on damage
+    /// assert!(report.is_clean());
+    /// assert_eq!((report.trees, report.entries), (1, 100));
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn check(&self) -> Result<CheckReport> {
         self.with_newest(|snap, _| {
             let state = state::load(&snap.source, &snap.meta, true)?;
@@ -443,6 +624,22 @@ impl Database {
     /// taken, waits for the write lock instead (`WriteTxnOnThisThread` on
     /// the thread that holds it). The same holds for `check`,
     /// `check_report` and `readers`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// tx.put(&t, b"k", b"v")?;
+    /// tx.commit()?;
+    /// let stats = db.stats()?;
+    /// assert_eq!(stats.page_size, 4096);
+    /// assert_eq!(stats.last_txn_id, db.begin_read()?.txn_id());
+    /// assert_eq!((stats.trees[0].name.as_str(), stats.trees[0].entries), ("t", 1));
+    /// assert!(stats.counters.commits >= 1);
+    /// assert_eq!(stats.live_readers, 0);
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn stats(&self) -> Result<Stats> {
         self.with_newest(|snap, own_slot| self.stats_of(snap, own_slot))
     }
@@ -528,6 +725,23 @@ impl Database {
     /// The read transactions alive now, in every process: owner pid,
     /// snapshot, whether the owner still runs, and the free pages that
     /// cannot be reused while that snapshot lives.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # tx.open_tree("t")?;
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// let readers = db.readers()?;
+    /// assert_eq!(readers.len(), 1);
+    /// assert_eq!(readers[0].pid, std::process::id());
+    /// assert_eq!(readers[0].snapshot_txn, rx.txn_id());
+    /// assert!(readers[0].alive);
+    /// drop(rx);
+    /// assert!(db.readers()?.is_empty());
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn readers(&self) -> Result<Vec<ReaderInfo>> {
         self.with_newest(|snap, own_slot| {
             let free = state::load(&snap.source, &snap.meta, true)?.free;
@@ -552,6 +766,19 @@ impl Database {
     /// writer does this by itself when it needs space, and `open` does it
     /// too. Waits for the write lock (`WriteTxnOnThisThread` on the thread
     /// that holds it); `ReadOnly` on a read-only handle.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # tx.open_tree("t")?;
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// // Its owner (this process) is alive: the slot is not stale.
+    /// assert_eq!(db.clear_stale_readers()?, 0);
+    /// assert_eq!(db.readers()?[0].snapshot_txn, rx.txn_id());
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn clear_stale_readers(&self) -> Result<usize> {
         self.writable()?;
         let mut w = crate::txn::recovery::lock_writer(&self.shared, true)?;
@@ -572,6 +799,21 @@ impl Database {
     /// the check cannot run: I/O errors, or `ReadersFull` on a read-only
     /// open. Like `check`, it runs on a read snapshot beside writers in any
     /// process.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// for k in [b"a", b"b", b"c"] {
+    ///     tx.put(&t, k, b"v")?;
+    /// }
+    /// tx.commit()?;
+    /// let report = db.check_report()?; // Ok, damaged or not
+    /// assert!(report.is_clean(), "{:?}", report.problems);
+    /// assert_eq!((report.trees, report.entries), (1, 3));
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
     pub fn check_report(&self) -> Result<CheckReport> {
         self.with_newest(|snap, _| {
             let state = match state::load(&snap.source, &snap.meta, true) {

@@ -60,6 +60,18 @@ impl PartialOrd for Tree {
 
 impl Tree {
     /// The tree's name.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("users")?;
+    /// assert_eq!(t.name(), "users");
+    /// assert_eq!(tx.list_trees(), [t.name()]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -143,6 +143,19 @@ impl ReadTxn {
     }
 
     /// The txn id of the commit this transaction sees.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let before = db.begin_read()?.txn_id();
+    /// let mut tx = db.begin_write()?;
+    /// tx.open_tree("t")?;
+    /// tx.commit()?;
+    /// assert_eq!(db.begin_read()?.txn_id(), before + 1);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn txn_id(&self) -> u64 {
         self.snapshot.txn()
     }
@@ -160,26 +173,102 @@ impl ReadTxn {
     }
 
     /// A handle to the tree `name`, or `NoSuchTree`.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("users")?;
+    /// # tx.put(&t, b"alice", b"1")?;
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// let users = rx.tree("users")?;
+    /// assert_eq!(rx.get(&users, b"alice")?, Some(&b"1"[..]));
+    /// assert!(matches!(rx.tree("nope"), Err(ironbark::Error::NoSuchTree(_))));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn tree(&self, name: &str) -> Result<Tree> {
         Tree::find(&self.snapshot.catalog, name, self.shared.db_id)
     }
 
     /// The names of all trees, in order.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// tx.open_tree("b")?;
+    /// tx.open_tree("a")?;
+    /// tx.commit()?;
+    /// assert_eq!(db.begin_read()?.list_trees(), ["a", "b"]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn list_trees(&self) -> Vec<String> {
         self.snapshot.catalog.names()
     }
 
     /// The number of entries in `tree`.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # tx.put(&t, b"a", b"1")?;
+    /// # tx.put(&t, b"b", b"2")?;
+    /// # tx.put(&t, b"c", b"3")?;
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// assert_eq!(rx.len(&t)?, 3);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn len(&self, tree: &Tree) -> Result<u64> {
         Ok(self.entry(tree)?.state.entries)
     }
 
     /// Whether `tree` has no entries.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let empty = tx.open_tree("empty")?;
+    /// let full = tx.open_tree("full")?;
+    /// tx.put(&full, b"k", b"v")?;
+    /// tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// assert!(rx.is_empty(&empty)?);
+    /// assert!(!rx.is_empty(&full)?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_empty(&self, tree: &Tree) -> Result<bool> {
         Ok(self.len(tree)? == 0)
     }
 
     /// The value stored under `key`, borrowed from the map.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("users")?;
+    /// # tx.put(&t, b"alice", b"1")?;
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// assert_eq!(rx.get(&t, b"alice")?, Some(&b"1"[..]));
+    /// assert_eq!(rx.get(&t, b"bob")?, None);
+    /// # Ok(())
+    /// # }
+    /// ```
     #[inline]
     pub fn get(&self, tree: &Tree, key: &[u8]) -> Result<Option<&[u8]>> {
         let root = self.root(tree)?;
@@ -215,6 +304,23 @@ impl ReadTxn {
     }
 
     /// All entries of `tree`, in key order.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # tx.put(&t, b"b", b"2")?;
+    /// # tx.put(&t, b"a", b"1")?;
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// let entries: Vec<(&[u8], &[u8])> = rx.iter(&t)?.collect::<ironbark::Result<_>>()?;
+    /// assert_eq!(entries, [(&b"a"[..], &b"1"[..]), (&b"b"[..], &b"2"[..])]);
+    /// assert_eq!(rx.iter(&t)?.rev().next().transpose()?, Some((&b"b"[..], &b"2"[..])));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn iter(&self, tree: &Tree) -> Result<Range<'_>> {
         self.range(tree, ..)
     }
@@ -445,6 +551,26 @@ impl ReadTxn {
 
     /// All entries of `tree`, in key order, verified as they are read (see
     /// [`ReadTxn::range_verified`]).
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # tx.put(&t, b"a", b"1")?;
+    /// # tx.put(&t, b"b", b"2")?;
+    /// # tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// let mut keys = Vec::new();
+    /// for entry in rx.iter_verified(&t)? {
+    ///     let (key, _) = entry?; // Err(Corrupted) on a damaged page
+    ///     keys.push(key);
+    /// }
+    /// assert_eq!(keys, [b"a", b"b"]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn iter_verified(&self, tree: &Tree) -> Result<Range<'_>> {
         self.range_verified(tree, ..)
     }
@@ -460,6 +586,25 @@ impl ReadTxn {
     /// logged commits not yet written to the file
     /// (`Options::logged_commits`) cannot be copied page for page:
     /// `InvalidOption` (checkpoint first, or use `compact_to`).
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # tx.put(&t, b"k", b"v")?;
+    /// # tx.commit()?;
+    /// db.checkpoint()?; // logged commits into the data file first
+    /// let backup = dir.path().join("backup.ib");
+    /// db.begin_read()?.copy_to(&backup)?;
+    /// assert!(db.begin_read()?.copy_to(&backup).is_err()); // exists now
+    /// let copy = ironbark::Database::open(&backup)?;
+    /// let rx = copy.begin_read()?;
+    /// assert_eq!(rx.get(&rx.tree("t")?, b"k")?, Some(&b"v"[..]));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn copy_to(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
         self.copy_pages_to(path.as_ref())
     }
@@ -469,6 +614,25 @@ impl ReadTxn {
     /// value, against the checksums their parents record. On damage it
     /// fails with [`Error::Corrupted`] naming the page, and no file is
     /// created. Free pages are copied unverified: they hold no data.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # tx.put(&t, b"k", b"v")?;
+    /// # tx.commit()?;
+    /// db.checkpoint()?; // logged commits into the data file first
+    /// let backup = dir.path().join("backup.ib");
+    /// db.begin_read()?.copy_to_verified(&backup)?; // Err(Corrupted) on damage
+    /// let copy = ironbark::Database::open(&backup)?;
+    /// assert!(copy.check()?.is_clean());
+    /// let rx = copy.begin_read()?;
+    /// assert_eq!(rx.get(&rx.tree("t")?, b"k")?, Some(&b"v"[..]));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn copy_to_verified(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
         let snap = &*self.snapshot;
         if snap.source.arena.is_some() {

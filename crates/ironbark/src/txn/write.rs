@@ -168,11 +168,44 @@ impl<'db> WriteTxn<'db> {
 
     /// The durability of this commit (default: the `Options::durability`
     /// of the handle that began it).
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// use ironbark::Durability;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// tx.set_durability(Durability::None); // this commit is not synced
+    /// tx.open_tree("t")?;
+    /// tx.commit()?;
+    /// let stats = db.stats()?;
+    /// assert!(stats.durable_txn_id < stats.last_txn_id);
+    /// let mut tx = db.begin_write()?; // the default again: Immediate
+    /// tx.open_tree("u")?;
+    /// tx.commit()?;
+    /// let stats = db.stats()?;
+    /// assert_eq!(stats.durable_txn_id, stats.last_txn_id);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn set_durability(&mut self, durability: Durability) {
         self.durability = durability;
     }
 
     /// The txn id this transaction will commit as.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let id = tx.txn_id();
+    /// tx.open_tree("t")?;
+    /// tx.commit()?;
+    /// assert_eq!(db.begin_read()?.txn_id(), id);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn txn_id(&self) -> u64 {
         self.base.txn() + 1
     }
@@ -206,6 +239,20 @@ impl<'db> WriteTxn<'db> {
     /// Opens the tree `name`, creating it (empty) if it does not exist.
     /// A tree created as another kind (a multimap, an integer-key tree) is
     /// [`Error::WrongTreeKind`].
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?; // created
+    /// tx.put(&t, b"k", b"v")?;
+    /// let again = tx.open_tree("t")?; // opened: the same tree
+    /// assert_eq!(tx.get(&again, b"k")?, Some(&b"v"[..]));
+    /// assert!(matches!(tx.open_tree(""), Err(ironbark::Error::InvalidTreeName(_))));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn open_tree(&mut self, name: &str) -> Result<Tree> {
         self.open_tree_kind(name, crate::TreeKind::PLAIN)
     }
@@ -241,11 +288,37 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// A handle to the existing tree `name`, or `NoSuchTree`.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// assert!(matches!(tx.tree("t"), Err(ironbark::Error::NoSuchTree(_))));
+    /// let t = tx.open_tree("t")?;
+    /// assert_eq!(tx.tree("t")?, t);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn tree(&self, name: &str) -> Result<Tree> {
         Tree::find(&self.catalog, name, self.shared.db_id)
     }
 
     /// The names of all trees, in order.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// tx.open_tree("b")?;
+    /// tx.open_tree("a")?;
+    /// assert_eq!(tx.list_trees(), ["a", "b"]);
+    /// tx.drop_tree("a")?;
+    /// assert_eq!(tx.list_trees(), ["b"]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn list_trees(&self) -> Vec<String> {
         self.catalog.names()
     }
@@ -254,6 +327,24 @@ impl<'db> WriteTxn<'db> {
     /// existed. Handles to it fail with `TreeDropped` in this transaction
     /// and with `StaleTree` in later ones (also once a tree of the same
     /// name was created again).
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # tx.put(&t, b"k", b"v")?;
+    /// # tx.commit()?;
+    /// let mut tx = db.begin_write()?;
+    /// assert!(tx.drop_tree("t")?);
+    /// assert!(!tx.drop_tree("t")?); // gone already
+    /// assert!(matches!(tx.get(&t, b"k"), Err(ironbark::Error::TreeDropped(_))));
+    /// tx.commit()?;
+    /// assert!(db.begin_read()?.list_trees().is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn drop_tree(&mut self, name: &str) -> Result<bool> {
         let Ok(i) = self.catalog.trees.binary_search_by(|t| (*t.name).cmp(name)) else {
             return Ok(false);
@@ -284,6 +375,22 @@ impl<'db> WriteTxn<'db> {
 
     /// Stores `value` under `key`, replacing any value there.
     /// Errors `KeyTooLarge` / `ValueTooLarge` leave the tree unchanged.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// tx.put(&t, b"k", b"1")?;
+    /// tx.put(&t, b"k", b"2")?; // replaces
+    /// tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// assert_eq!(rx.get(&t, b"k")?, Some(&b"2"[..]));
+    /// assert_eq!(rx.len(&t)?, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn put(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
         self.store(tree, key, Value::Bytes(value), false)
     }
@@ -506,6 +613,26 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Removes `key`; returns whether it was there.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # tx.put(&t, b"a", b"1")?;
+    /// # tx.put(&t, b"b", b"2")?;
+    /// # tx.commit()?;
+    /// let mut tx = db.begin_write()?;
+    /// assert!(tx.delete(&t, b"a")?);
+    /// assert!(!tx.delete(&t, b"a")?); // not there any more
+    /// tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// assert_eq!(rx.get(&t, b"a")?, None);
+    /// assert_eq!(rx.len(&t)?, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn delete(&mut self, tree: &Tree, key: &[u8]) -> Result<bool> {
         let i = self.index_of(tree)?;
         let mut state = self.catalog.trees[i].state;
@@ -527,16 +654,56 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// The value under `key` as this transaction sees it.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// tx.put(&t, b"k", b"v")?;
+    /// assert_eq!(tx.get(&t, b"k")?, Some(&b"v"[..])); // before the commit
+    /// assert_eq!(tx.get(&t, b"x")?, None);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn get(&self, tree: &Tree, key: &[u8]) -> Result<Option<&[u8]>> {
         search::get(self, self.root(tree)?, key)
     }
 
     /// The number of entries in `tree`.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// tx.put(&t, b"a", b"1")?;
+    /// tx.put(&t, b"b", b"2")?;
+    /// tx.put(&t, b"a", b"3")?; // replaces: still two
+    /// assert_eq!(tx.len(&t)?, 2);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn len(&self, tree: &Tree) -> Result<u64> {
         Ok(self.catalog.trees[self.index_of(tree)?].state.entries)
     }
 
     /// Whether `tree` has no entries.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// assert!(tx.is_empty(&t)?);
+    /// tx.put(&t, b"k", b"v")?;
+    /// assert!(!tx.is_empty(&t)?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_empty(&self, tree: &Tree) -> Result<bool> {
         Ok(self.len(tree)? == 0)
     }
@@ -570,6 +737,24 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// All entries of `tree`, in key order.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// for k in [b"c", b"a", b"b"] {
+    ///     tx.put(&t, k, b"v")?;
+    /// }
+    /// let mut keys = Vec::new();
+    /// for entry in tx.iter(&t)? {
+    ///     keys.push(entry?.0);
+    /// }
+    /// assert_eq!(keys, [b"a", b"b", b"c"]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn iter(&self, tree: &Tree) -> Result<Range<'_>> {
         self.range(tree, ..)
     }
@@ -1033,6 +1218,21 @@ impl<'db> WriteTxn<'db> {
 
     /// Commits: when it returns `Ok`, readers that begin see the changes,
     /// and with `Durability::Immediate` they survive power loss.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// tx.put(&t, b"k", b"v")?;
+    /// let before = db.begin_read()?; // began before the commit
+    /// tx.commit()?;
+    /// assert!(before.list_trees().is_empty());
+    /// assert_eq!(db.begin_read()?.get(&t, b"k")?, Some(&b"v"[..]));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn commit(mut self) -> Result<()> {
         self.flush_reserved();
         let WriteTxn {
@@ -1067,6 +1267,25 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Discards every change (the same as dropping the transaction).
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// # let mut tx = db.begin_write()?;
+    /// # let t = tx.open_tree("t")?;
+    /// # tx.put(&t, b"k", b"v")?;
+    /// # tx.commit()?;
+    /// let mut tx = db.begin_write()?;
+    /// tx.put(&t, b"k", b"changed")?;
+    /// tx.open_tree("other")?;
+    /// tx.abort();
+    /// let rx = db.begin_read()?;
+    /// assert_eq!(rx.get(&t, b"k")?, Some(&b"v"[..]));
+    /// assert_eq!(rx.list_trees(), ["t"]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn abort(self) {}
 }
 
