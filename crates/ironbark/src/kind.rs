@@ -15,12 +15,6 @@
 
 use std::fmt;
 
-use crate::catalog::TreeEntry;
-use crate::error::{Error, Result};
-use crate::txn::read::ReadTxn;
-use crate::txn::write::WriteTxn;
-use crate::txn::Tree;
-
 /// The width of the keys of an integer-key tree: LMDB's `MDB_INTEGERKEY`
 /// keys are `unsigned int` (4 bytes) or `size_t` (8 bytes), one width per
 /// database.
@@ -80,11 +74,11 @@ impl IntWidth {
 }
 
 /// What the keys of a tree mean, fixed when the tree is created: a plain
-/// tree ([`TreeKind::PLAIN`], made by [`WriteTxn::open_tree`]), a multimap
-/// ([`WriteTxn::open_multimap`]), an integer-key tree
-/// ([`WriteTxn::open_int_tree`]), or an integer-key multimap
-/// ([`WriteTxn::open_int_multimap`]). Opening a tree as another kind than
-/// it was created as is [`Error::WrongTreeKind`].
+/// tree ([`TreeKind::PLAIN`], made by [`WriteTxn::open_tree`](crate::WriteTxn::open_tree)), a multimap
+/// ([`WriteTxn::open_multimap`](crate::WriteTxn::open_multimap)), an integer-key tree
+/// ([`WriteTxn::open_int_tree`](crate::WriteTxn::open_int_tree)), or an integer-key multimap
+/// ([`WriteTxn::open_int_multimap`](crate::WriteTxn::open_int_multimap)). Opening a tree as another kind than
+/// it was created as is [`Error::WrongTreeKind`](crate::Error::WrongTreeKind).
 ///
 /// ```
 /// # fn main() -> ironbark::Result<()> {
@@ -188,88 +182,5 @@ impl fmt::Display for TreeKind {
             Some(IntWidth::U32) => write!(f, "integer-key {what} (u32 keys)"),
             Some(IntWidth::U64) => write!(f, "integer-key {what} (u64 keys)"),
         }
-    }
-}
-
-/// A handle to the tree `e` of the database `db`, if it is of `kind`.
-pub(crate) fn handle(e: &TreeEntry, kind: TreeKind, db: u64) -> Result<Tree> {
-    if e.kind != kind {
-        return Err(Error::WrongTreeKind {
-            name: e.name.to_string(),
-            expected: kind,
-            found: e.kind,
-        });
-    }
-    Ok(Tree {
-        id: e.id,
-        name: e.name.clone(),
-        db,
-    })
-}
-
-impl ReadTxn {
-    /// The kind of the tree `name`, or `NoSuchTree`.
-    ///
-    /// ```
-    /// # fn main() -> ironbark::Result<()> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
-    /// let mut tx = db.begin_write()?;
-    /// tx.open_tree("plain")?;
-    /// tx.commit()?;
-    /// let rx = db.begin_read()?;
-    /// assert_eq!(rx.tree_kind("plain")?, ironbark::TreeKind::PLAIN);
-    /// assert!(rx.tree_kind("missing").is_err());
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn tree_kind(&self, name: &str) -> Result<TreeKind> {
-        self.snapshot()
-            .catalog
-            .find(name)
-            .map(|e| e.kind)
-            .ok_or_else(|| Error::NoSuchTree(name.to_string()))
-    }
-
-    /// A handle to the existing tree `name` if it is of `kind`.
-    pub(crate) fn tree_of_kind(&self, name: &str, kind: TreeKind) -> Result<Tree> {
-        let e = self
-            .snapshot()
-            .catalog
-            .find(name)
-            .ok_or_else(|| Error::NoSuchTree(name.to_string()))?;
-        handle(e, kind, self.shared.db_id)
-    }
-}
-
-impl WriteTxn<'_> {
-    /// The kind of the tree `name`, as this transaction sees it, or
-    /// `NoSuchTree`.
-    ///
-    /// ```
-    /// # fn main() -> ironbark::Result<()> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
-    /// use ironbark::{IntWidth, TreeKind};
-    /// let mut tx = db.begin_write()?;
-    /// tx.open_int_tree("ids", IntWidth::U64)?;
-    /// assert_eq!(tx.tree_kind("ids")?, TreeKind::int_keys(IntWidth::U64));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn tree_kind(&self, name: &str) -> Result<TreeKind> {
-        self.catalog
-            .find(name)
-            .map(|e| e.kind)
-            .ok_or_else(|| Error::NoSuchTree(name.to_string()))
-    }
-
-    /// A handle to the existing tree `name` if it is of `kind`.
-    pub(crate) fn tree_of_kind(&self, name: &str, kind: TreeKind) -> Result<Tree> {
-        let e = self
-            .catalog
-            .find(name)
-            .ok_or_else(|| Error::NoSuchTree(name.to_string()))?;
-        handle(e, kind, self.shared.db_id)
     }
 }

@@ -146,7 +146,7 @@ pub use stats::{CommitCounters, ReaderInfo, Stats, TreeStats};
 pub use storage::file::{IoHook, IoHookHandle};
 pub use txn::cursor_mut::CursorMut;
 pub use txn::read::ReadTxn;
-pub use txn::savepoint::Savepoint;
+pub use txn::savepoint_stack::Savepoint;
 pub use txn::stream::{ValueReader, ValueWriter};
 pub use txn::write::WriteTxn;
 pub use txn::Tree;

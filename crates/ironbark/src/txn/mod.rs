@@ -15,9 +15,11 @@ pub(crate) mod readers;
 pub(crate) mod recovery;
 pub(crate) mod redo;
 pub(crate) mod savepoint;
+pub(crate) mod savepoint_stack;
 pub(crate) mod seal;
 pub(crate) mod shared;
 pub(crate) mod stream;
+pub(crate) mod tree_kind;
 pub(crate) mod write;
 
 use std::sync::Arc;
@@ -83,7 +85,28 @@ impl Tree {
         let e = catalog
             .find(name)
             .ok_or_else(|| Error::NoSuchTree(name.to_string()))?;
-        crate::kind::handle(e, crate::kind::TreeKind::PLAIN, db)
+        Tree::of_kind(e, crate::kind::TreeKind::PLAIN, db)
+    }
+
+    /// A handle to the tree `e` of the database `db`, if it is of `kind`
+    /// (`WrongTreeKind` otherwise).
+    pub(crate) fn of_kind(
+        e: &crate::catalog::TreeEntry,
+        kind: crate::kind::TreeKind,
+        db: u64,
+    ) -> Result<Tree> {
+        if e.kind != kind {
+            return Err(Error::WrongTreeKind {
+                name: e.name.to_string(),
+                expected: kind,
+                found: e.kind,
+            });
+        }
+        Ok(Tree {
+            id: e.id,
+            name: e.name.clone(),
+            db,
+        })
     }
 
     /// Why this handle does not resolve in `catalog` (of the database

@@ -17,84 +17,11 @@
 //! graveyard; the stack is ordered by when the savepoints were taken, and
 //! the frozen count is the innermost one's `dirty_len`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
-use crate::catalog::Catalog;
 use crate::error::{Error, Result};
+use crate::txn::savepoint_stack::{Mark, Savepoint, NEXT_ID};
 use crate::txn::write::WriteTxn;
-
-/// Savepoint ids and transaction tags, never reused in the process, so
-/// that a token is recognised by its transaction alone.
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// A point inside a write transaction to roll back to, from
-/// [`WriteTxn::savepoint`]. It is a token: it holds nothing of the
-/// transaction (no borrow), and dropping it without
-/// [`WriteTxn::release`] is harmless (the transaction keeps the mark until
-/// it ends, or until a rollback or release of an outer savepoint).
-///
-/// ```
-/// # fn main() -> ironbark::Result<()> {
-/// # let dir = tempfile::tempdir().unwrap();
-/// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
-/// let mut tx = db.begin_write()?;
-/// let t = tx.open_tree("t")?;
-/// tx.put(&t, b"kept", b"1")?;
-/// let sp = tx.savepoint()?;
-/// tx.put(&t, b"undone", b"2")?;
-/// tx.rollback_to(&sp)?;
-/// assert_eq!(tx.get(&t, b"undone")?, None);
-/// assert_eq!(tx.get(&t, b"kept")?, Some(&b"1"[..]));
-/// tx.commit()?;
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct Savepoint {
-    /// The tag of the transaction that took it.
-    owner: u64,
-    id: u64,
-}
-
-/// What a savepoint restores.
-struct Mark {
-    id: u64,
-    catalog: Catalog,
-    dirty_len: usize,
-    graveyard_len: usize,
-    freed_len: usize,
-    redo_len: usize,
-    changed: bool,
-}
-
-/// A write transaction's savepoints, outermost first.
-#[derive(Default)]
-pub(crate) struct Savepoints {
-    /// This transaction's tag (0 until its first savepoint).
-    owner: u64,
-    stack: Vec<Mark>,
-}
-
-impl Savepoints {
-    /// Where the savepoint `sp` is on the stack, or why it cannot be used.
-    fn find(&self, sp: &Savepoint) -> Result<usize> {
-        if sp.owner != self.owner {
-            return Err(Error::InvalidSavepoint(
-                "the savepoint belongs to another write transaction".into(),
-            ));
-        }
-        self.stack
-            .iter()
-            .rposition(|m| m.id == sp.id)
-            .ok_or_else(|| {
-                Error::InvalidSavepoint(
-                    "the savepoint was released, or rolled back past (a rollback to an \
-                     outer savepoint discards the savepoints taken after it)"
-                        .into(),
-                )
-            })
-    }
-}
 
 impl WriteTxn<'_> {
     /// Takes a savepoint: [`WriteTxn::rollback_to`] it later undoes every

@@ -88,7 +88,7 @@ pub struct WriteTxn<'db> {
     /// can move it and at commit.
     pub(crate) reserved: Option<Reserved>,
     /// The savepoints taken and not released (`txn::savepoint`).
-    pub(crate) savepoints: crate::txn::savepoint::Savepoints,
+    pub(crate) savepoints: crate::txn::savepoint_stack::Savepoints,
 }
 
 /// A reserved value: `len` bytes at `at` in dirty page `page`, whose copy
@@ -284,7 +284,7 @@ impl<'db> WriteTxn<'db> {
                 i
             }
         };
-        crate::kind::handle(&self.catalog.trees[i], kind, self.shared.db_id)
+        Tree::of_kind(&self.catalog.trees[i], kind, self.shared.db_id)
     }
 
     /// A handle to the existing tree `name`, or `NoSuchTree`.
