@@ -16,9 +16,9 @@ use crate::error::{Error, Result};
 pub(super) static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A point inside a write transaction to roll back to, from
-/// [`WriteTxn::savepoint`]. It is a token: it holds nothing of the
+/// [`WriteTxn::savepoint`](crate::WriteTxn::savepoint). It is a token: it holds nothing of the
 /// transaction (no borrow), and dropping it without
-/// [`WriteTxn::release`] is harmless (the transaction keeps the mark until
+/// [`WriteTxn::release`](crate::WriteTxn::release) is harmless (the transaction keeps the mark until
 /// it ends, or until a rollback or release of an outer savepoint).
 ///
 /// ```
