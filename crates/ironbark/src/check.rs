@@ -21,6 +21,7 @@ use crate::btree::search::{check_root, Root};
 use crate::btree::write::TreeState;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
+use crate::kind::TreeKind;
 use crate::pages::{MapSource, PageSource};
 use crate::state::Chain;
 use crate::storage::freespace::Extent;
@@ -101,6 +102,8 @@ pub(crate) struct Checker<'a> {
     /// Full check: subtrees (or overflow values) not walked because of a
     /// problem, so the pages below them were not marked.
     skipped: u64,
+    /// The kind of the tree being walked: its leaf entries must be of it.
+    kind: TreeKind,
 }
 
 #[derive(Default)]
@@ -143,8 +146,10 @@ fn verify_written_after(
         problems: Vec::new(),
         unlisted: 0,
         skipped: 0,
+        kind: TreeKind::PLAIN,
     };
     for t in &catalog.trees {
+        c.kind = t.kind;
         c.tree(&t.name, &t.state)?;
     }
     Ok(())
@@ -161,6 +166,7 @@ impl<'a> Checker<'a> {
             problems: Vec::new(),
             unlisted: 0,
             skipped: 0,
+            kind: TreeKind::PLAIN,
         }
     }
 
@@ -257,6 +263,7 @@ impl<'a> Checker<'a> {
         }
         let mut entries = 0;
         for t in &catalog.trees {
+            self.kind = t.kind;
             self.tree(&t.name, &t.state)?;
             entries += t.state.entries;
         }
@@ -414,6 +421,21 @@ impl<'a> Checker<'a> {
         if node.is_leaf {
             counts.leaf_pages += 1;
             counts.entries += node.count as u64;
+            if self.kind != TreeKind::PLAIN {
+                for i in 0..node.count {
+                    let (key, value) = node.leaf_entry(i)?;
+                    let value_len = match value {
+                        LeafValue::Inline(v) => v.len() as u64,
+                        LeafValue::Overflow { len, .. } => len,
+                    };
+                    if let Some(detail) = self.kind.entry_problem(key, value_len) {
+                        self.problem(Error::corrupted_page(
+                            at.pgno,
+                            format!("slot {i}: {detail}"),
+                        ))?;
+                    }
+                }
+            }
             for i in 0..node.count {
                 if let (
                     _,

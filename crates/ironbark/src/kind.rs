@@ -13,6 +13,7 @@
 //! and every flag byte that is not a kind's decodes to `None` (a file of a
 //! newer version, or damage), never to a guess.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// The width of the keys of an integer-key tree: LMDB's `MDB_INTEGERKEY`
@@ -173,6 +174,42 @@ impl TreeKind {
     }
 }
 
+impl TreeKind {
+    /// Why a leaf entry of a tree of this kind is not one such a tree
+    /// stores (`None` if it is): an integer key of another width than the
+    /// tree's, a multimap key that is not a pair's encoding, or a multimap
+    /// entry with a value (pairs are stored as keys alone). `check` reports
+    /// these; reads already refuse them one at a time.
+    pub(crate) fn entry_problem(self, key: &[u8], value_len: u64) -> Option<String> {
+        if self.multimap {
+            if value_len != 0 {
+                return Some(format!("multimap entry holds a value of {value_len} bytes"));
+            }
+            let Some((k, _)) = decode_pair(key) else {
+                return Some("multimap key is not a pair's encoding".to_string());
+            };
+            if let Some(w) = self.integer_key {
+                if k.len() != w.bytes() {
+                    return Some(format!(
+                        "integer key of {} bytes in a tree of {}-byte keys",
+                        k.len(),
+                        w.bytes()
+                    ));
+                }
+            }
+            return None;
+        }
+        match self.integer_key {
+            Some(w) if key.len() != w.bytes() => Some(format!(
+                "integer key of {} bytes in a tree of {}-byte keys",
+                key.len(),
+                w.bytes()
+            )),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for TreeKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let what = if self.multimap { "multimap" } else { "tree" };
@@ -181,6 +218,63 @@ impl fmt::Display for TreeKind {
             None => write!(f, "{what}"),
             Some(IntWidth::U32) => write!(f, "integer-key {what} (u32 keys)"),
             Some(IntWidth::U64) => write!(f, "integer-key {what} (u64 keys)"),
+        }
+    }
+}
+
+// The multimap pair encoding: pure functions on bytes, here at the bottom
+// so that `check.rs` can verify stored pairs without importing the
+// transactions (`multimap.rs` argues the encoding: it preserves the order
+// of (key, value) and is injective).
+
+/// Appends `escape(key) 00 00` to `out`: the prefix of every pair of `key`.
+pub(crate) fn encode_key(key: &[u8], out: &mut Vec<u8>) {
+    for &b in key {
+        out.push(b);
+        if b == 0 {
+            out.push(0xff);
+        }
+    }
+    out.extend_from_slice(&[0, 0]);
+}
+
+/// The stored key of the pair `(key, value)`.
+pub(crate) fn encode_pair(key: &[u8], value: &[u8]) -> Vec<u8> {
+    let zeros = key.iter().filter(|&&b| b == 0).count();
+    let mut out = Vec::with_capacity(key.len() + zeros + 2 + value.len());
+    encode_key(key, &mut out);
+    out.extend_from_slice(value);
+    out
+}
+
+/// The pair a stored key encodes, or `None` if it is not an encoding. The
+/// key is borrowed unless it holds zero bytes.
+pub(crate) fn decode_pair(stored: &[u8]) -> Option<(Cow<'_, [u8]>, &[u8])> {
+    let mut i = 0;
+    let mut escaped = false;
+    loop {
+        let z = i + stored.get(i..)?.iter().position(|&b| b == 0)?;
+        match stored.get(z + 1)? {
+            0 => {
+                let key = &stored[..z];
+                let value = &stored[z + 2..];
+                if !escaped {
+                    return Some((Cow::Borrowed(key), value));
+                }
+                let mut out = Vec::with_capacity(key.len());
+                let mut j = 0;
+                while j < key.len() {
+                    out.push(key[j]);
+                    // Every zero byte before the terminator is escaped.
+                    j += if key[j] == 0 { 2 } else { 1 };
+                }
+                return Some((Cow::Owned(out), value));
+            }
+            0xff => {
+                escaped = true;
+                i = z + 2;
+            }
+            _ => return None,
         }
     }
 }

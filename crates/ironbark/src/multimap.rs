@@ -124,57 +124,7 @@ impl Multimap {
     }
 }
 
-/// Appends `escape(key) 00 00` to `out`: the prefix of every pair of `key`.
-pub(crate) fn encode_key(key: &[u8], out: &mut Vec<u8>) {
-    for &b in key {
-        out.push(b);
-        if b == 0 {
-            out.push(0xff);
-        }
-    }
-    out.extend_from_slice(&[0, 0]);
-}
-
-/// The stored key of the pair `(key, value)`.
-pub(crate) fn encode_pair(key: &[u8], value: &[u8]) -> Vec<u8> {
-    let zeros = key.iter().filter(|&&b| b == 0).count();
-    let mut out = Vec::with_capacity(key.len() + zeros + 2 + value.len());
-    encode_key(key, &mut out);
-    out.extend_from_slice(value);
-    out
-}
-
-/// The pair a stored key encodes, or `None` if it is not an encoding. The
-/// key is borrowed unless it holds zero bytes.
-pub(crate) fn decode_pair(stored: &[u8]) -> Option<(Cow<'_, [u8]>, &[u8])> {
-    let mut i = 0;
-    let mut escaped = false;
-    loop {
-        let z = i + stored.get(i..)?.iter().position(|&b| b == 0)?;
-        match stored.get(z + 1)? {
-            0 => {
-                let key = &stored[..z];
-                let value = &stored[z + 2..];
-                if !escaped {
-                    return Some((Cow::Borrowed(key), value));
-                }
-                let mut out = Vec::with_capacity(key.len());
-                let mut j = 0;
-                while j < key.len() {
-                    out.push(key[j]);
-                    // Every zero byte before the terminator is escaped.
-                    j += if key[j] == 0 { 2 } else { 1 };
-                }
-                return Some((Cow::Owned(out), value));
-            }
-            0xff => {
-                escaped = true;
-                i = z + 2;
-            }
-            _ => return None,
-        }
-    }
-}
+pub(crate) use crate::kind::{decode_pair, encode_key, encode_pair};
 
 /// Corruption: a stored key of the multimap `name` that is not a pair.
 fn not_a_pair(name: &str, stored: &[u8]) -> Error {
@@ -737,6 +687,20 @@ mod tests {
         let t = tx.int_tree("i").unwrap();
         let entries: Vec<_> = tx.int_iter(&t).unwrap().collect();
         assert!(matches!(entries[..], [Err(Error::Corrupted { .. })]));
+        // Well-formed trees of each kind beside them check clean.
+        let good = tx.open_int_multimap("good", IntWidth::U64).unwrap();
+        tx.put_dup(&good, &7u64.to_be_bytes(), b"\0\xff").unwrap();
+        let ints = tx.open_int_tree("ints", IntWidth::U32).unwrap();
+        tx.put_int(&ints, 9, b"v").unwrap();
+        tx.commit().unwrap();
+        // `check` finds each bad entry, in the walk's order (trees by name).
+        let report = db.check_report().unwrap();
+        let details: Vec<&str> = report.problems.iter().map(|(_, d)| d.as_str()).collect();
+        assert_eq!(details.len(), 3, "{details:?}");
+        assert!(details[0].contains("integer key of 5 bytes in a tree of 4-byte keys"));
+        assert!(details[1].contains("not a pair's encoding"));
+        assert!(details[2].contains("holds a value of 9 bytes"));
+        assert!(matches!(db.check(), Err(Error::Corrupted { .. })));
     }
 
     #[test]
