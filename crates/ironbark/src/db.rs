@@ -718,6 +718,7 @@ impl Database {
                 state_bases: c.state_bases.load(Ordering::Relaxed),
                 state_seals: c.state_seals.load(Ordering::Relaxed),
                 logged_commits: c.logged_commits.load(Ordering::Relaxed),
+                spills: c.spills.load(Ordering::Relaxed),
             },
         })
     }
@@ -975,6 +976,7 @@ fn open_instance(
         broken_protocol: options.broken_protocol,
         logged_commits: options.logged_commits,
         map_reservation: options.map_reservation,
+        max_dirty_bytes: options.max_dirty_bytes,
         read_only: options.read_only,
         db_id,
         max_readers_option: options.max_readers,
@@ -1058,6 +1060,7 @@ fn assemble(
         broken_protocol: options.broken_protocol,
         logged_commits: options.logged_commits,
         map_reservation: options.map_reservation,
+        max_dirty_bytes: options.max_dirty_bytes,
         read_only: options.read_only,
         db_id,
         max_readers_option: options.max_readers,

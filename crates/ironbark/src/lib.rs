@@ -140,7 +140,9 @@ pub use kind::{IntWidth, TreeKind};
 pub use multimap::{Dups, Multimap, Pair, Pairs};
 #[doc(hidden)]
 pub use options::BrokenProtocol;
-pub use options::{Durability, Options, DEFAULT_MAP_RESERVATION, MAX_READERS_LIMIT};
+pub use options::{
+    Durability, Options, DEFAULT_MAP_RESERVATION, DEFAULT_MAX_DIRTY_BYTES, MAX_READERS_LIMIT,
+};
 pub use stats::{CommitCounters, ReaderInfo, Stats, TreeStats};
 #[doc(hidden)]
 pub use storage::file::{IoHook, IoHookHandle};

@@ -68,6 +68,17 @@ pub struct Options {
     /// refuses a 64 GiB mapping. The page arena of logged commits reserves
     /// at most a quarter of it (16 GiB by default).
     pub map_reservation: u64,
+    /// The most bytes of dirty pages a write transaction keeps in memory
+    /// (default 512 MiB, as LMDB's dirty list holds at most 128Ki pages of
+    /// 4 KiB): past it, the transaction spills its oldest leaves and
+    /// overflow values to an unnamed file beside the database (deleted
+    /// when the transaction ends, or if the process dies) and reads them
+    /// back from there, so that a transaction larger than memory commits
+    /// instead of exhausting it. Branch pages stay in memory. One
+    /// operation's pages are not split: a single value or `delete_range`
+    /// larger than the bound is held whole until the next operation.
+    /// Decided by the first open of the file in a process.
+    pub max_dirty_bytes: usize,
     /// Fault injection for the engine's own tests: every write, sync, length
     /// change and read of the data file is first offered to this hook.
     #[doc(hidden)]
@@ -99,6 +110,7 @@ impl Default for Options {
             read_only: false,
             logged_commits: true,
             map_reservation: DEFAULT_MAP_RESERVATION,
+            max_dirty_bytes: DEFAULT_MAX_DIRTY_BYTES,
             io_hook: None,
             broken_protocol: None,
         }
@@ -108,6 +120,9 @@ impl Default for Options {
 /// The default of `Options::map_reservation`: 64 GiB, of the 128 TiB of
 /// address space a 64-bit process has.
 pub const DEFAULT_MAP_RESERVATION: u64 = 64 << 30;
+
+/// The default of `Options::max_dirty_bytes`: 512 MiB.
+pub const DEFAULT_MAX_DIRTY_BYTES: usize = 512 << 20;
 
 /// The largest `max_readers` accepted.
 pub const MAX_READERS_LIMIT: usize = 1 << 16;

@@ -10,11 +10,12 @@
 
 use std::sync::Arc;
 
-use crate::btree::page::{blob_run_pages, BLOB_HEADER_LEN, DIRTY_BIT};
+use crate::btree::page::{blob_run_pages, page_kind, BLOB_HEADER_LEN, DIRTY_BIT, KIND_BRANCH};
 use crate::error::{Error, Result};
 use crate::storage::arena::{Arena, ARENA_BIT};
 use crate::storage::map::Map;
 use crate::storage::meta::META_SLOTS;
+use crate::storage::spill::{SpillFile, SpillSlot};
 
 /// Resolves page numbers to bytes. `Sync`, so that the cursors and
 /// iterators that hold a `&dyn PageSource` may move to another thread
@@ -86,8 +87,15 @@ impl PageSource for MapSource {
 /// taken: those below `editable_from` are never edited (the write path
 /// copies one first, `supersede`) and never handed to the pool when freed
 /// (they go to `graveyard`), so that a rollback finds them as they were.
+///
+/// A transaction whose pages outgrow its memory budget spills some to a
+/// spill file (`spill_to`, `storage::spill`): the page's buffer goes, its
+/// number stays, and it is read through the spill file's map until an edit
+/// copies it back (`get_mut`). So every page number handed out stays valid,
+/// and nothing above this type knows which pages are in memory.
 pub(crate) struct DirtyPages {
-    /// `None`: freed within the transaction.
+    /// `None`: freed within the transaction, or spilled (`spilled[i].len
+    /// > 0`).
     pub(crate) pages: Vec<Option<Box<[u8]>>>,
     /// The lowest dirty page number that may be edited in place:
     /// `DIRTY_BIT | frozen pages`. One compare (`pgno >= editable_from`)
@@ -105,6 +113,18 @@ pub(crate) struct DirtyPages {
     /// Page-sized buffers to reuse (kept by the writer across transactions,
     /// so that copying a page on write allocates nothing in steady state).
     pub(crate) pool: Vec<Box<[u8]>>,
+    /// Bytes of the buffers in `pages` (live and in memory): what
+    /// `Options::max_dirty_bytes` bounds.
+    pub(crate) resident: usize,
+    /// Where each spilled page lies, by index (empty until the first spill;
+    /// then as long as `pages` at each spill, shorter after).
+    spilled: Vec<SpillSlot>,
+    /// Pages spilled now.
+    spilled_count: usize,
+    /// The spill file, made by the first spill.
+    spill: Option<Box<SpillFile>>,
+    /// Where the next spill starts looking (oldest pages first, in turn).
+    spill_cursor: usize,
 }
 
 /// Buffers kept for reuse at most (16 MiB of 4 KiB pages): a larger
@@ -119,6 +139,11 @@ impl Default for DirtyPages {
             graveyard: Vec::new(),
             blobs_added: 0,
             pool: Vec::new(),
+            resident: 0,
+            spilled: Vec::new(),
+            spilled_count: 0,
+            spill: None,
+            spill_cursor: 0,
         }
     }
 }
@@ -133,6 +158,7 @@ impl DirtyPages {
     }
 
     pub(crate) fn add(&mut self, page: Box<[u8]>) -> u64 {
+        self.resident += page.len();
         self.pages.push(Some(page));
         DIRTY_BIT | (self.pages.len() as u64 - 1)
     }
@@ -234,9 +260,7 @@ impl DirtyPages {
     pub(crate) fn supersede(&mut self, id: u64) -> u64 {
         debug_assert!(self.is_frozen(id));
         let index = (id & !DIRTY_BIT) as usize;
-        let old = self.pages[index]
-            .take()
-            .expect("dirty page used after it was freed");
+        let old = self.take(index);
         let mut copy = self.buffer(old.len());
         copy.copy_from_slice(&old);
         self.graveyard.push((index, old));
@@ -250,17 +274,28 @@ impl DirtyPages {
     pub(crate) fn roll_back(&mut self, len: usize, graveyard_len: usize) {
         for (index, page) in self.graveyard.drain(graveyard_len..) {
             if index < len {
-                debug_assert!(self.pages[index].is_none());
+                debug_assert!(self.pages[index].is_none() && !is_spilled(&self.spilled, index));
+                self.resident += page.len();
                 self.pages[index] = Some(page);
             } else if self.pool.len() < POOL_MAX {
                 self.pool.push(page);
             }
         }
         for page in self.pages.drain(len..).flatten() {
+            self.resident -= page.len();
             if self.pool.len() < POOL_MAX {
                 self.pool.push(page);
             }
         }
+        if self.spilled.len() > len {
+            for slot in self.spilled.drain(len..).filter(|s| s.len > 0) {
+                self.spilled_count -= 1;
+                if let Some(f) = self.spill.as_mut() {
+                    f.release(slot);
+                }
+            }
+        }
+        self.spill_cursor = self.spill_cursor.min(len);
     }
 
     /// After a release: frees the graveyard pages no savepoint left can
@@ -278,30 +313,227 @@ impl DirtyPages {
         self.graveyard = kept;
     }
 
+    #[inline]
     pub(crate) fn get(&self, id: u64) -> &[u8] {
         debug_assert!(id & DIRTY_BIT != 0);
-        self.pages[(id & !DIRTY_BIT) as usize]
-            .as_deref()
-            .expect("dirty page used after it was freed")
+        let index = (id & !DIRTY_BIT) as usize;
+        match self.pages[index].as_deref() {
+            Some(page) => page,
+            None => self.spilled_page(index),
+        }
     }
 
+    /// A spilled page's bytes, read through the spill file's map.
+    #[cold]
+    fn spilled_page(&self, index: usize) -> &[u8] {
+        assert!(
+            is_spilled(&self.spilled, index),
+            "dirty page used after it was freed"
+        );
+        let spill = self
+            .spill
+            .as_ref()
+            .expect("a spilled page has a spill file");
+        spill.read(self.spilled[index])
+    }
+
+    #[inline]
     pub(crate) fn get_mut(&mut self, id: u64) -> &mut [u8] {
         debug_assert!(id & DIRTY_BIT != 0);
-        self.pages[(id & !DIRTY_BIT) as usize]
+        let index = (id & !DIRTY_BIT) as usize;
+        if self.pages[index].is_none() {
+            self.unspill(index);
+        }
+        self.pages[index]
             .as_deref_mut()
             .expect("dirty page used after it was freed")
     }
 
+    /// Copies spilled page `index` back into memory (to be edited), and
+    /// gives its slot in the spill file back.
+    #[cold]
+    fn unspill(&mut self, index: usize) {
+        assert!(
+            is_spilled(&self.spilled, index),
+            "dirty page used after it was freed"
+        );
+        let slot = std::mem::take(&mut self.spilled[index]);
+        let spill = self
+            .spill
+            .as_mut()
+            .expect("a spilled page has a spill file");
+        let bytes = spill.read(slot);
+        let mut page = match self.pool.last() {
+            Some(b) if b.len() == bytes.len() => self.pool.pop().expect("just seen"),
+            _ => vec![0u8; bytes.len()].into_boxed_slice(),
+        };
+        page.copy_from_slice(bytes);
+        spill.release(slot);
+        self.spilled_count -= 1;
+        self.resident += page.len();
+        self.pages[index] = Some(page);
+    }
+
+    /// Takes page `index` out (copied back first if spilled).
+    fn take(&mut self, index: usize) -> Box<[u8]> {
+        if self.pages[index].is_none() {
+            self.unspill(index);
+        }
+        let page = self.pages[index]
+            .take()
+            .expect("dirty page used after it was freed");
+        self.resident -= page.len();
+        page
+    }
+
     pub(crate) fn free(&mut self, id: u64) {
         let index = (id & !DIRTY_BIT) as usize;
-        let page = self.pages[index].take().expect("dirty page freed twice");
         if id < self.editable_from {
             // Frozen: a rollback may need it again.
+            let page = self.take(index);
             self.graveyard.push((index, page));
-        } else if self.pool.len() < POOL_MAX {
+            return;
+        }
+        if self.pages[index].is_none() {
+            assert!(is_spilled(&self.spilled, index), "dirty page freed twice");
+            let slot = std::mem::take(&mut self.spilled[index]);
+            self.spilled_count -= 1;
+            if let Some(f) = self.spill.as_mut() {
+                f.release(slot);
+            }
+            return;
+        }
+        let page = self.take(index);
+        if self.pool.len() < POOL_MAX {
             self.pool.push(page);
         }
     }
+
+    /// Pages live in this transaction: in memory or spilled.
+    pub(crate) fn live_count(&self) -> usize {
+        self.pages.iter().filter(|p| p.is_some()).count() + self.spilled_count
+    }
+
+    /// Whether any page is spilled now.
+    pub(crate) fn has_spilled(&self) -> bool {
+        self.spilled_count > 0
+    }
+
+    /// Applies `edit` to page `id` and returns its result: in place for a
+    /// page in memory; for a spilled one, on a copy that is then written
+    /// back over it in the spill file (so that sealing a transaction larger
+    /// than memory does not bring it all back).
+    #[inline]
+    pub(crate) fn edit<R>(&mut self, id: u64, edit: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
+        let index = (id & !DIRTY_BIT) as usize;
+        if let Some(page) = self.pages[index].as_deref_mut() {
+            return Ok(edit(page));
+        }
+        self.edit_spilled(index, edit)
+    }
+
+    #[cold]
+    fn edit_spilled<R>(&mut self, index: usize, edit: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
+        assert!(
+            is_spilled(&self.spilled, index),
+            "dirty page used after it was freed"
+        );
+        let slot = self.spilled[index];
+        let spill = self
+            .spill
+            .as_mut()
+            .expect("a spilled page has a spill file");
+        let mut copy = spill.read(slot).to_vec();
+        let result = edit(&mut copy);
+        spill.rewrite(slot, &copy)?;
+        Ok(result)
+    }
+
+    /// Lets go of the memory that reading spilled pages took (see
+    /// `SpillFile::forget_reads`); a no-op when nothing is spilled.
+    pub(crate) fn forget_spill_reads(&self) {
+        if let Some(f) = &self.spill {
+            f.forget_reads();
+        }
+    }
+
+    /// Spills pages until at most `target` bytes of them stay in memory:
+    /// leaves and blobs (never branches, which every descent reads), from
+    /// the oldest on, in turn, but not `keep` (the leaf the next put will
+    /// likely edit). `open` makes the spill file on the first spill. On an
+    /// error every page is as it was (the caller's operation fails before
+    /// changing anything).
+    pub(crate) fn spill_to(
+        &mut self,
+        target: usize,
+        keep: u64,
+        page_size: usize,
+        open: impl FnOnce() -> Result<SpillFile>,
+    ) -> Result<()> {
+        if self.resident <= target {
+            return Ok(());
+        }
+        if self.spill.is_none() {
+            self.spill = Some(Box::new(open()?));
+        }
+        let n = self.pages.len();
+        self.spilled.resize(n, SpillSlot::default());
+        let keep = (keep & DIRTY_BIT != 0).then_some((keep & !DIRTY_BIT) as usize);
+        // Pages are written in batches of at most this many bytes, so that
+        // the list of buffers stays small.
+        const BATCH_BYTES: usize = 8 << 20;
+        let mut batch: Vec<usize> = Vec::new();
+        let mut slots = Vec::new();
+        let mut looked = 0;
+        while self.resident > target && looked < n {
+            batch.clear();
+            let mut batch_bytes = 0;
+            let mut to_free = self.resident - target;
+            while looked < n && to_free > 0 && batch_bytes < BATCH_BYTES {
+                let i = self.spill_cursor.min(n - 1);
+                self.spill_cursor = if i + 1 >= n { 0 } else { i + 1 };
+                looked += 1;
+                if Some(i) == keep {
+                    continue;
+                }
+                let Some(page) = self.pages[i].as_deref() else {
+                    continue;
+                };
+                if page_kind(page) == KIND_BRANCH {
+                    continue;
+                }
+                batch.push(i);
+                batch_bytes += page.len();
+                to_free = to_free.saturating_sub(page.len());
+            }
+            if batch.is_empty() {
+                break;
+            }
+            let bufs: Vec<&[u8]> = batch
+                .iter()
+                .map(|&i| self.pages[i].as_deref().expect("chosen in memory"))
+                .collect();
+            let spill = self.spill.as_mut().expect("made above");
+            spill.write(&bufs, &mut slots)?;
+            for (&i, &slot) in batch.iter().zip(&slots) {
+                let page = self.pages[i].take().expect("chosen in memory");
+                self.resident -= page.len();
+                self.spilled[i] = slot;
+                self.spilled_count += 1;
+                if page.len() == page_size && self.pool.len() < POOL_MAX {
+                    self.pool.push(page);
+                }
+            }
+        }
+        self.forget_spill_reads();
+        Ok(())
+    }
+}
+
+/// Whether page `index` is spilled, by the table `spilled`.
+#[inline]
+fn is_spilled(spilled: &[SpillSlot], index: usize) -> bool {
+    spilled.get(index).is_some_and(|s| s.len > 0)
 }
 
 /// A write transaction's view: its dirty pages over its base snapshot.

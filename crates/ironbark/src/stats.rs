@@ -77,6 +77,9 @@ pub struct CommitCounters {
     /// Commits that were logged (`Options::logged_commits`): counted in
     /// `commits` too; their bytes are those of their log records.
     pub logged_commits: u64,
+    /// Times a write transaction outgrew `Options::max_dirty_bytes` and
+    /// spilled pages to its spill file.
+    pub spills: u64,
 }
 
 /// One live read transaction, in any process (`Database::readers`).

@@ -63,6 +63,11 @@ pub(crate) struct Finger {
 }
 
 impl Finger {
+    /// The leaf the last put went to (0: none).
+    pub(crate) fn leaf(&self) -> u64 {
+        self.leaf
+    }
+
     /// The leaf that holds `key` in the tree rooted at `root`, if the
     /// finger points into that tree and the key is within the leaf's range.
     fn leaf_for(&self, dirty: &DirtyPages, root: u64, key: &[u8]) -> Result<Option<u64>> {

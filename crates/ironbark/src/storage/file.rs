@@ -78,6 +78,11 @@ pub trait IoHook:
     fn on_log_set_len(&self, _len: u64) -> io::Result<()> {
         Ok(())
     }
+    /// Before `bufs` are written back to back at byte `offset` of a write
+    /// transaction's spill file.
+    fn on_spill_write(&self, _offset: u64, _bufs: &[&[u8]]) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A hook in `Options` (a newtype so that `Options` stays `Debug`).
@@ -99,6 +104,8 @@ pub(crate) enum FileKind {
     Data,
     /// The redo log beside it (`<data file>-log`).
     Log,
+    /// A write transaction's spill file (`storage::spill`).
+    Spill,
 }
 
 /// An open data file (or redo log: see [`FileKind`]).
@@ -143,6 +150,46 @@ impl DataFile {
             file,
             hook,
             kind: FileKind::Log,
+        })
+    }
+
+    /// Creates a spill file (`storage::spill`) beside the data file at
+    /// `path`: unnamed (`O_TMPFILE`), so that it disappears when closed,
+    /// even by a crash; where the filesystem lacks `O_TMPFILE`, a file
+    /// created under a temporary name (one `clean_leftovers` removes) and
+    /// unlinked at once. Its writes go to this file's hook as
+    /// `on_spill_write`.
+    pub(crate) fn create_spill(&self, path: &Path) -> io::Result<DataFile> {
+        let unnamed = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_TMPFILE)
+            .mode(0o600)
+            .open(parent_dir(path));
+        let file = match unnamed {
+            Ok(f) => f,
+            Err(_) => {
+                let mut name = path.file_name().unwrap_or_default().to_os_string();
+                name.push(format!(
+                    "{TEMP_INFIX}spill-{}-{}",
+                    std::process::id(),
+                    SPILL_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                ));
+                let tmp = path.with_file_name(name);
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&tmp)?;
+                fs::remove_file(&tmp)?;
+                f
+            }
+        };
+        Ok(DataFile {
+            file,
+            hook: self.hook.clone(),
+            kind: FileKind::Spill,
         })
     }
 
@@ -192,6 +239,7 @@ impl DataFile {
         match (self.hook(), self.kind) {
             (Some(h), FileKind::Data) => h.on_write(offset, bufs)?,
             (Some(h), FileKind::Log) => h.on_log_write(offset, bufs)?,
+            (Some(h), FileKind::Spill) => h.on_spill_write(offset, bufs)?,
             (None, _) => {}
         }
         Ok(())
@@ -378,6 +426,7 @@ impl DataFile {
         match (self.hook(), self.kind) {
             (Some(h), FileKind::Data) => h.on_set_len(len)?,
             (Some(h), FileKind::Log) => h.on_log_set_len(len)?,
+            (Some(_), FileKind::Spill) => {}
             (None, _) => {}
         }
         self.file.set_len(len)?;
@@ -389,6 +438,7 @@ impl DataFile {
         match (self.hook(), self.kind) {
             (Some(h), FileKind::Data) => h.on_sync()?,
             (Some(h), FileKind::Log) => h.on_log_sync()?,
+            (Some(_), FileKind::Spill) => {}
             (None, _) => {}
         }
         self.file.sync_data()?;
@@ -420,6 +470,9 @@ fn parent_dir(path: &Path) -> PathBuf {
 
 /// What follows the file's name in a temporary file's name.
 const TEMP_INFIX: &str = ".creating-";
+
+/// Tells apart the named spill files one process makes.
+static SPILL_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn write_parts(f: &File, parts: &[&[u8]]) -> io::Result<()> {
     let mut offset = 0u64;

@@ -86,6 +86,29 @@ impl Map {
     }
 }
 
+impl Map {
+    /// Drops this process's mapping of the first `len` bytes' pages
+    /// (`MADV_DONTNEED`), so that they no longer count in its resident
+    /// set. For a shared file mapping this changes no byte anyone reads:
+    /// a later access maps the same page of the file again. So it is
+    /// sound with slices of those bytes alive, as long as the file's
+    /// content there does not change (point 3 above). A hint: failure is
+    /// harmless and ignored.
+    pub(crate) fn forget_pages(&self, len: u64) {
+        let len = (len as usize).min(self.len);
+        if len == 0 {
+            return;
+        }
+        // SAFETY: advice on a range inside our own mapping; MADV_DONTNEED on
+        // a shared file mapping only drops page-table entries (the content
+        // is refetched from the file on the next access), so no Rust
+        // reference sees different bytes.
+        unsafe {
+            libc::madvise(self.ptr as *mut libc::c_void, len, libc::MADV_DONTNEED);
+        }
+    }
+}
+
 impl Drop for Map {
     fn drop(&mut self) {
         // SAFETY: unmapping the range we mapped; no slice can outlive `self`.

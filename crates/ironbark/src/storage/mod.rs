@@ -1,6 +1,7 @@
 //! Storage: the data file, the read-only memory map over it, the two meta
 //! pages, the free-space map, the lock file processes share, the redo log
-//! beside the data file, and the page arena of logged commits.
+//! beside the data file, the page arena of logged commits, and the spill
+//! file of a write transaction larger than memory.
 //!
 //! Invariant kept by this layer: bytes are only ever written to the file
 //! with positioned writes (`pwritev`) by the single writer, and only to pages
@@ -16,3 +17,4 @@ pub(crate) mod log;
 pub(crate) mod map;
 pub(crate) mod meta;
 pub(crate) mod oslock;
+pub(crate) mod spill;

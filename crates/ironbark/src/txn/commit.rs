@@ -445,8 +445,17 @@ fn write_commit(
     let mut calls = 0;
     let mut bytes = 0u64;
     let mut group_start = 0;
+    // A transaction with spilled pages writes them from the spill file's
+    // map in groups of at most this many pages, each followed by letting go
+    // of what that read mapped, so the commit does not map it all at once.
+    let group_max = if dirty.has_spilled() {
+        SPILLED_GROUP_PAGES
+    } else {
+        usize::MAX
+    };
     for i in 1..=writes.len() {
         let contiguous = i < writes.len()
+            && i - group_start < group_max
             && writes[i - 1].0 + (writes[i - 1].1.len() / ps) as u64 == writes[i].0;
         if !contiguous {
             let bufs: Vec<&[u8]> = writes[group_start..i].iter().map(|w| w.1).collect();
@@ -455,6 +464,9 @@ fn write_commit(
                 .write_vectored_at(&bufs, writes[group_start].0 * ps as u64)?;
             bytes += bufs.iter().map(|b| b.len() as u64).sum::<u64>();
             group_start = i;
+            if group_max != usize::MAX {
+                dirty.forget_spill_reads();
+            }
         }
     }
     let slot = if shared.broken_protocol == Some(BrokenProtocol::OneMetaSlot) {
@@ -495,6 +507,9 @@ fn write_commit(
     }
     Ok((meta, chain))
 }
+
+/// See `write_commit`, step 5.
+const SPILLED_GROUP_PAGES: usize = 1 << 12;
 
 /// Sorts the pages a commit stopped using and merges neighbours (keeping
 /// the oldest writer's txn, which only makes reuse wait longer).

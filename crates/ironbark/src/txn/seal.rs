@@ -16,6 +16,11 @@ use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::pages::DirtyPages;
 
+/// Spilled pages read between two calls of `forget_spill_reads`, at most:
+/// placing a transaction larger than memory then reads its spilled pages
+/// without keeping them all mapped.
+const SPILL_READS: usize = 1 << 14;
+
 /// Where a transaction's dirty pages go, in order, and where each is
 /// referenced: found by one scan of every dirty page, which sealing then
 /// reuses instead of scanning again. The writer keeps one between commits
@@ -69,6 +74,9 @@ pub(crate) fn order_dirty(catalog: &Catalog, dirty: &DirtyPages, p: &mut Placeme
         }
         while let Some(id) = p.stack.pop() {
             p.pages.push(id);
+            if p.pages.len() % SPILL_READS == 0 {
+                dirty.forget_spill_reads();
+            }
             let node = Node::parse(dirty.get(id), id, None)?;
             let start = p.refs.len() as u32;
             if !node.is_leaf {
@@ -91,7 +99,8 @@ pub(crate) fn order_dirty(catalog: &Catalog, dirty: &DirtyPages, p: &mut Placeme
             p.spans[(id & !DIRTY_BIT) as usize] = (start, p.refs.len() as u32);
         }
     }
-    let live = dirty.pages.iter().filter(|p| p.is_some()).count();
+    dirty.forget_spill_reads();
+    let live = dirty.live_count();
     assert_eq!(
         p.pages.len() + p.blobs.len(),
         live,
@@ -133,24 +142,32 @@ pub(crate) fn seal_all(
     sums.clear();
     sums.resize(dirty.pages.len(), 0);
     for &b in blobs.iter() {
-        sums[index(b)] = stamp(dirty.get_mut(b), real[index(b)]);
+        sums[index(b)] = dirty.edit(b, |buf| stamp(buf, real[index(b)]))?;
     }
-    for &id in pages.iter().rev() {
-        let (start, end) = spans[index(id)];
-        let buf = dirty.get_mut(id);
-        let is_leaf = page_kind(buf) == KIND_LEAF;
-        for &(cell, child) in &refs[start as usize..end as usize] {
-            let (pgno, sum) = (real[index(child)], sums[index(child)]);
-            assert!(pgno != 0, "dirty page without a real number");
-            assert!(sum != 0, "child sealed after its parent");
-            if is_leaf {
-                set_overflow(buf, cell, pgno, txn, sum);
-            } else {
-                set_child(buf, cell, pgno, txn, sum);
-            }
+    for (n, &id) in pages.iter().rev().enumerate() {
+        if n % SPILL_READS == SPILL_READS - 1 {
+            dirty.forget_spill_reads();
         }
-        sums[index(id)] = stamp(buf, real[index(id)]);
+        let (start, end) = spans[index(id)];
+        let children = &refs[start as usize..end as usize];
+        let sums_so_far = &*sums;
+        let sum = dirty.edit(id, |buf| {
+            let is_leaf = page_kind(buf) == KIND_LEAF;
+            for &(cell, child) in children {
+                let (pgno, sum) = (real[index(child)], sums_so_far[index(child)]);
+                assert!(pgno != 0, "dirty page without a real number");
+                assert!(sum != 0, "child sealed after its parent");
+                if is_leaf {
+                    set_overflow(buf, cell, pgno, txn, sum);
+                } else {
+                    set_child(buf, cell, pgno, txn, sum);
+                }
+            }
+            stamp(buf, real[index(id)])
+        })?;
+        sums[index(id)] = sum;
     }
+    dirty.forget_spill_reads();
     for t in catalog.trees.iter_mut() {
         let root = &mut t.state.root;
         if root.pgno & DIRTY_BIT != 0 {

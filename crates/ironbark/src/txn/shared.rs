@@ -179,6 +179,7 @@ pub(crate) struct Counters {
     pub(crate) state_bases: AtomicU64,
     pub(crate) state_seals: AtomicU64,
     pub(crate) logged_commits: AtomicU64,
+    pub(crate) spills: AtomicU64,
 }
 
 // Aligned to a cache line for the reason `Snapshot` is: each read
@@ -194,6 +195,8 @@ pub(crate) struct Shared {
     /// `Options::map_reservation`: the least address space a map of the
     /// data file reserves.
     pub(crate) map_reservation: u64,
+    /// `Options::max_dirty_bytes` of the first open in this process.
+    pub(crate) max_dirty_bytes: usize,
     /// The instance has no write access (the first open was read-only).
     pub(crate) read_only: bool,
     /// This database's identity in this process, carried by its tree

@@ -351,7 +351,7 @@ impl<'db> WriteTxn<'db> {
         };
         let state = self.catalog.trees[i].state;
         self.changed = true;
-        let result = self.tree_writer().free_tree(&state);
+        let result = self.tree_writer()?.free_tree(&state);
         self.note_failure(result)?;
         if self.logging {
             redo::drop_tree(&mut self.redo, self.catalog.trees[i].id);
@@ -362,15 +362,43 @@ impl<'db> WriteTxn<'db> {
 
     /// The tree writer, for a change of pages: first, the value reserved
     /// last goes into the redo record, before the change can move it.
-    fn tree_writer(&mut self) -> TreeWriter<'_> {
+    fn tree_writer(&mut self) -> Result<TreeWriter<'_>> {
         self.flush_reserved();
-        TreeWriter {
+        if self.dirty.resident > self.shared.max_dirty_bytes {
+            self.spill()?;
+        }
+        Ok(TreeWriter {
             base: &self.base.source,
             dirty: &mut self.dirty,
             freed: &mut self.freed,
             finger: &mut self.finger,
             limits: self.shared.limits,
-        }
+        })
+    }
+
+    /// Spills dirty pages to the spill file until half of
+    /// `Options::max_dirty_bytes` stays in memory (see `DirtyPages::spill_to`).
+    /// Halfway, so that a transaction growing past the bound spills once per
+    /// half of it, in large sequential writes. Changes nothing on an error.
+    #[cold]
+    fn spill(&mut self) -> Result<()> {
+        let shared = self.shared;
+        let ps = shared.limits.page_size;
+        let keep = self.finger.leaf();
+        self.dirty
+            .spill_to(shared.max_dirty_bytes / 2, keep, ps, || {
+                crate::storage::spill::SpillFile::create(
+                    &shared.file,
+                    &shared.path,
+                    ps,
+                    shared.map_reservation,
+                )
+            })?;
+        shared
+            .counters
+            .spills
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// Stores `value` under `key`, replacing any value there.
@@ -461,14 +489,14 @@ impl<'db> WriteTxn<'db> {
     /// where they lie in the dirty pages (`TreeWriter::value_at`); when
     /// logging, the put record is `flush_reserved`'s to fill in.
     pub(crate) fn reserve(&mut self, tree: &Tree, key: &[u8], len: usize) -> Result<(u64, usize)> {
-        self.tree_writer().check_sizes(key, len)?;
+        self.tree_writer()?.check_sizes(key, len)?;
         let value = match ZEROS.get(..len) {
             Some(z) => Value::Bytes(z),
             None => Value::Zeros(len),
         };
         self.store(tree, key, value, false)?;
         let state = self.catalog.trees[self.index_of(tree)?].state;
-        let found = self.tree_writer().value_at(&state, key);
+        let found = self.tree_writer()?.value_at(&state, key);
         let (page, at) = self.note_failure(found)?;
         if self.logging {
             // The put's record ends with the value (`redo::put`).
@@ -507,7 +535,7 @@ impl<'db> WriteTxn<'db> {
     fn store(&mut self, tree: &Tree, key: &[u8], value: Value<'_>, append: bool) -> Result<()> {
         let i = self.index_of(tree)?;
         let mut state = self.catalog.trees[i].state;
-        let mut writer = self.tree_writer();
+        let mut writer = self.tree_writer()?;
         writer.check_sizes(key, value.len())?;
         let result = if append {
             match writer.append(&mut state, key, value) {
@@ -636,7 +664,7 @@ impl<'db> WriteTxn<'db> {
     pub fn delete(&mut self, tree: &Tree, key: &[u8]) -> Result<bool> {
         let i = self.index_of(tree)?;
         let mut state = self.catalog.trees[i].state;
-        let result = self.tree_writer().delete(&mut state, key);
+        let result = self.tree_writer()?.delete(&mut state, key);
         self.catalog.trees[i].state = state;
         if !matches!(result, Ok(false)) {
             self.changed = true;
@@ -995,7 +1023,7 @@ impl<'db> WriteTxn<'db> {
     /// ```
     pub fn insert(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>> {
         // Sizes first, so that a refused put reads nothing and changes nothing.
-        self.tree_writer().check_sizes(key, value.len())?;
+        self.tree_writer()?.check_sizes(key, value.len())?;
         let old = self.get(tree, key)?.map(<[u8]>::to_vec);
         self.put(tree, key, value)?;
         Ok(old)
@@ -1060,7 +1088,7 @@ impl<'db> WriteTxn<'db> {
         self.changed = true;
         self.logging = false;
         self.redo.clear();
-        let result = self.tree_writer().free_tree(&state);
+        let result = self.tree_writer()?.free_tree(&state);
         self.note_failure(result)?;
         self.catalog.trees[i].state = TreeState::default();
         Ok(state.entries)
@@ -1257,6 +1285,9 @@ impl<'db> WriteTxn<'db> {
                 None => Ok(()),
             };
         }
+        // A transaction that spilled pages is too large to log anyway (and
+        // a logged commit copies every page into memory).
+        let logging = logging && !dirty.has_spilled();
         let changes = crate::txn::commit::Changes {
             catalog,
             dirty,
