@@ -34,6 +34,7 @@ extern "C" {
 /* Status and error codes. */
 #define IRONBARK_OK 0
 #define IRONBARK_NOTFOUND 1           /* no such key; cursor at its end */
+#define IRONBARK_KEYEXIST 2           /* put_dup: the pair was there already */
 #define IRONBARK_EINVAL (-1)          /* null pointer or invalid argument */
 #define IRONBARK_EIO (-2)             /* the operating system reported an I/O error */
 #define IRONBARK_ECORRUPTED (-3)      /* the file fails a check (checksum, structure) */
@@ -60,6 +61,10 @@ extern "C" {
 #define IRONBARK_ELOCKLESSREADER (-24) /* a lockless read-only process keeps writers out */
 #define IRONBARK_EWRITETXNTHREAD (-25) /* this thread already holds the write txn */
 #define IRONBARK_EKEYORDER (-26)      /* append: key not greater than the tree's last key */
+#define IRONBARK_EWRONGKIND (-27)     /* tree opened or used as another kind than it is */
+#define IRONBARK_EPAIRSIZE (-28)      /* multimap pair (key + value) over the key limit */
+#define IRONBARK_EINTKEYSIZE (-29)    /* integer key too large for the tree's width */
+#define IRONBARK_ESAVEPOINT (-30)     /* savepoint released, rolled back past, or foreign */
 
 /* Flags of ironbark_txn_begin. */
 #define IRONBARK_TXN_WRITE 0u         /* a write transaction, waiting for the lock */
@@ -69,6 +74,9 @@ extern "C" {
 
 /* Flags of ironbark_tree_open. */
 #define IRONBARK_TREE_CREATE 1u       /* create the tree if missing (write txn) */
+#define IRONBARK_TREE_MULTIMAP 2u     /* a multimap: a sorted set of values per key */
+#define IRONBARK_TREE_INTKEY32 4u     /* integer keys of 4 bytes (0..UINT32_MAX) */
+#define IRONBARK_TREE_INTKEY64 8u     /* integer keys of 8 bytes */
 
 /* Flags of ironbark_cursor_open. */
 #define IRONBARK_CURSOR_REVERSE 1u    /* iterate from the end down to the start */
@@ -82,6 +90,7 @@ typedef struct ironbark_db ironbark_db;
 typedef struct ironbark_txn ironbark_txn;
 typedef struct ironbark_tree ironbark_tree;
 typedef struct ironbark_cursor ironbark_cursor;
+typedef struct ironbark_savepoint ironbark_savepoint;
 
 /* Options of ironbark_open; fill with ironbark_options_init first. */
 typedef struct ironbark_options {
@@ -150,13 +159,21 @@ void ironbark_txn_abort(ironbark_txn *txn);
 /* A handle to the tree `name` (NUL-terminated UTF-8). With
  * IRONBARK_TREE_CREATE in a write transaction it is created if missing;
  * otherwise a missing tree is IRONBARK_ENOTREE. The handle is valid in any
- * later transaction of the same database while the tree exists. */
+ * later transaction of the same database while the tree exists.
+ * The kind flags say what the tree is: none for a plain tree,
+ * IRONBARK_TREE_MULTIMAP for a multimap (ironbark_put_dup...),
+ * IRONBARK_TREE_INTKEY32 or _INTKEY64 for integer keys (ironbark_put_int...),
+ * a multimap flag with an integer one for a multimap of integer keys (its
+ * keys given as big-endian bytes of the width). A tree of another kind
+ * or width is IRONBARK_EWRONGKIND, as is a handle given to a call for
+ * another kind (ironbark_put on a multimap...). */
 int ironbark_tree_open(ironbark_txn *txn, const char *name, unsigned flags, ironbark_tree **tree);
 
 /* Frees a tree handle (null is ignored). */
 void ironbark_tree_close(ironbark_tree *tree);
 
-/* The number of entries of the tree into *count. */
+/* The number of entries of the tree (of a multimap: its pairs) into
+ * *count. */
 int ironbark_tree_count(ironbark_txn *txn, const ironbark_tree *tree, uint64_t *count);
 
 /* Looks key up. IRONBARK_OK with *val and *val_len pointing at the value, in
@@ -302,6 +319,90 @@ int ironbark_put_reserve(ironbark_txn *txn, const ironbark_tree *tree,
 int ironbark_cursor_open_prefix(ironbark_txn *txn, const ironbark_tree *tree,
                                 const uint8_t *prefix, size_t prefix_len,
                                 unsigned flags, ironbark_cursor **cursor);
+
+/* Savepoints (write transactions only). ironbark_savepoint_take marks the
+ * transaction's state; ironbark_savepoint_rollback undoes every change made
+ * since (the savepoint stays, to roll back to again; those taken after it
+ * are discarded); ironbark_savepoint_release forgets it and those taken
+ * after it, keeping the changes, and frees the handle whatever the result.
+ * A savepoint released, rolled back past, or of another transaction is
+ * IRONBARK_ESAVEPOINT and changes nothing. ironbark_savepoint_close frees a
+ * handle without releasing (null is ignored). Tree handles opened since a
+ * savepoint are stale after a rollback to it. */
+int ironbark_savepoint_take(ironbark_txn *txn, ironbark_savepoint **sp);
+int ironbark_savepoint_rollback(ironbark_txn *txn, const ironbark_savepoint *sp);
+int ironbark_savepoint_release(ironbark_txn *txn, ironbark_savepoint *sp);
+void ironbark_savepoint_close(ironbark_savepoint *sp);
+
+/* Multimaps (a tree opened with IRONBARK_TREE_MULTIMAP): each key holds a
+ * sorted set of values; a pair is stored once. A key and value together
+ * are limited to about ironbark_max_key_len() bytes (IRONBARK_EPAIRSIZE).
+ * ironbark_put_dup adds the pair: IRONBARK_OK, or IRONBARK_KEYEXIST if it
+ * was there already. ironbark_delete_dup removes it: IRONBARK_OK, or
+ * IRONBARK_NOTFOUND. Write transactions only. */
+int ironbark_put_dup(ironbark_txn *txn, const ironbark_tree *tree,
+                     const uint8_t *key, size_t key_len,
+                     const uint8_t *val, size_t val_len);
+int ironbark_delete_dup(ironbark_txn *txn, const ironbark_tree *tree,
+                        const uint8_t *key, size_t key_len,
+                        const uint8_t *val, size_t val_len);
+
+/* Removes every value of key and sets *count to how many. Write
+ * transactions only. */
+int ironbark_delete_dups(ironbark_txn *txn, const ironbark_tree *tree,
+                         const uint8_t *key, size_t key_len, uint64_t *count);
+
+/* The number of values of key into *count (0 if none). It counts whole
+ * pages by their entry counts, reading no value. */
+int ironbark_count_dups(ironbark_txn *txn, const ironbark_tree *tree,
+                        const uint8_t *key, size_t key_len, uint64_t *count);
+
+/* IRONBARK_OK if the multimap holds the pair, IRONBARK_NOTFOUND if not. */
+int ironbark_contains_dup(ironbark_txn *txn, const ironbark_tree *tree,
+                          const uint8_t *key, size_t key_len,
+                          const uint8_t *val, size_t val_len);
+
+/* A cursor over the values of key, ascending, or descending with
+ * IRONBARK_CURSOR_REVERSE (the only flag). ironbark_cursor_next gives
+ * each (key, value) pair. ironbark_cursor_open on a multimap handle is a
+ * cursor over its pairs with keys in the bounds, in (key, value) order;
+ * ironbark_cursor_seek moves it to the first pair of the first key >= the
+ * one given (the last key <= it in reverse). On a multimap cursor the
+ * value is valid as for ironbark_get, the key until the next call on the
+ * cursor (a key with zero bytes is decoded into the cursor). In a write
+ * transaction such a cursor finds its place again at each step, which
+ * costs as many steps as the values of the current key before it. */
+int ironbark_cursor_open_dups(ironbark_txn *txn, const ironbark_tree *tree,
+                              const uint8_t *key, size_t key_len,
+                              unsigned flags, ironbark_cursor **cursor);
+
+/* Integer-key trees (opened with IRONBARK_TREE_INTKEY32 or _INTKEY64):
+ * keys are unsigned integers in numeric order. A key above the width's
+ * largest (UINT32_MAX for 4 bytes) is IRONBARK_EINTKEYSIZE for
+ * ironbark_put_int (nothing is stored) and not found for _get_int and
+ * _delete_int. ironbark_get_int gives the value in place (valid as for
+ * ironbark_get); ironbark_delete_int answers IRONBARK_OK or
+ * IRONBARK_NOTFOUND. */
+int ironbark_put_int(ironbark_txn *txn, const ironbark_tree *tree, uint64_t key,
+                     const uint8_t *val, size_t val_len);
+int ironbark_get_int(ironbark_txn *txn, const ironbark_tree *tree, uint64_t key,
+                     const uint8_t **val, size_t *val_len);
+int ironbark_delete_int(ironbark_txn *txn, const ironbark_tree *tree, uint64_t key);
+
+/* A cursor over the integer keys from *start (included; null = the first
+ * key) to *end (excluded unless IRONBARK_CURSOR_END_INCLUSIVE; null = past
+ * the last key), ascending or with IRONBARK_CURSOR_REVERSE descending.
+ * Step it with ironbark_cursor_next_int (ironbark_cursor_next and _seek on
+ * it are IRONBARK_EWRONGKIND), free it with ironbark_cursor_close. */
+int ironbark_cursor_open_int(ironbark_txn *txn, const ironbark_tree *tree,
+                             const uint64_t *start, const uint64_t *end,
+                             unsigned flags, ironbark_cursor **cursor);
+
+/* The next entry of an integer-key cursor: IRONBARK_OK with *key and the
+ * value in place (valid as for ironbark_get), IRONBARK_NOTFOUND at the
+ * end. key, val and val_len must not be null. */
+int ironbark_cursor_next_int(ironbark_cursor *cursor, uint64_t *key,
+                             const uint8_t **val, size_t *val_len);
 
 /* Frees the cursor (null is ignored). Close cursors before their write
  * transaction ends; a cursor of an ended write transaction answers

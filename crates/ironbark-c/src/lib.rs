@@ -21,7 +21,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use ironbark::{Database, Durability, Error, Options, Range, ReadTxn, Tree, WriteTxn};
+use ironbark::{
+    Database, Durability, Error, IntRange, IntTree, IntWidth, Multimap, Options, Pairs, Range,
+    ReadTxn, Savepoint, Tree, TreeKind, WriteTxn,
+};
 
 /// Success.
 pub const IRONBARK_OK: c_int = 0;
@@ -79,6 +82,17 @@ pub const IRONBARK_ELOCKLESSREADER: c_int = -24;
 pub const IRONBARK_EWRITETXNTHREAD: c_int = -25;
 /// `ironbark_append`: the key is not greater than the tree's last key.
 pub const IRONBARK_EKEYORDER: c_int = -26;
+/// A tree opened or used as another kind than it is (a multimap as a plain
+/// tree, an integer-key tree of another width...).
+pub const IRONBARK_EWRONGKIND: c_int = -27;
+/// A multimap pair whose encoding is longer than the key limit.
+pub const IRONBARK_EPAIRSIZE: c_int = -28;
+/// An integer key that does not fit the tree's width.
+pub const IRONBARK_EINTKEYSIZE: c_int = -29;
+/// A savepoint released, rolled back past, or of another transaction.
+pub const IRONBARK_ESAVEPOINT: c_int = -30;
+/// `ironbark_put_dup`: the pair was there already (nothing changed).
+pub const IRONBARK_KEYEXIST: c_int = 2;
 
 /// `ironbark_txn_begin`: a read snapshot.
 pub const IRONBARK_TXN_READ_ONLY: c_uint = 1;
@@ -88,6 +102,12 @@ pub const IRONBARK_TXN_NOWAIT: c_uint = 2;
 pub const IRONBARK_TXN_NOSYNC: c_uint = 4;
 /// `ironbark_tree_open`: create the tree if missing.
 pub const IRONBARK_TREE_CREATE: c_uint = 1;
+/// `ironbark_tree_open`: a multimap (a sorted set of values per key).
+pub const IRONBARK_TREE_MULTIMAP: c_uint = 2;
+/// `ironbark_tree_open`: integer keys of 4 bytes (`uint32_t` range).
+pub const IRONBARK_TREE_INTKEY32: c_uint = 4;
+/// `ironbark_tree_open`: integer keys of 8 bytes (`uint64_t`).
+pub const IRONBARK_TREE_INTKEY64: c_uint = 8;
 /// `ironbark_cursor_open`: iterate in descending key order.
 pub const IRONBARK_CURSOR_REVERSE: c_uint = 1;
 /// `ironbark_cursor_open`: include the end bound.
@@ -163,13 +183,96 @@ struct WriteCell {
     _db: Database,
 }
 
-/// A tree handle (`ironbark_tree`).
+/// A tree handle (`ironbark_tree`): a plain tree, a multimap or an
+/// integer-key tree, as `ironbark_tree_open`'s flags asked for.
 pub struct TreeHandle {
-    tree: Tree,
+    handle: Handle,
 }
 
-/// A cursor (`ironbark_cursor`).
+enum Handle {
+    Plain(Tree),
+    Multimap(Multimap),
+    Int(IntTree),
+}
+
+/// `EWRONGKIND`: a handle of the tree `name`, of kind `found`, given to a
+/// call for trees of kind `wanted`.
+fn wrong_kind(name: &str, found: &str, wanted: &str) -> Failure {
+    Failure {
+        code: IRONBARK_EWRONGKIND,
+        message: format!("tree {name:?} is {found}, not {wanted}"),
+    }
+}
+
+impl TreeHandle {
+    fn describe(&self) -> (&str, &'static str) {
+        match &self.handle {
+            Handle::Plain(t) => (t.name(), "a plain tree"),
+            Handle::Multimap(m) => (m.name(), "a multimap"),
+            Handle::Int(t) => (t.name(), "an integer-key tree"),
+        }
+    }
+
+    /// The handle of a plain tree, or `EWRONGKIND`.
+    fn plain(&self) -> Result<&Tree, Failure> {
+        match &self.handle {
+            Handle::Plain(t) => Ok(t),
+            _ => {
+                let (name, found) = self.describe();
+                Err(wrong_kind(name, found, "a plain tree"))
+            }
+        }
+    }
+
+    /// The handle of a multimap, or `EWRONGKIND`.
+    fn multimap(&self) -> Result<&Multimap, Failure> {
+        match &self.handle {
+            Handle::Multimap(m) => Ok(m),
+            _ => {
+                let (name, found) = self.describe();
+                Err(wrong_kind(name, found, "a multimap"))
+            }
+        }
+    }
+
+    /// The handle of an integer-key tree, or `EWRONGKIND`.
+    fn int_tree(&self) -> Result<&IntTree, Failure> {
+        match &self.handle {
+            Handle::Int(t) => Ok(t),
+            _ => {
+                let (name, found) = self.describe();
+                Err(wrong_kind(name, found, "an integer-key tree"))
+            }
+        }
+    }
+}
+
+/// The entries of any kind of tree (a multimap's pairs) in the
+/// transaction `$t`: a macro, since the two transactions share no trait.
+macro_rules! count_of {
+    ($t:expr, $tree:expr) => {
+        match &$tree.handle {
+            Handle::Plain(t) => $t.len(t),
+            Handle::Multimap(m) => $t.multimap_len(m),
+            Handle::Int(t) => $t.int_len(t),
+        }
+    };
+}
+
+/// A cursor (`ironbark_cursor`): over a plain tree's entries, a
+/// multimap's pairs, or an integer-key tree's entries.
 pub struct Cursor {
+    kind: CursorKind,
+}
+
+enum CursorKind {
+    Plain(PlainCursor),
+    Pairs(PairCursor),
+    Int(IntCursor),
+}
+
+/// A cursor over a plain tree.
+struct PlainCursor {
     // Declared first, so dropped before the bounds and the snapshot it
     // borrows.
     source: CursorSource,
@@ -248,6 +351,10 @@ fn code_of(e: &Error) -> c_int {
         Error::LocklessReader => IRONBARK_ELOCKLESSREADER,
         Error::WriteTxnOnThisThread => IRONBARK_EWRITETXNTHREAD,
         Error::KeyOutOfOrder(_) => IRONBARK_EKEYORDER,
+        Error::WrongTreeKind { .. } => IRONBARK_EWRONGKIND,
+        Error::PairTooLarge { .. } => IRONBARK_EPAIRSIZE,
+        Error::IntegerKeySize { .. } => IRONBARK_EINTKEYSIZE,
+        Error::InvalidSavepoint(_) => IRONBARK_ESAVEPOINT,
         // The engine's error is non-exhaustive: kinds newer than this list.
         _ => IRONBARK_EUNKNOWN,
     }
@@ -426,6 +533,15 @@ pub extern "C" fn ironbark_strerror(code: c_int) -> *const c_char {
         IRONBARK_EKEYORDER => {
             c"key out of order: an append must be greater than the tree's last key"
         }
+        IRONBARK_EWRONGKIND => {
+            c"wrong tree kind: the tree is a plain tree, a multimap or an integer-key tree"
+        }
+        IRONBARK_EPAIRSIZE => c"multimap pair too large: key and value exceed the key limit",
+        IRONBARK_EINTKEYSIZE => c"integer key does not fit the tree's key width",
+        IRONBARK_ESAVEPOINT => {
+            c"invalid savepoint: released, rolled back past, or of another transaction"
+        }
+        IRONBARK_KEYEXIST => c"the pair is already in the multimap",
         _ => c"unknown status code",
     };
     s.as_ptr()
@@ -688,6 +804,36 @@ fn read_only(what: &str) -> Failure {
     }
 }
 
+/// The handle of the existing tree `$name` in the transaction `$t`, if it
+/// is of the kind `$kind` (`EWRONGKIND` otherwise): a macro, since the two
+/// transactions share no trait.
+macro_rules! open_existing {
+    ($t:expr, $name:expr, $kind:expr) => {{
+        let (name, kind): (&str, TreeKind) = ($name, $kind);
+        let handle = if kind.multimap {
+            Handle::Multimap($t.multimap(name)?)
+        } else if kind.integer_key.is_some() {
+            Handle::Int($t.int_tree(name)?)
+        } else {
+            Handle::Plain($t.tree(name)?)
+        };
+        let found = match &handle {
+            Handle::Plain(_) => TreeKind::PLAIN,
+            Handle::Multimap(m) => m.kind(),
+            Handle::Int(t) => TreeKind::int_keys(t.width()),
+        };
+        if found == kind {
+            Ok::<Handle, Failure>(handle)
+        } else {
+            Err(Failure::from(Error::WrongTreeKind {
+                name: name.to_string(),
+                expected: kind,
+                found,
+            }))
+        }
+    }};
+}
+
 /// Opens a tree handle.
 #[no_mangle]
 pub unsafe extern "C" fn ironbark_tree_open(
@@ -706,22 +852,50 @@ pub unsafe extern "C" fn ironbark_tree_open(
         if tree.is_null() {
             return Err(Failure::invalid("tree (the out-pointer) is null"));
         }
-        if flags & !IRONBARK_TREE_CREATE != 0 {
+        let known = IRONBARK_TREE_CREATE
+            | IRONBARK_TREE_MULTIMAP
+            | IRONBARK_TREE_INTKEY32
+            | IRONBARK_TREE_INTKEY64;
+        if flags & !known != 0 {
             return Err(Failure::invalid(format!("unknown tree flags {flags:#x}")));
         }
+        let width = match (
+            flags & IRONBARK_TREE_INTKEY32 != 0,
+            flags & IRONBARK_TREE_INTKEY64 != 0,
+        ) {
+            (false, false) => None,
+            (true, false) => Some(IntWidth::U32),
+            (false, true) => Some(IntWidth::U64),
+            (true, true) => {
+                return Err(Failure::invalid(
+                    "IRONBARK_TREE_INTKEY32 and IRONBARK_TREE_INTKEY64 together",
+                ))
+            }
+        };
+        let kind = match (flags & IRONBARK_TREE_MULTIMAP != 0, width) {
+            (false, None) => TreeKind::PLAIN,
+            (true, None) => TreeKind::MULTIMAP,
+            (true, Some(w)) => TreeKind::int_multimap(w),
+            (false, Some(w)) => TreeKind::int_keys(w),
+        };
         let handle = match &txn.kind {
-            TxnKind::Read(r) => r.tree(name)?,
+            TxnKind::Read(r) => open_existing!(r, name, kind)?,
             TxnKind::Write(cell) => {
                 let mut w = cell.txn.try_borrow_mut().map_err(|_| ended())?;
                 let w = w.as_mut().ok_or_else(ended)?;
                 if flags & IRONBARK_TREE_CREATE != 0 {
-                    w.open_tree(name)?
+                    match (kind.multimap, width) {
+                        (false, None) => Handle::Plain(w.open_tree(name)?),
+                        (true, None) => Handle::Multimap(w.open_multimap(name)?),
+                        (true, Some(width)) => Handle::Multimap(w.open_int_multimap(name, width)?),
+                        (false, Some(width)) => Handle::Int(w.open_int_tree(name, width)?),
+                    }
                 } else {
-                    w.tree(name)?
+                    open_existing!(w, name, kind)?
                 }
             }
         };
-        let handle = Box::into_raw(Box::new(TreeHandle { tree: handle }));
+        let handle = Box::into_raw(Box::new(TreeHandle { handle }));
         // SAFETY: `tree` was checked non-null above and is writable.
         unsafe { store(tree, handle, "tree") }?;
         Ok(IRONBARK_OK)
@@ -751,15 +925,17 @@ pub unsafe extern "C" fn ironbark_tree_count(
         // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
         let txn = unsafe { reference(txn, "txn") }?;
         // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
-        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        let tree = unsafe { reference(tree, "tree") }?;
         if count.is_null() {
             return Err(Failure::invalid("count is null"));
         }
+        // Any kind of tree: its entries, or a multimap's pairs.
         let n = match &txn.kind {
-            TxnKind::Read(r) => r.len(tree)?,
+            TxnKind::Read(r) => count_of!(r, tree)?,
             TxnKind::Write(cell) => {
                 let w = cell.txn.try_borrow().map_err(|_| ended())?;
-                w.as_ref().ok_or_else(ended)?.len(tree)?
+                let w = w.as_ref().ok_or_else(ended)?;
+                count_of!(w, tree)?
             }
         };
         // SAFETY: `count` is non-null and writable (header).
@@ -782,7 +958,7 @@ pub unsafe extern "C" fn ironbark_get(
         // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
         let txn = unsafe { reference(txn, "txn") }?;
         // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
-        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        let tree = unsafe { reference(tree, "tree") }?.plain()?;
         // SAFETY: `key` is null or `key_len` readable bytes (header).
         let key = unsafe { bytes(key, key_len, "key") }?;
         if val.is_null() || val_len.is_null() {
@@ -835,7 +1011,7 @@ pub unsafe extern "C" fn ironbark_put(
         // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
         let txn = unsafe { reference(txn, "txn") }?;
         // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
-        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        let tree = unsafe { reference(tree, "tree") }?.plain()?;
         // SAFETY: `key` is null or `key_len` readable bytes (header).
         let key = unsafe { bytes(key, key_len, "key") }?;
         // SAFETY: `val` is null or `val_len` readable bytes (header).
@@ -859,7 +1035,7 @@ pub unsafe extern "C" fn ironbark_delete(
         // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
         let txn = unsafe { reference(txn, "txn") }?;
         // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
-        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        let tree = unsafe { reference(tree, "tree") }?.plain()?;
         // SAFETY: `key` is null or `key_len` readable bytes (header).
         let key = unsafe { bytes(key, key_len, "key") }?;
         let cell = writer(txn, "delete")?;
@@ -908,7 +1084,7 @@ fn lower_upper<'a>(upper: Bound<&'a [u8]>, key: &'a [u8]) -> Bound<&'a [u8]> {
 /// A key and its value.
 type Entry<'a> = (&'a [u8], &'a [u8]);
 
-impl Cursor {
+impl PlainCursor {
     /// The next entry, as raw parts that stay valid as the header says.
     fn step(&mut self) -> Result<Option<Entry<'_>>, Failure> {
         match &mut self.source {
@@ -1010,6 +1186,184 @@ unsafe fn extend(b: Bound<&[u8]>) -> Bound<&'static [u8]> {
     }
 }
 
+/// Whether the write transaction of `cell` has ended.
+fn has_ended(cell: &WriteCell) -> bool {
+    cell.txn.try_borrow().map(|t| t.is_none()).unwrap_or(true)
+}
+
+/// What a new cursor reads: a read snapshot or the write transaction.
+enum Origin {
+    Read(Arc<ReadTxn>),
+    Write(Rc<WriteCell>),
+}
+
+/// The origin of a cursor of `txn` over `handle`, after checking that the
+/// tree is there (`NoSuchTree`... now rather than at the first step).
+fn origin(txn: &Txn, handle: &TreeHandle) -> Result<Origin, Failure> {
+    match &txn.kind {
+        TxnKind::Read(r) => {
+            count_of!(r, handle)?;
+            Ok(Origin::Read(r.clone()))
+        }
+        TxnKind::Write(cell) => {
+            let w = cell.txn.try_borrow().map_err(|_| ended())?;
+            let w = w.as_ref().ok_or_else(ended)?;
+            count_of!(w, handle)?;
+            Ok(Origin::Write(cell.clone()))
+        }
+    }
+}
+
+/// `EWRONGKIND`: a byte-key cursor call (`what`) on an integer-key cursor.
+fn int_cursor(what: &str) -> Failure {
+    Failure {
+        code: IRONBARK_EWRONGKIND,
+        message: format!(
+            "{what} on a cursor of an integer-key tree (use ironbark_cursor_next_int)"
+        ),
+    }
+}
+
+/// A cursor over the pairs of a multimap whose keys are within bounds
+/// (`ironbark_cursor_open` on a multimap, `ironbark_cursor_open_dups`).
+struct PairCursor {
+    // Declared first, so dropped before the multimap, the bounds and the
+    // snapshot it borrows.
+    source: PairSource,
+    /// Boxed: a read cursor's iterator borrows it.
+    map: Box<Multimap>,
+    lower: Bound<Box<[u8]>>,
+    upper: Bound<Box<[u8]>>,
+    /// The key of the last `seek`, as for a plain cursor.
+    seek: Option<Box<[u8]>>,
+    reverse: bool,
+    /// The last key returned when it had to be decoded (a key with zero
+    /// bytes is not stored as itself): valid until the next step.
+    key_buf: Vec<u8>,
+}
+
+/// A multimap pair, copied.
+type OwnedPair = (Box<[u8]>, Box<[u8]>);
+
+enum PairSource {
+    /// As a plain read cursor: the engine's iterator over its own
+    /// snapshot, built at the first step after open or seek; it borrows
+    /// `txn`, the boxed multimap and the cursor's boxed bounds.
+    Read {
+        pairs: Option<Box<Pairs<'static>>>,
+        txn: Arc<ReadTxn>,
+    },
+    /// As a plain write cursor: positioned by the last pair it returned.
+    Write {
+        cell: Rc<WriteCell>,
+        last: Option<OwnedPair>,
+    },
+}
+
+impl PairCursor {
+    /// The next pair, as raw parts valid as the header says.
+    fn step(&mut self) -> Result<Option<Entry<'_>>, Failure> {
+        let (key, value) = match &mut self.source {
+            PairSource::Read { pairs, txn } => {
+                if pairs.is_none() {
+                    let (l, u) =
+                        borrowed_bounds(&self.lower, &self.upper, &self.seek, self.reverse);
+                    // SAFETY: as for a plain read cursor (`PlainCursor::step`):
+                    // the bounds borrow boxes this cursor owns, which stay
+                    // put while `pairs` is `Some` (seek clears it first).
+                    let (l, u) = unsafe { (extend(l), extend(u)) };
+                    // SAFETY: the iterator borrows the snapshot in the
+                    // `Arc<ReadTxn>` held beside it and the boxed multimap,
+                    // both dropped after it (field order) and never moved.
+                    let (txn, map): (&'static ReadTxn, &'static Multimap) =
+                        unsafe { (&*Arc::as_ptr(txn), &*(&*self.map as *const Multimap)) };
+                    *pairs = Some(Box::new(txn.multimap_range(map, (l, u))?));
+                }
+                let p = pairs.as_mut().expect("built above");
+                let next = if self.reverse {
+                    p.next_back()
+                } else {
+                    p.next()
+                };
+                let Some((k, v)) = next.transpose()? else {
+                    return Ok(None);
+                };
+                (raw_key(k), v as *const [u8])
+            }
+            PairSource::Write { cell, last } => {
+                let w = cell.txn.try_borrow().map_err(|_| ended())?;
+                let w = w.as_ref().ok_or_else(ended)?;
+                let (mut l, mut u) =
+                    borrowed_bounds(&self.lower, &self.upper, &self.seek, self.reverse);
+                // From the last pair's key on: the pairs of that key up to
+                // the last one are skipped below.
+                if let Some((k, _)) = last.as_ref() {
+                    if self.reverse {
+                        u = lower_upper(u, k);
+                    } else {
+                        l = raise_lower(l, k);
+                    }
+                }
+                let mut pairs = w.multimap_range(&self.map, (l, u))?;
+                let found = loop {
+                    let next = if self.reverse {
+                        pairs.next_back()
+                    } else {
+                        pairs.next()
+                    };
+                    let Some((k, v)) = next.transpose()? else {
+                        break None;
+                    };
+                    let done = last.as_ref().is_some_and(|(lk, lv)| {
+                        let order = (&k[..], v).cmp(&(&lk[..], &lv[..]));
+                        if self.reverse {
+                            order.is_ge()
+                        } else {
+                            order.is_le()
+                        }
+                    });
+                    if !done {
+                        break Some((k, v));
+                    }
+                };
+                let Some((k, v)) = found else {
+                    return Ok(None);
+                };
+                *last = Some((Box::from(&k[..]), Box::from(v)));
+                (raw_key(k), v as *const [u8])
+            }
+        };
+        let key: *const [u8] = match key {
+            RawKey::Borrowed(k) => k,
+            RawKey::Decoded(k) => {
+                self.key_buf = k;
+                &self.key_buf[..]
+            }
+        };
+        // SAFETY: the value and a borrowed key live in the read snapshot
+        // this cursor holds, or in the write transaction's pages, which
+        // stay unchanged until its next put/delete/end (the lifetime the
+        // header gives, as for a plain cursor; the `RefCell` guard only
+        // spans this call); a decoded key lives in `key_buf` until the
+        // next step, which needs `&mut self`.
+        Ok(Some(unsafe { (&*key, &*value) }))
+    }
+}
+
+/// A multimap key as a cursor hands it on: where it is in the pages, or
+/// decoded (a key with zero bytes is not stored as itself).
+enum RawKey {
+    Borrowed(*const [u8]),
+    Decoded(Vec<u8>),
+}
+
+fn raw_key(k: std::borrow::Cow<'_, [u8]>) -> RawKey {
+    match k {
+        std::borrow::Cow::Borrowed(k) => RawKey::Borrowed(k),
+        std::borrow::Cow::Owned(k) => RawKey::Decoded(k),
+    }
+}
+
 /// Opens a cursor.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
@@ -1029,7 +1383,7 @@ pub unsafe extern "C" fn ironbark_cursor_open(
         // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
         let txn = unsafe { reference(txn, "txn") }?;
         // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
-        let tree = unsafe { reference(tree, "tree") }?.tree.clone();
+        let handle = unsafe { reference(tree, "tree") }?;
         // A null bound is no bound (not the empty key).
         let start = if start.is_null() {
             None
@@ -1050,31 +1404,42 @@ pub unsafe extern "C" fn ironbark_cursor_open(
         if flags & !known != 0 {
             return Err(Failure::invalid(format!("unknown cursor flags {flags:#x}")));
         }
-        let source = match &txn.kind {
-            TxnKind::Read(r) => {
-                r.len(&tree)?; // NoSuchTree now rather than at the first step.
-                CursorSource::Read {
-                    range: None,
-                    txn: r.clone(),
-                }
-            }
-            TxnKind::Write(cell) => {
-                let w = cell.txn.try_borrow().map_err(|_| ended())?;
-                w.as_ref().ok_or_else(ended)?.len(&tree)?;
-                CursorSource::Write {
-                    cell: cell.clone(),
-                    last: None,
-                }
+        let lower = owned(start, true);
+        let upper = owned(end, flags & IRONBARK_CURSOR_END_INCLUSIVE != 0);
+        let reverse = flags & IRONBARK_CURSOR_REVERSE != 0;
+        let kind = match &handle.handle {
+            Handle::Plain(tree) => CursorKind::Plain(PlainCursor {
+                source: match origin(txn, handle)? {
+                    Origin::Read(txn) => CursorSource::Read { range: None, txn },
+                    Origin::Write(cell) => CursorSource::Write { cell, last: None },
+                },
+                tree: tree.clone(),
+                lower,
+                upper,
+                seek: None,
+                reverse,
+            }),
+            Handle::Multimap(m) => CursorKind::Pairs(PairCursor {
+                source: match origin(txn, handle)? {
+                    Origin::Read(txn) => PairSource::Read { pairs: None, txn },
+                    Origin::Write(cell) => PairSource::Write { cell, last: None },
+                },
+                map: Box::new(m.clone()),
+                lower,
+                upper,
+                seek: None,
+                reverse,
+                key_buf: Vec::new(),
+            }),
+            Handle::Int(t) => {
+                return Err(wrong_kind(
+                    t.name(),
+                    "an integer-key tree (use ironbark_cursor_open_int)",
+                    "a tree of byte keys",
+                ))
             }
         };
-        let handle = Cursor {
-            source,
-            tree,
-            lower: owned(start, true),
-            upper: owned(end, flags & IRONBARK_CURSOR_END_INCLUSIVE != 0),
-            seek: None,
-            reverse: flags & IRONBARK_CURSOR_REVERSE != 0,
-        };
+        let handle = Cursor { kind };
         // SAFETY: `cursor` was checked non-null above and is writable.
         unsafe { store(cursor, Box::into_raw(Box::new(handle)), "cursor") }?;
         Ok(IRONBARK_OK)
@@ -1097,7 +1462,12 @@ pub unsafe extern "C" fn ironbark_cursor_next(
         if key.is_null() || key_len.is_null() || val.is_null() || val_len.is_null() {
             return Err(Failure::invalid("key, key_len, val or val_len is null"));
         }
-        let Some((k, v)) = cursor.step()? else {
+        let found = match &mut cursor.kind {
+            CursorKind::Plain(c) => c.step()?,
+            CursorKind::Pairs(c) => c.step()?,
+            CursorKind::Int(_) => return Err(int_cursor("ironbark_cursor_next")),
+        };
+        let Some((k, v)) = found else {
             return Ok(IRONBARK_NOTFOUND);
         };
         // SAFETY: the four out-pointers are non-null and writable (header).
@@ -1125,16 +1495,33 @@ pub unsafe extern "C" fn ironbark_cursor_seek(
         // SAFETY: `key` is null or `key_len` readable bytes (header).
         let key = unsafe { bytes(key, key_len, "key") }?;
         // Drop the iterator before replacing the seek key it borrows.
-        match &mut cursor.source {
-            CursorSource::Read { range, .. } => *range = None,
-            CursorSource::Write { cell, last } => {
-                if cell.txn.try_borrow().map(|t| t.is_none()).unwrap_or(true) {
-                    return Err(ended());
+        match &mut cursor.kind {
+            CursorKind::Plain(c) => {
+                match &mut c.source {
+                    CursorSource::Read { range, .. } => *range = None,
+                    CursorSource::Write { cell, last } => {
+                        if has_ended(cell) {
+                            return Err(ended());
+                        }
+                        *last = None;
+                    }
                 }
-                *last = None;
+                c.seek = Some(key.into());
             }
+            CursorKind::Pairs(c) => {
+                match &mut c.source {
+                    PairSource::Read { pairs, .. } => *pairs = None,
+                    PairSource::Write { cell, last } => {
+                        if has_ended(cell) {
+                            return Err(ended());
+                        }
+                        *last = None;
+                    }
+                }
+                c.seek = Some(key.into());
+            }
+            CursorKind::Int(_) => return Err(int_cursor("ironbark_cursor_seek")),
         }
-        cursor.seek = Some(key.into());
         Ok(IRONBARK_OK)
     })
 }
@@ -1275,7 +1662,7 @@ pub unsafe extern "C" fn ironbark_append(
         // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
         let txn = unsafe { reference(txn, "txn") }?;
         // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
-        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        let tree = unsafe { reference(tree, "tree") }?.plain()?;
         // SAFETY: `key` is null or `key_len` readable bytes (header).
         let key = unsafe { bytes(key, key_len, "key") }?;
         // SAFETY: `val` is null or `val_len` readable bytes (header).
@@ -1302,7 +1689,7 @@ unsafe fn edge_entry(
         // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
         let txn = unsafe { reference(txn, "txn") }?;
         // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
-        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        let tree = unsafe { reference(tree, "tree") }?.plain()?;
         check_entry_out(key, key_len, val, val_len)?;
         let found = if last {
             look_up!(txn, t => t.last(tree))
@@ -1372,7 +1759,7 @@ unsafe fn nearest_entry(
         // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
         let txn = unsafe { reference(txn, "txn") }?;
         // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
-        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        let tree = unsafe { reference(tree, "tree") }?.plain()?;
         // SAFETY: `target` is null or `target_len` readable bytes (header).
         let target = unsafe { bytes(target, target_len, "target") }?;
         check_entry_out(key, key_len, val, val_len)?;
@@ -1515,7 +1902,7 @@ pub unsafe extern "C" fn ironbark_contains_key(
         // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
         let txn = unsafe { reference(txn, "txn") }?;
         // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
-        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        let tree = unsafe { reference(tree, "tree") }?.plain()?;
         // SAFETY: `key` is null or `key_len` readable bytes (header).
         let key = unsafe { bytes(key, key_len, "key") }?;
         let present = match &txn.kind {
@@ -1552,7 +1939,7 @@ pub unsafe extern "C" fn ironbark_insert(
         // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
         let txn = unsafe { reference(txn, "txn") }?;
         // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
-        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        let tree = unsafe { reference(tree, "tree") }?.plain()?;
         // SAFETY: `key` is null or `key_len` readable bytes (header).
         let key = unsafe { bytes(key, key_len, "key") }?;
         // SAFETY: `val` is null or `val_len` readable bytes (header).
@@ -1601,7 +1988,7 @@ unsafe fn pop_entry(
         // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
         let txn = unsafe { reference(txn, "txn") }?;
         // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
-        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        let tree = unsafe { reference(tree, "tree") }?.plain()?;
         if key.is_null() || key_len.is_null() || val.is_null() || val_len.is_null() {
             return Err(Failure::invalid("key, key_len, val or val_len is null"));
         }
@@ -1676,7 +2063,7 @@ pub unsafe extern "C" fn ironbark_clear(
         // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
         let txn = unsafe { reference(txn, "txn") }?;
         // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
-        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        let tree = unsafe { reference(tree, "tree") }?.plain()?;
         if count.is_null() {
             return Err(Failure::invalid("count is null"));
         }
@@ -1721,7 +2108,7 @@ pub unsafe extern "C" fn ironbark_delete_range(
         // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
         let txn = unsafe { reference(txn, "txn") }?;
         // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
-        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        let tree = unsafe { reference(tree, "tree") }?.plain()?;
         // SAFETY: `start` is null or `start_len` readable bytes (header).
         let start = unsafe { optional_bytes(start, start_len, "start") }?;
         // SAFETY: `end` is null or `end_len` readable bytes (header).
@@ -1765,7 +2152,7 @@ pub unsafe extern "C" fn ironbark_put_reserve(
         // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
         let txn = unsafe { reference(txn, "txn") }?;
         // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
-        let tree = &unsafe { reference(tree, "tree") }?.tree;
+        let tree = unsafe { reference(tree, "tree") }?.plain()?;
         // SAFETY: `key` is null or `key_len` readable bytes (header).
         let key = unsafe { bytes(key, key_len, "key") }?;
         if space.is_null() {
@@ -1835,6 +2222,522 @@ pub unsafe extern "C" fn ironbark_cursor_open_prefix(
                 cursor,
             )
         })
+    })
+}
+
+/// A savepoint (`ironbark_savepoint`): the engine's token, which names its
+/// transaction and holds nothing of it.
+pub struct SavepointHandle {
+    sp: Savepoint,
+}
+
+/// Takes a savepoint of a write transaction.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_savepoint_take(
+    txn: *mut Txn,
+    sp: *mut *mut SavepointHandle,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `sp` is null or a writable pointer slot (header).
+        unsafe { clear(sp) };
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        if sp.is_null() {
+            return Err(Failure::invalid("sp (the out-pointer) is null"));
+        }
+        let taken = with_writer(txn, "savepoint", |w| Ok(w.savepoint()?))?;
+        let handle = Box::into_raw(Box::new(SavepointHandle { sp: taken }));
+        // SAFETY: `sp` was checked non-null above and is writable.
+        unsafe { store(sp, handle, "sp") }?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Rolls a write transaction back to a savepoint, which stays.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_savepoint_rollback(
+    txn: *mut Txn,
+    sp: *const SavepointHandle,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `sp` is null or a live handle from
+        // `ironbark_savepoint_take`.
+        let sp = &unsafe { reference(sp, "sp") }?.sp;
+        with_writer(txn, "rollback", |w| Ok(w.rollback_to(sp)?))?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Releases a savepoint (and those taken after it) and frees its handle.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_savepoint_release(
+    txn: *mut Txn,
+    sp: *mut SavepointHandle,
+) -> c_int {
+    guard(|| {
+        if sp.is_null() {
+            return Err(Failure::invalid("sp is null"));
+        }
+        // SAFETY: a non-null `sp` came from `ironbark_savepoint_take`'s
+        // `Box::into_raw` and is released or closed once (header); it is
+        // freed whatever the result.
+        let sp = unsafe { Box::from_raw(sp) };
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        with_writer(txn, "release", |w| Ok(w.release(sp.sp)?))?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Frees a savepoint handle without releasing the savepoint.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_savepoint_close(sp: *mut SavepointHandle) {
+    guard_void(|| {
+        if !sp.is_null() {
+            // SAFETY: a non-null `sp` came from `ironbark_savepoint_take`'s
+            // `Box::into_raw` and is released or closed once (header).
+            drop(unsafe { Box::from_raw(sp) });
+        }
+    })
+}
+
+/// Adds a (key, value) pair to a multimap.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_put_dup(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *const u8,
+    key_len: usize,
+    val: *const u8,
+    val_len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let m = unsafe { reference(tree, "tree") }?.multimap()?;
+        // SAFETY: `key` is null or `key_len` readable bytes (header).
+        let key = unsafe { bytes(key, key_len, "key") }?;
+        // SAFETY: `val` is null or `val_len` readable bytes (header).
+        let val = unsafe { bytes(val, val_len, "val") }?;
+        let added = with_writer(txn, "put_dup", |w| Ok(w.put_dup(m, key, val)?))?;
+        Ok(if added {
+            IRONBARK_OK
+        } else {
+            IRONBARK_KEYEXIST
+        })
+    })
+}
+
+/// Removes a (key, value) pair from a multimap.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_delete_dup(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *const u8,
+    key_len: usize,
+    val: *const u8,
+    val_len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let m = unsafe { reference(tree, "tree") }?.multimap()?;
+        // SAFETY: `key` is null or `key_len` readable bytes (header).
+        let key = unsafe { bytes(key, key_len, "key") }?;
+        // SAFETY: `val` is null or `val_len` readable bytes (header).
+        let val = unsafe { bytes(val, val_len, "val") }?;
+        let existed = with_writer(txn, "delete_dup", |w| Ok(w.delete_dup(m, key, val)?))?;
+        Ok(if existed {
+            IRONBARK_OK
+        } else {
+            IRONBARK_NOTFOUND
+        })
+    })
+}
+
+/// Removes every value of a key of a multimap.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_delete_dups(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *const u8,
+    key_len: usize,
+    count: *mut u64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let m = unsafe { reference(tree, "tree") }?.multimap()?;
+        // SAFETY: `key` is null or `key_len` readable bytes (header).
+        let key = unsafe { bytes(key, key_len, "key") }?;
+        if count.is_null() {
+            return Err(Failure::invalid("count is null"));
+        }
+        let removed = with_writer(txn, "delete_dups", |w| Ok(w.delete_all(m, key)?))?;
+        // SAFETY: `count` is non-null and writable (header).
+        unsafe { store(count, removed, "count") }?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// The number of values of a key of a multimap.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_count_dups(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *const u8,
+    key_len: usize,
+    count: *mut u64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let m = unsafe { reference(tree, "tree") }?.multimap()?;
+        // SAFETY: `key` is null or `key_len` readable bytes (header).
+        let key = unsafe { bytes(key, key_len, "key") }?;
+        if count.is_null() {
+            return Err(Failure::invalid("count is null"));
+        }
+        let n = match &txn.kind {
+            TxnKind::Read(r) => r.count_dups(m, key)?,
+            TxnKind::Write(cell) => {
+                let w = cell.txn.try_borrow().map_err(|_| ended())?;
+                w.as_ref().ok_or_else(ended)?.count_dups(m, key)?
+            }
+        };
+        // SAFETY: `count` is non-null and writable (header).
+        unsafe { store(count, n, "count") }?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Whether a multimap holds a (key, value) pair.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_contains_dup(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *const u8,
+    key_len: usize,
+    val: *const u8,
+    val_len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let m = unsafe { reference(tree, "tree") }?.multimap()?;
+        // SAFETY: `key` is null or `key_len` readable bytes (header).
+        let key = unsafe { bytes(key, key_len, "key") }?;
+        // SAFETY: `val` is null or `val_len` readable bytes (header).
+        let val = unsafe { bytes(val, val_len, "val") }?;
+        let present = match &txn.kind {
+            TxnKind::Read(r) => r.contains_dup(m, key, val)?,
+            TxnKind::Write(cell) => {
+                let w = cell.txn.try_borrow().map_err(|_| ended())?;
+                w.as_ref().ok_or_else(ended)?.contains_dup(m, key, val)?
+            }
+        };
+        Ok(if present {
+            IRONBARK_OK
+        } else {
+            IRONBARK_NOTFOUND
+        })
+    })
+}
+
+/// Opens a cursor over the values of one key of a multimap.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_cursor_open_dups(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: *const u8,
+    key_len: usize,
+    flags: c_uint,
+    cursor: *mut *mut Cursor,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `cursor` is null or a writable pointer slot (header).
+        unsafe { clear(cursor) };
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        unsafe { reference(tree, "tree") }?.multimap()?;
+        // SAFETY: `key` is null or `key_len` readable bytes (header).
+        let key = unsafe { bytes(key, key_len, "key") }?;
+        if flags & !IRONBARK_CURSOR_REVERSE != 0 {
+            return Err(Failure::invalid(format!(
+                "unknown dups cursor flags {flags:#x} (only IRONBARK_CURSOR_REVERSE)"
+            )));
+        }
+        // The values of a key are the pairs with keys from it to it: an
+        // ordinary multimap cursor with those bounds.
+        // SAFETY: `txn`, `tree` and `cursor` are passed on under the
+        // header's contract; `key` is live for the call.
+        Ok(unsafe {
+            ironbark_cursor_open(
+                txn,
+                tree,
+                key.as_ptr(),
+                key.len(),
+                key.as_ptr(),
+                key.len(),
+                flags | IRONBARK_CURSOR_END_INCLUSIVE,
+                cursor,
+            )
+        })
+    })
+}
+
+/// Stores a value under an integer key.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_put_int(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: u64,
+    val: *const u8,
+    val_len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let t = unsafe { reference(tree, "tree") }?.int_tree()?;
+        // SAFETY: `val` is null or `val_len` readable bytes (header).
+        let val = unsafe { bytes(val, val_len, "val") }?;
+        with_writer(txn, "put_int", |w| Ok(w.put_int(t, key, val)?))?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Looks an integer key up, zero-copy.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_get_int(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: u64,
+    val: *mut *const u8,
+    val_len: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let t = unsafe { reference(tree, "tree") }?.int_tree()?;
+        if val.is_null() || val_len.is_null() {
+            return Err(Failure::invalid("val or val_len is null"));
+        }
+        // In place, as `ironbark_get`'s value.
+        let found = match &txn.kind {
+            TxnKind::Read(r) => r.get_int(t, key)?.map(|v| (v.as_ptr(), v.len())),
+            TxnKind::Write(cell) => {
+                let w = cell.txn.try_borrow().map_err(|_| ended())?;
+                w.as_ref()
+                    .ok_or_else(ended)?
+                    .get_int(t, key)?
+                    .map(|v| (v.as_ptr(), v.len()))
+            }
+        };
+        let Some((ptr, len)) = found else {
+            return Ok(IRONBARK_NOTFOUND);
+        };
+        // SAFETY: both out-pointers are non-null and writable (header).
+        unsafe {
+            store(val, ptr, "val")?;
+            store(val_len, len, "val_len")?;
+        }
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// Removes an integer key.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_delete_int(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    key: u64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let t = unsafe { reference(tree, "tree") }?.int_tree()?;
+        let existed = with_writer(txn, "delete_int", |w| Ok(w.delete_int(t, key)?))?;
+        Ok(if existed {
+            IRONBARK_OK
+        } else {
+            IRONBARK_NOTFOUND
+        })
+    })
+}
+
+/// A cursor over an integer-key tree (`ironbark_cursor_open_int`).
+struct IntCursor {
+    // Declared first, so dropped before the tree handle and the snapshot
+    // it borrows.
+    source: IntSource,
+    /// Boxed: a read cursor's iterator borrows it.
+    tree: Box<IntTree>,
+    lower: Bound<u64>,
+    upper: Bound<u64>,
+    reverse: bool,
+}
+
+enum IntSource {
+    /// The engine's iterator over the cursor's own snapshot, built at the
+    /// first step; it borrows `txn` and the boxed tree handle.
+    Read {
+        range: Option<Box<IntRange<'static>>>,
+        txn: Arc<ReadTxn>,
+    },
+    /// Positioned by the last key it returned.
+    Write {
+        cell: Rc<WriteCell>,
+        last: Option<u64>,
+    },
+}
+
+impl IntCursor {
+    /// The next entry, with the value valid as the header says.
+    fn step(&mut self) -> Result<Option<(u64, &[u8])>, Failure> {
+        match &mut self.source {
+            IntSource::Read { range, txn } => {
+                if range.is_none() {
+                    // SAFETY: the iterator borrows the snapshot in the
+                    // `Arc<ReadTxn>` held beside it and the boxed tree
+                    // handle, both dropped after it (field order) and never
+                    // moved.
+                    let (txn, tree): (&'static ReadTxn, &'static IntTree) =
+                        unsafe { (&*Arc::as_ptr(txn), &*(&*self.tree as *const IntTree)) };
+                    *range = Some(Box::new(txn.int_range(tree, (self.lower, self.upper))?));
+                }
+                let r = range.as_mut().expect("built above");
+                let next = if self.reverse {
+                    r.next_back()
+                } else {
+                    r.next()
+                };
+                Ok(next.transpose()?)
+            }
+            IntSource::Write { cell, last } => {
+                let w = cell.txn.try_borrow().map_err(|_| ended())?;
+                let w = w.as_ref().ok_or_else(ended)?;
+                let (mut lower, mut upper) = (self.lower, self.upper);
+                if let Some(k) = *last {
+                    if self.reverse {
+                        upper = Bound::Excluded(k);
+                    } else {
+                        lower = Bound::Excluded(k);
+                    }
+                }
+                let mut range = w.int_range(&self.tree, (lower, upper))?;
+                let next = if self.reverse {
+                    range.next_back()
+                } else {
+                    range.next()
+                };
+                let Some((k, v)) = next.transpose()? else {
+                    return Ok(None);
+                };
+                *last = Some(k);
+                let v = v as *const [u8];
+                // SAFETY: the value lives in the write transaction's pages,
+                // unchanged until its next put/delete/end (the header's
+                // lifetime); the `RefCell` guard only spans this call.
+                Ok(Some((k, unsafe { &*v })))
+            }
+        }
+    }
+}
+
+/// Opens a cursor over the integer keys of a tree within bounds.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_cursor_open_int(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    start: *const u64,
+    end: *const u64,
+    flags: c_uint,
+    cursor: *mut *mut Cursor,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `cursor` is null or a writable pointer slot (header).
+        unsafe { clear(cursor) };
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let handle = unsafe { reference(tree, "tree") }?;
+        let t = handle.int_tree()?;
+        // A null bound is no bound.
+        // SAFETY: `start` and `end` are null or point to a `uint64_t`
+        // (header).
+        let (start, end) = unsafe { (start.as_ref().copied(), end.as_ref().copied()) };
+        if cursor.is_null() {
+            return Err(Failure::invalid("cursor (the out-pointer) is null"));
+        }
+        let known = IRONBARK_CURSOR_REVERSE | IRONBARK_CURSOR_END_INCLUSIVE;
+        if flags & !known != 0 {
+            return Err(Failure::invalid(format!("unknown cursor flags {flags:#x}")));
+        }
+        let upper = match end {
+            None => Bound::Unbounded,
+            Some(e) if flags & IRONBARK_CURSOR_END_INCLUSIVE != 0 => Bound::Included(e),
+            Some(e) => Bound::Excluded(e),
+        };
+        let handle = Cursor {
+            kind: CursorKind::Int(IntCursor {
+                source: match origin(txn, handle)? {
+                    Origin::Read(txn) => IntSource::Read { range: None, txn },
+                    Origin::Write(cell) => IntSource::Write { cell, last: None },
+                },
+                tree: Box::new(t.clone()),
+                lower: start.map_or(Bound::Unbounded, Bound::Included),
+                upper,
+                reverse: flags & IRONBARK_CURSOR_REVERSE != 0,
+            }),
+        };
+        // SAFETY: `cursor` was checked non-null above and is writable.
+        unsafe { store(cursor, Box::into_raw(Box::new(handle)), "cursor") }?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// The next entry of an integer-key cursor.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_cursor_next_int(
+    cursor: *mut Cursor,
+    key: *mut u64,
+    val: *mut *const u8,
+    val_len: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `cursor` is null or a live handle from a cursor open
+        // call, used by this thread only (header).
+        let cursor = unsafe { exclusive(cursor, "cursor") }?;
+        if key.is_null() || val.is_null() || val_len.is_null() {
+            return Err(Failure::invalid("key, val or val_len is null"));
+        }
+        let CursorKind::Int(c) = &mut cursor.kind else {
+            return Err(Failure {
+                code: IRONBARK_EWRONGKIND,
+                message: "ironbark_cursor_next_int on a cursor of byte keys \
+                          (use ironbark_cursor_next)"
+                    .into(),
+            });
+        };
+        let Some((k, v)) = c.step()? else {
+            return Ok(IRONBARK_NOTFOUND);
+        };
+        // SAFETY: the three out-pointers are non-null and writable (header).
+        unsafe {
+            store(key, k, "key")?;
+            store(val, v.as_ptr(), "val")?;
+            store(val_len, v.len(), "val_len")?;
+        }
+        Ok(IRONBARK_OK)
     })
 }
 

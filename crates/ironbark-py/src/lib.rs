@@ -21,7 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, ThreadId};
 
 use ironbark::{
-    Database, Durability, Error as EngineError, Options, Range, ReadTxn, Tree, WriteTxn,
+    Database, Durability, Error as EngineError, IntWidth, Options, Range, ReadTxn, Savepoint, Tree,
+    WriteTxn,
 };
 use pyo3::exceptions::{PyBufferError, PyException, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -177,6 +178,30 @@ create_exception!(
 );
 create_exception!(
     ironbark,
+    WrongTreeKindError,
+    Error,
+    "A tree used as another kind than it is (a multimap as a plain tree, an integer-key tree of another width...)."
+);
+create_exception!(
+    ironbark,
+    PairTooLargeError,
+    Error,
+    "A multimap pair whose key and value together are longer than the key limit."
+);
+create_exception!(
+    ironbark,
+    IntegerKeySizeError,
+    Error,
+    "An integer key that does not fit the tree's key width."
+);
+create_exception!(
+    ironbark,
+    InvalidSavepointError,
+    Error,
+    "A savepoint released, rolled back past, or of another transaction."
+);
+create_exception!(
+    ironbark,
     ClosedError,
     Error,
     "The transaction has ended, or the database is closed."
@@ -208,6 +233,10 @@ fn to_py(e: EngineError) -> PyErr {
         EngineError::ForeignTree(_) => ForeignTreeError::new_err(msg),
         EngineError::LocklessReader => LocklessReaderError::new_err(msg),
         EngineError::WriteTxnOnThisThread => WriteTxnOnThisThreadError::new_err(msg),
+        EngineError::WrongTreeKind { .. } => WrongTreeKindError::new_err(msg),
+        EngineError::PairTooLarge { .. } => PairTooLargeError::new_err(msg),
+        EngineError::IntegerKeySize { .. } => IntegerKeySizeError::new_err(msg),
+        EngineError::InvalidSavepoint(_) => InvalidSavepointError::new_err(msg),
         // The engine's error is non-exhaustive: kinds newer than this list.
         _ => Error::new_err(msg),
     }
@@ -600,6 +629,24 @@ macro_rules! run_lookup {
     };
 }
 
+/// Runs `$body` with `$t` the transaction's reads (a read snapshot or the
+/// write transaction): a macro, since the two share no trait.
+macro_rules! with_reader {
+    ($self:expr, $t:ident => $body:expr) => {
+        match $self.state()? {
+            TxnState::Read(r) => {
+                let $t: &ReadTxn = r;
+                $body
+            }
+            TxnState::Write(w) => {
+                let $t: &WriteTxn<'static> = w;
+                $body
+            }
+            TxnState::Ended => Err(closed()),
+        }
+    };
+}
+
 /// The handle of the tree `name` (the default tree if `None`) for a
 /// removal: a missing default tree has nothing to remove (`None`); a
 /// missing named tree is `NoSuchTreeError`.
@@ -936,6 +983,234 @@ impl PyTransaction {
         w.delete_range(&t, (lower, upper)).or_raise()
     }
 
+    /// Takes a savepoint of the write transaction: `rollback_to` it later
+    /// undoes every change made since; savepoints nest.
+    fn savepoint(&mut self) -> PyResult<PySavepoint> {
+        let sp = self.writer("savepoint")?.savepoint().or_raise()?;
+        Ok(PySavepoint { sp: Some(sp) })
+    }
+
+    /// Undoes every change made since `sp` was taken; `sp` stays (to roll
+    /// back to again), the savepoints taken after it are discarded.
+    fn rollback_to(&mut self, sp: &Bound<'_, PySavepoint>) -> PyResult<()> {
+        let sp = sp.borrow();
+        let token = sp.sp.as_ref().ok_or_else(released)?;
+        self.writer("rollback_to")?.rollback_to(token).or_raise()
+    }
+
+    /// Forgets `sp` and the savepoints taken after it, keeping their
+    /// changes.
+    fn release(&mut self, sp: &Bound<'_, PySavepoint>) -> PyResult<()> {
+        let w = self.writer("release")?;
+        let token = sp.borrow_mut().sp.take().ok_or_else(released)?;
+        w.release(token).or_raise()
+    }
+
+    /// Opens the multimap `name` (a sorted set of values per key),
+    /// creating it if it does not exist.
+    fn open_multimap(&mut self, name: &str) -> PyResult<()> {
+        self.writer("open_multimap")?
+            .open_multimap(name)
+            .or_raise()
+            .map(drop)
+    }
+
+    /// Opens the integer-key tree `name` with keys of `width` bytes (4 or
+    /// 8), creating it if it does not exist.
+    fn open_int_tree(&mut self, name: &str, width: usize) -> PyResult<()> {
+        let width = IntWidth::of_len(width).ok_or_else(|| {
+            PyValueError::new_err(format!("integer key width {width} (4 or 8 bytes)"))
+        })?;
+        self.writer("open_int_tree")?
+            .open_int_tree(name, width)
+            .or_raise()
+            .map(drop)
+    }
+
+    /// Adds the pair (`key`, `value`) to the multimap `tree` (created if
+    /// needed); returns `False` if it was there already.
+    #[pyo3(signature = (key, value, *, tree))]
+    fn put_dup(&mut self, key: &[u8], value: &[u8], tree: &str) -> PyResult<bool> {
+        let w = self.writer("put_dup")?;
+        let m = match w.multimap(tree) {
+            Err(EngineError::NoSuchTree(_)) => w.open_multimap(tree),
+            found => found,
+        }
+        .or_raise()?;
+        w.put_dup(&m, key, value).or_raise()
+    }
+
+    /// Removes the pair (`key`, `value`); returns whether it was there.
+    #[pyo3(signature = (key, value, *, tree))]
+    fn delete_dup(&mut self, key: &[u8], value: &[u8], tree: &str) -> PyResult<bool> {
+        let w = self.writer("delete_dup")?;
+        let m = w.multimap(tree).or_raise()?;
+        w.delete_dup(&m, key, value).or_raise()
+    }
+
+    /// Removes every value of `key`; returns how many there were.
+    #[pyo3(signature = (key, *, tree))]
+    fn delete_dups(&mut self, key: &[u8], tree: &str) -> PyResult<u64> {
+        let w = self.writer("delete_dups")?;
+        let m = w.multimap(tree).or_raise()?;
+        w.delete_all(&m, key).or_raise()
+    }
+
+    /// The values of `key`, in order (reversed with `reverse=True`), as a
+    /// list.
+    #[pyo3(signature = (key, *, tree, reverse=false))]
+    fn get_dups<'py>(
+        &self,
+        py: Python<'py>,
+        key: &[u8],
+        tree: &str,
+        reverse: bool,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let src = self.buffer_source();
+        with_reader!(self, t => {
+            let m = t.multimap(tree).or_raise()?;
+            let dups = t.get_dups(&m, key).or_raise()?;
+            let to_py = |v: ironbark::Result<&[u8]>| value_of(py, v.or_raise()?, src);
+            if reverse {
+                dups.rev().map(to_py).collect()
+            } else {
+                dups.map(to_py).collect()
+            }
+        })
+    }
+
+    /// The number of values of `key` (0 if none).
+    #[pyo3(signature = (key, *, tree))]
+    fn count_dups(&self, key: &[u8], tree: &str) -> PyResult<u64> {
+        with_reader!(self, t => {
+            let m = t.multimap(tree).or_raise()?;
+            t.count_dups(&m, key).or_raise()
+        })
+    }
+
+    /// Whether the multimap holds the pair (`key`, `value`).
+    #[pyo3(signature = (key, value, *, tree))]
+    fn contains_dup(&self, key: &[u8], value: &[u8], tree: &str) -> PyResult<bool> {
+        with_reader!(self, t => {
+            let m = t.multimap(tree).or_raise()?;
+            t.contains_dup(&m, key, value).or_raise()
+        })
+    }
+
+    /// The pairs with `start <= key < end` (`end` included with
+    /// `inclusive_end=True`; `None` is no bound), in (key, value) order or
+    /// reversed, as a list of `(key, value)` tuples.
+    #[pyo3(signature = (start=None, end=None, *, tree, reverse=false, inclusive_end=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn multimap_range<'py>(
+        &self,
+        py: Python<'py>,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+        tree: &str,
+        reverse: bool,
+        inclusive_end: bool,
+    ) -> PyResult<Vec<PyEntry<'py>>> {
+        let lower = start.map_or(RangeBound::Unbounded, RangeBound::Included);
+        let upper = match end {
+            Some(k) if inclusive_end => RangeBound::Included(k),
+            Some(k) => RangeBound::Excluded(k),
+            None => RangeBound::Unbounded,
+        };
+        let src = self.buffer_source();
+        with_reader!(self, t => {
+            let m = t.multimap(tree).or_raise()?;
+            let pairs = t.multimap_range(&m, (lower, upper)).or_raise()?;
+            let to_py = |p: ironbark::Result<ironbark::Pair<'_>>| -> PyResult<PyEntry<'py>> {
+                let (k, v) = p.or_raise()?;
+                // A decoded key (one with zero bytes) is a copy; a key in
+                // place and the value are handed out as any other.
+                let key = match k {
+                    Cow::Borrowed(k) => value_of(py, k, src)?,
+                    Cow::Owned(k) => PyBytes::new(py, &k).into_any(),
+                };
+                Ok((key, value_of(py, v, src)?))
+            };
+            if reverse {
+                pairs.rev().map(to_py).collect()
+            } else {
+                pairs.map(to_py).collect()
+            }
+        })
+    }
+
+    /// Stores `value` under the integer `key` of the integer-key tree
+    /// `tree` (made by `open_int_tree`).
+    #[pyo3(signature = (key, value, *, tree))]
+    fn put_int(&mut self, key: u64, value: &[u8], tree: &str) -> PyResult<()> {
+        let w = self.writer("put_int")?;
+        let t = w.int_tree(tree).or_raise()?;
+        w.put_int(&t, key, value).or_raise()
+    }
+
+    /// The value under the integer `key`, or `default`.
+    #[pyo3(signature = (key, default=None, *, tree))]
+    fn get_int<'py>(
+        &self,
+        py: Python<'py>,
+        key: u64,
+        default: Option<Bound<'py, PyAny>>,
+        tree: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let src = self.buffer_source();
+        with_reader!(self, t => {
+            let i = t.int_tree(tree).or_raise()?;
+            match t.get_int(&i, key).or_raise()? {
+                Some(v) => value_of(py, v, src),
+                None => Ok(default.unwrap_or_else(|| py.None().into_bound(py))),
+            }
+        })
+    }
+
+    /// Removes the integer `key`; returns whether it was there.
+    #[pyo3(signature = (key, *, tree))]
+    fn delete_int(&mut self, key: u64, tree: &str) -> PyResult<bool> {
+        let w = self.writer("delete_int")?;
+        let t = w.int_tree(tree).or_raise()?;
+        w.delete_int(&t, key).or_raise()
+    }
+
+    /// The entries with `start <= key < end` (`end` included with
+    /// `inclusive_end=True`; `None` is no bound), in numeric order or
+    /// reversed, as a list of `(key, value)` tuples.
+    #[pyo3(signature = (start=None, end=None, *, tree, reverse=false, inclusive_end=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn int_range<'py>(
+        &self,
+        py: Python<'py>,
+        start: Option<u64>,
+        end: Option<u64>,
+        tree: &str,
+        reverse: bool,
+        inclusive_end: bool,
+    ) -> PyResult<Vec<(u64, Bound<'py, PyAny>)>> {
+        let lower = start.map_or(RangeBound::Unbounded, RangeBound::Included);
+        let upper = match end {
+            Some(k) if inclusive_end => RangeBound::Included(k),
+            Some(k) => RangeBound::Excluded(k),
+            None => RangeBound::Unbounded,
+        };
+        let src = self.buffer_source();
+        with_reader!(self, t => {
+            let i = t.int_tree(tree).or_raise()?;
+            let range = t.int_range(&i, (lower, upper)).or_raise()?;
+            let to_py = |e: ironbark::Result<(u64, &[u8])>| {
+                let (k, v) = e.or_raise()?;
+                Ok((k, value_of(py, v, src)?))
+            };
+            if reverse {
+                range.rev().map(to_py).collect()
+            } else {
+                range.map(to_py).collect()
+            }
+        })
+    }
+
     /// Deletes the tree `name` with all its entries; returns whether it
     /// existed.
     fn drop_tree(&mut self, name: &str) -> PyResult<bool> {
@@ -951,10 +1226,26 @@ impl PyTransaction {
         }
     }
 
-    /// The number of entries of the tree.
+    /// The number of entries of the tree (of a multimap: its pairs).
     #[pyo3(signature = (*, tree=None))]
-    fn count(&self, tree: Option<&str>) -> PyResult<u64> {
-        let Some(t) = self.read_tree(tree)? else {
+    fn count(&self, py: Python<'_>, tree: Option<&str>) -> PyResult<u64> {
+        let t = match self.read_tree(tree) {
+            Ok(t) => t,
+            Err(e) if e.is_instance_of::<WrongTreeKindError>(py) => {
+                // A multimap or an integer-key tree.
+                let name = tree.unwrap_or(DEFAULT_TREE);
+                return with_reader!(self, t => {
+                    if t.tree_kind(name).or_raise()?.multimap {
+                        t.multimap_len(&t.multimap(name).or_raise()?)
+                    } else {
+                        t.int_len(&t.int_tree(name).or_raise()?)
+                    }
+                    .or_raise()
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let Some(t) = t else {
             return Ok(0);
         };
         match self.state()? {
@@ -1090,6 +1381,26 @@ impl PyTransaction {
             Err(_) => "<ironbark.Transaction (of another thread)>".into(),
         }
     }
+}
+
+/// A savepoint of a write transaction (`Transaction.savepoint`): a token
+/// that holds nothing of the transaction; `release` uses it up.
+#[pyclass(module = "ironbark", name = "Savepoint")]
+struct PySavepoint {
+    /// `None` once released.
+    sp: Option<Savepoint>,
+}
+
+#[pymethods]
+impl PySavepoint {
+    fn __repr__(&self) -> String {
+        let state = if self.sp.is_some() { "" } else { " (released)" };
+        format!("<ironbark.Savepoint{state}>")
+    }
+}
+
+fn released() -> PyErr {
+    InvalidSavepointError::new_err("invalid savepoint: it was released")
 }
 
 /// The source of a range iterator.
@@ -1360,6 +1671,7 @@ fn _ironbark(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDatabase>()?;
     m.add_class::<PyTransaction>()?;
     m.add_class::<PyRangeIter>()?;
+    m.add_class::<PySavepoint>()?;
     m.add("DEFAULT_TREE", DEFAULT_TREE)?;
     m.add("MAX_VALUE_LEN", ironbark::MAX_VALUE_LEN)?;
     m.add("Error", py.get_type::<Error>())?;
@@ -1399,6 +1711,13 @@ fn _ironbark(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add(
         "WriteTxnOnThisThreadError",
         py.get_type::<WriteTxnOnThisThreadError>(),
+    )?;
+    m.add("WrongTreeKindError", py.get_type::<WrongTreeKindError>())?;
+    m.add("PairTooLargeError", py.get_type::<PairTooLargeError>())?;
+    m.add("IntegerKeySizeError", py.get_type::<IntegerKeySizeError>())?;
+    m.add(
+        "InvalidSavepointError",
+        py.get_type::<InvalidSavepointError>(),
     )?;
     m.add("ClosedError", py.get_type::<ClosedError>())?;
     Ok(())

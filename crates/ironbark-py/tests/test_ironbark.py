@@ -343,7 +343,7 @@ def test_limits_and_types(db):
 
 def test_every_error_is_an_ironbark_error():
     names = [n for n in ironbark.__all__ if n.endswith("Error")]
-    assert len(names) == 24
+    assert len(names) == 28
     for name in names:
         cls = getattr(ironbark, name)
         assert issubclass(cls, ironbark.Error) and issubclass(cls, Exception)
@@ -661,3 +661,177 @@ def test_delete_range_takes_the_bounds_of_range(db):
     with db.begin(write=True) as txn:
         assert txn.delete_range() == 77
         assert txn.first() is None
+
+
+def test_savepoints_roll_back_nest_and_release(db):
+    with db.begin(write=True) as txn:
+        txn.put(b"kept", b"1")
+        outer = txn.savepoint()
+        txn.put(b"bob", b"2")
+        inner = txn.savepoint()
+        txn.delete(b"kept")
+        txn.rollback_to(inner)
+        assert txn.get(b"kept") == b"1"
+        # The same savepoint again: it stays after a rollback.
+        txn.put(b"x", b"3")
+        txn.rollback_to(inner)
+        assert txn.get(b"x") is None
+        txn.rollback_to(outer)  # bob goes, and `inner` with it
+        assert txn.get(b"bob") is None
+        assert txn.count() == 1
+        with pytest.raises(ironbark.InvalidSavepointError, match="rolled back past"):
+            txn.rollback_to(inner)
+        with pytest.raises(ironbark.InvalidSavepointError):
+            txn.release(inner)
+        assert txn.get(b"kept") == b"1"  # the refused calls changed nothing
+        again = txn.savepoint()
+        txn.put(b"after", b"4")
+        txn.release(outer)  # and `again` with it; the changes stay
+        with pytest.raises(ironbark.InvalidSavepointError, match="released"):
+            txn.release(outer)
+        with pytest.raises(ironbark.InvalidSavepointError):
+            txn.rollback_to(again)
+        assert "released" in repr(outer)
+    with db.begin() as txn:
+        assert sorted(k for k, _ in txn) == [b"after", b"kept"]
+        with pytest.raises(ironbark.ReadOnlyError):
+            txn.savepoint()
+    # A savepoint of another (ended) transaction is refused.
+    with db.begin(write=True) as txn:
+        old = txn.savepoint()
+        txn.abort()
+    with db.begin(write=True) as txn:
+        with pytest.raises(ironbark.InvalidSavepointError, match="another write transaction"):
+            txn.rollback_to(old)
+    assert issubclass(ironbark.InvalidSavepointError, ironbark.Error)
+
+
+def test_multimaps_keep_sorted_sets_of_values(db):
+    with db.begin(write=True) as txn:
+        txn.open_multimap("empty")
+        assert txn.put_dup(b"post-1", b"rust", tree="tags")  # created
+        assert txn.put_dup(b"post-1", b"db", tree="tags")
+        assert txn.put_dup(b"post-1", b"rust", tree="tags") is False
+        assert txn.put_dup(b"post-2", b"rust", tree="tags")
+        assert txn.put_dup(b"p\0z", b"", tree="tags")
+        for i in range(500):
+            txn.put_dup(b"many", b"v%04d" % i, tree="tags")
+        assert txn.get_dups(b"post-1", tree="tags") == [b"db", b"rust"]
+        assert txn.get_dups(b"post-1", tree="tags", reverse=True) == [b"rust", b"db"]
+        assert txn.get_dups(b"none", tree="tags") == []
+        assert txn.count_dups(b"many", tree="tags") == 500
+        assert txn.count_dups(b"none", tree="tags") == 0
+        assert txn.count(tree="tags") == 504
+        assert txn.count(tree="empty") == 0
+        assert txn.contains_dup(b"post-1", b"db", tree="tags")
+        assert not txn.contains_dup(b"post-1", b"go", tree="tags")
+        assert txn.delete_dup(b"post-1", b"db", tree="tags")
+        assert txn.delete_dup(b"post-1", b"db", tree="tags") is False
+        txn.put_dup(b"gone", b"a", tree="tags")
+        txn.put_dup(b"gone", b"b", tree="tags")
+        assert txn.delete_dups(b"gone", tree="tags") == 2
+        assert txn.delete_dups(b"gone", tree="tags") == 0
+        assert txn.multimap_range(b"p", tree="tags") == [
+            (b"p\0z", b""),
+            (b"post-1", b"rust"),
+            (b"post-2", b"rust"),
+        ]
+    with db.begin(buffers=True) as txn:
+        values = txn.get_dups(b"many", tree="tags")
+        assert len(values) == 500 and isinstance(values[0], memoryview)
+        assert [bytes(v) for v in values] == [b"v%04d" % i for i in range(500)]
+        assert txn.count_dups(b"many", tree="tags") == 500
+        pairs = txn.multimap_range(
+            b"many", b"p\0z", tree="tags", reverse=True, inclusive_end=True
+        )
+        assert [(bytes(k), bytes(v)) for k, v in pairs[:2]] == [
+            (b"p\0z", b""),
+            (b"many", b"v0499"),
+        ]
+        assert len(pairs) == 501
+        assert txn.multimap_range(b"post-2", b"post-2", tree="tags") == []
+        with pytest.raises(ironbark.ReadOnlyError):
+            txn.put_dup(b"k", b"v", tree="tags")
+
+
+def test_multimap_errors(db):
+    with db.begin(write=True) as txn:
+        txn.put(b"k", b"v", tree="plain")
+        txn.put_dup(b"k", b"v", tree="m")
+        with pytest.raises(ironbark.WrongTreeKindError, match="plain"):
+            txn.put_dup(b"k", b"v", tree="plain")
+        with pytest.raises(ironbark.WrongTreeKindError):
+            txn.get_dups(b"k", tree="plain")
+        with pytest.raises(ironbark.WrongTreeKindError):
+            txn.put(b"k", b"v", tree="m")
+        with pytest.raises(ironbark.WrongTreeKindError):
+            txn.get(b"k", tree="m")
+        with pytest.raises(ironbark.WrongTreeKindError):
+            txn.open_multimap("plain")
+        with pytest.raises(ironbark.NoSuchTreeError):
+            txn.count_dups(b"k", tree="nothing")
+        with pytest.raises(ironbark.NoSuchTreeError):
+            txn.delete_dup(b"k", b"v", tree="nothing")
+        with pytest.raises(ironbark.PairTooLargeError):
+            txn.put_dup(b"k", b"x" * db.max_key_len, tree="m")
+        assert txn.get_dups(b"k", tree="m") == [b"v"]  # nothing changed
+        with pytest.raises(TypeError):
+            txn.put_dup(b"k", b"v")  # a multimap is always named
+
+
+def test_integer_key_trees(db):
+    with db.begin(write=True) as txn:
+        txn.open_int_tree("ids", 4)
+        txn.open_int_tree("big", 8)
+        for n in [65536, 1, 256, 2, 2**32 - 1]:
+            txn.put_int(n, b"v%d" % n, tree="ids")
+        txn.put_int(2**64 - 1, b"max", tree="big")
+        assert txn.get_int(256, tree="ids") == b"v256"
+        assert txn.get_int(3, tree="ids") is None
+        assert txn.get_int(3, b"default", tree="ids") == b"default"
+        assert txn.get_int(2**32, tree="ids") is None  # cannot be stored
+        assert txn.delete_int(2, tree="ids")
+        assert txn.delete_int(2, tree="ids") is False
+        # Numeric order, not the order of the decimal text.
+        assert [k for k, _ in txn.int_range(tree="ids")] == [1, 256, 65536, 2**32 - 1]
+        assert txn.int_range(2, 65536, tree="ids") == [(256, b"v256")]
+        assert txn.int_range(2, 65536, tree="ids", inclusive_end=True, reverse=True) == [
+            (65536, b"v65536"),
+            (256, b"v256"),
+        ]
+        assert txn.count(tree="ids") == 4
+    with db.begin(buffers=True) as txn:
+        assert bytes(txn.get_int(2**64 - 1, tree="big")) == b"max"
+        entries = txn.int_range(256, tree="ids")
+        assert [(k, bytes(v)) for k, v in entries] == [
+            (256, b"v256"),
+            (65536, b"v65536"),
+            (2**32 - 1, b"v4294967295"),
+        ]
+        with pytest.raises(ironbark.ReadOnlyError):
+            txn.put_int(1, b"v", tree="ids")
+
+
+def test_integer_key_errors(db):
+    with db.begin(write=True) as txn:
+        txn.open_int_tree("ids", 4)
+        txn.put(b"k", b"v", tree="plain")
+        with pytest.raises(ironbark.IntegerKeySizeError, match="4294967296"):
+            txn.put_int(2**32, b"v", tree="ids")
+        with pytest.raises(ironbark.WrongTreeKindError):
+            txn.open_int_tree("ids", 8)  # another width
+        with pytest.raises(ironbark.WrongTreeKindError):
+            txn.open_int_tree("plain", 4)
+        with pytest.raises(ironbark.WrongTreeKindError):
+            txn.put_int(1, b"v", tree="plain")
+        with pytest.raises(ironbark.WrongTreeKindError):
+            txn.put(b"k", b"v", tree="ids")
+        with pytest.raises(ironbark.WrongTreeKindError):
+            txn.put_dup(b"k", b"v", tree="ids")
+        with pytest.raises(ValueError, match="width 2"):
+            txn.open_int_tree("odd", 2)
+        with pytest.raises(ironbark.NoSuchTreeError):
+            txn.put_int(1, b"v", tree="never-opened")
+        with pytest.raises(OverflowError):
+            txn.put_int(-1, b"v", tree="ids")
+        assert txn.count(tree="ids") == 0  # the refused calls stored nothing

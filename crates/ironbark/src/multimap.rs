@@ -161,6 +161,16 @@ fn pair_bounds(lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> (Bound<Vec<u8>>, Bou
     (lower, upper)
 }
 
+/// The stored keys of the pairs of `key`: from `escape(key) 00 00`
+/// (included) to `escape(key) 00 01` (excluded).
+fn pairs_of_key(key: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut lower = Vec::with_capacity(key.len() + 2);
+    encode_key(key, &mut lower);
+    let mut upper = lower.clone();
+    *upper.last_mut().expect("two bytes") = 1;
+    (lower, upper)
+}
+
 /// The values of one key of a multimap, in order (`.rev()` for reverse):
 /// see `get_dups` on [`ReadTxn::get_dups`] and [`WriteTxn::get_dups`].
 pub struct Dups<'a> {
@@ -293,7 +303,9 @@ macro_rules! multimap_reads {
             })
         }
 
-        /// The number of values of `key` (it counts them: O(values)).
+        /// The number of values of `key`. It counts whole leaves by their
+        /// entry counts, reading no value: O(leaf pages the key's values
+        /// fill), not O(values).
         ///
         /// ```
         /// # fn main() -> ironbark::Result<()> {
@@ -309,12 +321,8 @@ macro_rules! multimap_reads {
         /// # }
         /// ```
         pub fn count_dups(&self, m: &Multimap, key: &[u8]) -> Result<u64> {
-            let mut n = 0;
-            for v in self.get_dups(m, key)? {
-                v?;
-                n += 1;
-            }
-            Ok(n)
+            let (lower, upper) = pairs_of_key(key);
+            self.count_between(&m.tree, &lower, &upper)
         }
 
         /// Whether the pair (`key`, `value`) is in the multimap.

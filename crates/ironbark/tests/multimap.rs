@@ -236,6 +236,85 @@ fn many_values_of_one_key_span_pages() {
     db.check().unwrap();
 }
 
+/// `count_dups` counts whole leaves by their entry counts: it must agree
+/// with iteration for a key whose values fill many leaves (starting and
+/// ending mid-leaf, among neighbours that share its prefix), after
+/// deletes leave leaves part-empty, in both kinds of transaction, and for
+/// keys with no values, between and around the others.
+#[test]
+fn count_dups_agrees_with_iteration_across_many_leaves() {
+    let t = temp_db("count.ib");
+    let options = Options {
+        page_size: 1024,
+        durability: Durability::None,
+        ..Options::default()
+    };
+    let db = Database::open_with(&t.path, &options).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let m = tx.open_multimap("m").unwrap();
+    let neighbours: [&[u8]; 6] = [b"", b"j", b"k\0", b"k\x01", b"ka", b"l"];
+    for (i, key) in neighbours.iter().enumerate() {
+        for v in 0..(37 * (i as u32 + 1)) {
+            tx.put_dup(&m, key, &v.to_be_bytes()).unwrap();
+        }
+    }
+    for v in 0..10_000u32 {
+        tx.put_dup(&m, b"k", &v.to_be_bytes()).unwrap();
+    }
+    let check = |counted: u64, iterated: usize, what: &str| {
+        assert_eq!(counted, iterated as u64, "{what}");
+    };
+    check(tx.count_dups(&m, b"k").unwrap(), 10_000, "write txn");
+    check(
+        tx.count_dups(&m, b"k").unwrap(),
+        tx.get_dups(&m, b"k").unwrap().count(),
+        "write txn, iterated",
+    );
+    tx.commit().unwrap();
+    let stats = db.stats().unwrap();
+    let leaves = stats
+        .trees
+        .iter()
+        .find(|t| t.name == "m")
+        .unwrap()
+        .leaf_pages;
+    assert!(leaves > 100, "the values fill many leaves: {leaves}");
+
+    let mut rng = Rng::new(7);
+    let mut tx = db.begin_write().unwrap();
+    let m = tx.multimap("m").unwrap();
+    // Deletes that leave many leaves part-full, and some whole runs.
+    let mut left = 10_000u64;
+    for v in 0..10_000u32 {
+        if rng.chance(40) || (3000..4500).contains(&v) {
+            assert!(tx.delete_dup(&m, b"k", &v.to_be_bytes()).unwrap());
+            left -= 1;
+        }
+    }
+    assert_eq!(tx.count_dups(&m, b"k").unwrap(), left);
+    tx.commit().unwrap();
+
+    let rx = db.begin_read().unwrap();
+    let m = rx.multimap("m").unwrap();
+    let mut keys: Vec<&[u8]> = neighbours.to_vec();
+    keys.extend_from_slice(&[b"k", b"absent", b"k\0\0", b"kz", b"\xff\xff"]);
+    for key in keys {
+        let iterated = rx.get_dups(&m, key).unwrap().map(Result::unwrap).count();
+        check(
+            rx.count_dups(&m, key).unwrap(),
+            iterated,
+            &format!("{key:?}"),
+        );
+    }
+    assert_eq!(rx.count_dups(&m, b"k").unwrap(), left);
+    assert_eq!(rx.count_dups(&m, b"absent").unwrap(), 0);
+    // An empty multimap counts 0.
+    drop(rx);
+    let mut tx = db.begin_write().unwrap();
+    let empty = tx.open_multimap("empty").unwrap();
+    assert_eq!(tx.count_dups(&empty, b"k").unwrap(), 0);
+}
+
 #[test]
 fn kinds_are_kept_and_checked() {
     let t = temp_db("kinds.ib");

@@ -62,7 +62,8 @@ static void test_errors_and_strings(void) {
                    IRONBARK_EOPTION,     IRONBARK_ETXNFAILED,   IRONBARK_ETXNENDED,
                    IRONBARK_EPANIC,      IRONBARK_EUNKNOWN,     IRONBARK_ESTALETREE,
                    IRONBARK_EFOREIGNTREE, IRONBARK_ELOCKLESSREADER, IRONBARK_EWRITETXNTHREAD,
-                   IRONBARK_EKEYORDER};
+                   IRONBARK_EKEYORDER,   IRONBARK_EWRONGKIND,   IRONBARK_EPAIRSIZE,
+                   IRONBARK_EINTKEYSIZE, IRONBARK_ESAVEPOINT,   IRONBARK_KEYEXIST};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         const char *s = ironbark_strerror(codes[i]);
         CHECK(s != NULL && strlen(s) > 0);
@@ -155,6 +156,25 @@ static void test_null_handles(void) {
     CHECK(owned == NULL);
     CHECK_RC(ironbark_cursor_open_prefix(NULL, NULL, B("k"), 1, 0, &cur), IRONBARK_EINVAL);
     CHECK(cur == NULL);
+    ironbark_savepoint *sp = NULL;
+    uint64_t ik = 0;
+    CHECK_RC(ironbark_savepoint_take(NULL, &sp), IRONBARK_EINVAL);
+    CHECK(sp == NULL);
+    CHECK_RC(ironbark_savepoint_rollback(NULL, NULL), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_savepoint_release(NULL, NULL), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_put_dup(NULL, NULL, B("k"), 1, B("v"), 1), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_delete_dup(NULL, NULL, B("k"), 1, B("v"), 1), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_delete_dups(NULL, NULL, B("k"), 1, &count), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_count_dups(NULL, NULL, B("k"), 1, &count), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_contains_dup(NULL, NULL, B("k"), 1, B("v"), 1), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_cursor_open_dups(NULL, NULL, B("k"), 1, 0, &cur), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_put_int(NULL, NULL, 1, B("v"), 1), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_get_int(NULL, NULL, 1, &v, &n), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_delete_int(NULL, NULL, 1), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_cursor_open_int(NULL, NULL, NULL, NULL, 0, &cur), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_cursor_next_int(NULL, &ik, &v, &n), IRONBARK_EINVAL);
+    CHECK(cur == NULL);
+    ironbark_savepoint_close(NULL);
     /* Closing null is a no-op. */
     ironbark_free(NULL);
     ironbark_close(NULL);
@@ -723,6 +743,347 @@ static void test_more_calls(const char *dir) {
     ironbark_close(db);
 }
 
+/* Savepoints: take, roll back (again and again), nest, release; a
+ * savepoint rolled back past or released is refused. */
+static void test_savepoints(const char *dir) {
+    ironbark_db *db = NULL;
+    ironbark_txn *w = NULL, *r = NULL;
+    ironbark_tree *t = NULL, *later = NULL;
+    ironbark_savepoint *outer = NULL, *inner = NULL, *again = NULL;
+    const uint8_t *v;
+    size_t vl;
+    uint64_t count = 0;
+
+    CHECK_RC(ironbark_open(db_path(dir, "savepoints.ib"), NULL, &db), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_WRITE, &w), IRONBARK_OK);
+    CHECK_RC(ironbark_tree_open(w, "t", IRONBARK_TREE_CREATE, &t), IRONBARK_OK);
+    CHECK_RC(ironbark_put(w, t, B("kept"), 4, B("1"), 1), IRONBARK_OK);
+    CHECK_RC(ironbark_savepoint_take(w, NULL), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_savepoint_take(w, &outer), IRONBARK_OK);
+    CHECK(outer != NULL);
+    CHECK_RC(ironbark_put(w, t, B("bob"), 3, B("2"), 1), IRONBARK_OK);
+    CHECK_RC(ironbark_tree_open(w, "later", IRONBARK_TREE_CREATE, &later), IRONBARK_OK);
+    CHECK_RC(ironbark_savepoint_take(w, &inner), IRONBARK_OK);
+    CHECK_RC(ironbark_delete(w, t, B("kept"), 4), IRONBARK_OK);
+    CHECK_RC(ironbark_savepoint_rollback(w, inner), IRONBARK_OK);
+    CHECK_RC(ironbark_get(w, t, B("kept"), 4, &v, &vl), IRONBARK_OK); /* back */
+    CHECK(bytes_eq(v, vl, "1"));
+    CHECK_RC(ironbark_tree_count(w, t, &count), IRONBARK_OK);
+    CHECK(count == 2);
+    /* The same savepoint again: it stays after a rollback. */
+    CHECK_RC(ironbark_put(w, t, B("x"), 1, B("3"), 1), IRONBARK_OK);
+    CHECK_RC(ironbark_savepoint_rollback(w, inner), IRONBARK_OK);
+    CHECK_RC(ironbark_get(w, t, B("x"), 1, &v, &vl), IRONBARK_NOTFOUND);
+    /* Back to the outer one: bob and the tree created since go, and the
+     * inner savepoint with them. */
+    CHECK_RC(ironbark_savepoint_rollback(w, outer), IRONBARK_OK);
+    CHECK_RC(ironbark_get(w, t, B("bob"), 3, &v, &vl), IRONBARK_NOTFOUND);
+    CHECK_RC(ironbark_tree_count(w, t, &count), IRONBARK_OK);
+    CHECK(count == 1);
+    CHECK_RC(ironbark_put(w, later, B("k"), 1, B("v"), 1), IRONBARK_ESTALETREE);
+    CHECK_RC(ironbark_savepoint_rollback(w, inner), IRONBARK_ESAVEPOINT);
+    CHECK(strstr(ironbark_last_error(), "rolled back past") != NULL);
+    CHECK_RC(ironbark_get(w, t, B("kept"), 4, &v, &vl), IRONBARK_OK); /* unchanged */
+    /* Releasing the discarded one is refused too, and frees its handle. */
+    CHECK_RC(ironbark_savepoint_release(w, inner), IRONBARK_ESAVEPOINT);
+    inner = NULL;
+    CHECK_RC(ironbark_savepoint_rollback(w, NULL), IRONBARK_EINVAL);
+    /* Release keeps the changes; the released savepoint is gone. */
+    CHECK_RC(ironbark_savepoint_take(w, &again), IRONBARK_OK);
+    CHECK_RC(ironbark_put(w, t, B("after"), 5, B("4"), 1), IRONBARK_OK);
+    CHECK_RC(ironbark_savepoint_release(w, outer), IRONBARK_OK); /* and `again` with it */
+    outer = NULL;
+    CHECK_RC(ironbark_savepoint_rollback(w, again), IRONBARK_ESAVEPOINT);
+    ironbark_savepoint_close(again);
+    CHECK_RC(ironbark_get(w, t, B("after"), 5, &v, &vl), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_commit(w), IRONBARK_OK);
+
+    /* A savepoint of an ended transaction is foreign to the next one. */
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_WRITE, &w), IRONBARK_OK);
+    CHECK_RC(ironbark_savepoint_take(w, &outer), IRONBARK_OK);
+    ironbark_txn_abort(w);
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_WRITE, &w), IRONBARK_OK);
+    CHECK_RC(ironbark_savepoint_rollback(w, outer), IRONBARK_ESAVEPOINT);
+    CHECK(strstr(ironbark_last_error(), "another write transaction") != NULL);
+    ironbark_savepoint_close(outer);
+    ironbark_txn_abort(w);
+
+    /* Read transactions take none. */
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_READ_ONLY, &r), IRONBARK_OK);
+    outer = (ironbark_savepoint *)&count; /* non-null garbage: must be cleared */
+    CHECK_RC(ironbark_savepoint_take(r, &outer), IRONBARK_EREADONLY);
+    CHECK(outer == NULL);
+    CHECK_RC(ironbark_tree_count(r, t, &count), IRONBARK_OK);
+    CHECK(count == 2); /* kept, after */
+    ironbark_txn_abort(r);
+
+    ironbark_tree_close(later);
+    ironbark_tree_close(t);
+    ironbark_close(db);
+}
+
+/* Multimaps: pairs, their cursors, counts, and the kind errors. */
+static void test_multimaps(const char *dir) {
+    ironbark_db *db = NULL;
+    ironbark_txn *w = NULL, *r = NULL;
+    ironbark_tree *m = NULL, *plain = NULL, *h = NULL;
+    ironbark_cursor *c = NULL;
+    const uint8_t *k, *v;
+    size_t kl, vl, maxkey = 0;
+    uint64_t count = 0;
+    char val[32];
+
+    CHECK_RC(ironbark_open(db_path(dir, "multimap.ib"), NULL, &db), IRONBARK_OK);
+    CHECK_RC(ironbark_max_key_len(db, &maxkey), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_WRITE, &w), IRONBARK_OK);
+    CHECK_RC(ironbark_tree_open(w, "tags", IRONBARK_TREE_CREATE | IRONBARK_TREE_MULTIMAP, &m),
+             IRONBARK_OK);
+    CHECK_RC(ironbark_tree_open(w, "plain", IRONBARK_TREE_CREATE, &plain), IRONBARK_OK);
+
+    CHECK_RC(ironbark_put_dup(w, m, B("post-1"), 6, B("rust"), 4), IRONBARK_OK);
+    CHECK_RC(ironbark_put_dup(w, m, B("post-1"), 6, B("db"), 2), IRONBARK_OK);
+    CHECK_RC(ironbark_put_dup(w, m, B("post-1"), 6, B("rust"), 4), IRONBARK_KEYEXIST);
+    CHECK_RC(ironbark_put_dup(w, m, B("post-2"), 6, B("rust"), 4), IRONBARK_OK);
+    /* A key with a zero byte, and an empty value. */
+    CHECK_RC(ironbark_put_dup(w, m, B("p\0z"), 3, NULL, 0), IRONBARK_OK);
+    for (int i = 0; i < 300; i++) {
+        snprintf(val, sizeof val, "v%04d", i);
+        CHECK_RC(ironbark_put_dup(w, m, B("many"), 4, B(val), strlen(val)), IRONBARK_OK);
+    }
+    CHECK_RC(ironbark_tree_count(w, m, &count), IRONBARK_OK);
+    CHECK(count == 304);
+    CHECK_RC(ironbark_count_dups(w, m, B("post-1"), 6, &count), IRONBARK_OK);
+    CHECK(count == 2);
+    CHECK_RC(ironbark_count_dups(w, m, B("many"), 4, &count), IRONBARK_OK);
+    CHECK(count == 300);
+    CHECK_RC(ironbark_count_dups(w, m, B("none"), 4, &count), IRONBARK_OK);
+    CHECK(count == 0);
+    CHECK_RC(ironbark_count_dups(w, m, B("none"), 4, NULL), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_contains_dup(w, m, B("post-1"), 6, B("db"), 2), IRONBARK_OK);
+    CHECK_RC(ironbark_contains_dup(w, m, B("post-1"), 6, B("go"), 2), IRONBARK_NOTFOUND);
+    CHECK_RC(ironbark_contains_dup(w, m, B("p\0z"), 3, NULL, 0), IRONBARK_OK);
+    CHECK_RC(ironbark_delete_dup(w, m, B("post-1"), 6, B("db"), 2), IRONBARK_OK);
+    CHECK_RC(ironbark_delete_dup(w, m, B("post-1"), 6, B("db"), 2), IRONBARK_NOTFOUND);
+
+    /* The values of one key, both ways, in a write transaction, which
+     * also sees changes made between steps. */
+    CHECK_RC(ironbark_cursor_open_dups(w, m, B("many"), 4, 0, &c), IRONBARK_OK);
+    int n = 0, ordered = 1;
+    while (ironbark_cursor_next(c, &k, &kl, &v, &vl) == IRONBARK_OK) {
+        snprintf(val, sizeof val, "v%04d", n);
+        if (!bytes_eq(k, kl, "many") || !bytes_eq(v, vl, val)) ordered = 0;
+        if (n == 10) CHECK_RC(ironbark_delete_dup(w, m, B("many"), 4, B("v0011"), 5), IRONBARK_OK);
+        n++;
+        if (n == 11) n++; /* v0011 was deleted */
+    }
+    CHECK(ordered);
+    CHECK(n == 300);
+    ironbark_cursor_close(c);
+    CHECK_RC(ironbark_cursor_open_dups(w, m, B("many"), 4, IRONBARK_CURSOR_REVERSE, &c),
+             IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(v, vl, "v0299"));
+    ironbark_cursor_close(c);
+    CHECK_RC(ironbark_cursor_open_dups(w, m, B("many"), 4, IRONBARK_CURSOR_END_INCLUSIVE, &c),
+             IRONBARK_EINVAL);
+    CHECK(c == NULL);
+    CHECK_RC(ironbark_cursor_open_dups(w, m, B("none"), 4, 0, &c), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_NOTFOUND);
+    ironbark_cursor_close(c);
+
+    /* delete_dups removes every value of a key. */
+    CHECK_RC(ironbark_put_dup(w, m, B("gone"), 4, B("a"), 1), IRONBARK_OK);
+    CHECK_RC(ironbark_put_dup(w, m, B("gone"), 4, B("b"), 1), IRONBARK_OK);
+    CHECK_RC(ironbark_delete_dups(w, m, B("gone"), 4, &count), IRONBARK_OK);
+    CHECK(count == 2);
+    CHECK_RC(ironbark_delete_dups(w, m, B("gone"), 4, NULL), IRONBARK_EINVAL);
+
+    /* Pair size, kind errors. */
+    uint8_t *big = calloc(maxkey, 1);
+    CHECK_RC(ironbark_put_dup(w, m, B("k"), 1, big, maxkey), IRONBARK_EPAIRSIZE);
+    CHECK(strstr(ironbark_last_error(), "pair") != NULL);
+    free(big);
+    CHECK_RC(ironbark_put(w, m, B("k"), 1, B("v"), 1), IRONBARK_EWRONGKIND);
+    CHECK(strstr(ironbark_last_error(), "is a multimap, not a plain tree") != NULL);
+    CHECK_RC(ironbark_get(w, m, B("k"), 1, &v, &vl), IRONBARK_EWRONGKIND);
+    CHECK_RC(ironbark_put_dup(w, plain, B("k"), 1, B("v"), 1), IRONBARK_EWRONGKIND);
+    CHECK_RC(ironbark_count_dups(w, plain, B("k"), 1, &count), IRONBARK_EWRONGKIND);
+    CHECK_RC(ironbark_put_int(w, m, 1, B("v"), 1), IRONBARK_EWRONGKIND);
+    h = (ironbark_tree *)&count; /* non-null garbage: must be cleared */
+    CHECK_RC(ironbark_tree_open(w, "tags", 0, &h), IRONBARK_EWRONGKIND);
+    CHECK(h == NULL);
+    CHECK(strstr(ironbark_last_error(), "tags") != NULL);
+    CHECK_RC(ironbark_tree_open(w, "tags", IRONBARK_TREE_CREATE, &h), IRONBARK_EWRONGKIND);
+    CHECK_RC(ironbark_tree_open(w, "plain", IRONBARK_TREE_CREATE | IRONBARK_TREE_MULTIMAP, &h),
+             IRONBARK_EWRONGKIND);
+    CHECK_RC(ironbark_tree_open(w, "tags", IRONBARK_TREE_MULTIMAP | IRONBARK_TREE_INTKEY32, &h),
+             IRONBARK_EWRONGKIND);
+    CHECK_RC(ironbark_tree_open(w, "tags", 0x10, &h), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_txn_commit(w), IRONBARK_OK);
+
+    /* A read transaction: the handle of an existing multimap, a cursor
+     * over its pairs (keys decoded, zero bytes included), seek. */
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_READ_ONLY, &r), IRONBARK_OK);
+    CHECK_RC(ironbark_tree_open(r, "tags", IRONBARK_TREE_MULTIMAP, &h), IRONBARK_OK);
+    CHECK_RC(ironbark_count_dups(r, h, B("many"), 4, &count), IRONBARK_OK);
+    CHECK(count == 299);
+    CHECK_RC(ironbark_contains_dup(r, h, B("post-2"), 6, B("rust"), 4), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_open(r, h, B("p"), 1, NULL, 0, 0, &c), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_OK);
+    CHECK(kl == 3 && memcmp(k, "p\0z", 3) == 0 && vl == 0);
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(k, kl, "post-1") && bytes_eq(v, vl, "rust"));
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(k, kl, "post-2") && bytes_eq(v, vl, "rust"));
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_NOTFOUND);
+    /* A seek stays within the bounds: "man" is below the start "p". */
+    CHECK_RC(ironbark_cursor_seek(c, B("man"), 3), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_OK);
+    CHECK(kl == 3 && memcmp(k, "p\0z", 3) == 0);
+    CHECK_RC(ironbark_cursor_seek(c, B("post-"), 5), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(k, kl, "post-1") && bytes_eq(v, vl, "rust"));
+    ironbark_cursor_close(c);
+    CHECK_RC(ironbark_cursor_open(r, h, NULL, 0, NULL, 0, 0, &c), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_seek(c, B("man"), 3), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(k, kl, "many") && bytes_eq(v, vl, "v0000"));
+    ironbark_cursor_close(c);
+    CHECK_RC(ironbark_cursor_open(r, h, NULL, 0, B("many"), 4,
+                                  IRONBARK_CURSOR_REVERSE | IRONBARK_CURSOR_END_INCLUSIVE, &c),
+             IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(k, kl, "many") && bytes_eq(v, vl, "v0299"));
+    ironbark_cursor_close(c);
+    CHECK_RC(ironbark_cursor_open_dups(r, h, B("many"), 4, 0, &c), IRONBARK_OK);
+    n = 0;
+    while (ironbark_cursor_next(c, &k, &kl, &v, &vl) == IRONBARK_OK) n++;
+    CHECK(n == 299);
+    ironbark_cursor_close(c);
+    CHECK_RC(ironbark_put_dup(r, h, B("k"), 1, B("v"), 1), IRONBARK_EREADONLY);
+    CHECK_RC(ironbark_delete_dup(r, h, B("k"), 1, B("v"), 1), IRONBARK_EREADONLY);
+    CHECK_RC(ironbark_delete_dups(r, h, B("k"), 1, &count), IRONBARK_EREADONLY);
+    ironbark_tree_close(h);
+    CHECK_RC(ironbark_tree_open(r, "plain", IRONBARK_TREE_MULTIMAP, &h), IRONBARK_EWRONGKIND);
+    CHECK_RC(ironbark_tree_open(r, "nothing", IRONBARK_TREE_MULTIMAP, &h), IRONBARK_ENOTREE);
+    ironbark_txn_abort(r);
+
+    ironbark_tree_close(plain);
+    ironbark_tree_close(m);
+    ironbark_close(db);
+}
+
+/* Integer-key trees of both widths, their cursors and the width errors. */
+static void test_int_trees(const char *dir) {
+    ironbark_db *db = NULL;
+    ironbark_txn *w = NULL, *r = NULL;
+    ironbark_tree *t32 = NULL, *t64 = NULL, *h = NULL, *im = NULL;
+    ironbark_cursor *c = NULL;
+    const uint8_t *k, *v;
+    size_t kl, vl;
+    uint64_t key = 0, count = 0, lo, hi;
+
+    CHECK_RC(ironbark_open(db_path(dir, "ints.ib"), NULL, &db), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_WRITE, &w), IRONBARK_OK);
+    CHECK_RC(ironbark_tree_open(w, "ids", IRONBARK_TREE_CREATE | IRONBARK_TREE_INTKEY32, &t32),
+             IRONBARK_OK);
+    CHECK_RC(ironbark_tree_open(w, "big", IRONBARK_TREE_CREATE | IRONBARK_TREE_INTKEY64, &t64),
+             IRONBARK_OK);
+    CHECK_RC(ironbark_tree_open(w, "x", IRONBARK_TREE_INTKEY32 | IRONBARK_TREE_INTKEY64, &h),
+             IRONBARK_EINVAL);
+    /* Numeric order, not byte order of the decimal text. */
+    uint64_t keys[] = {65536, 1, 256, 2, 4294967295u};
+    for (int i = 0; i < 5; i++)
+        CHECK_RC(ironbark_put_int(w, t32, keys[i], B("v"), 1), IRONBARK_OK);
+    CHECK_RC(ironbark_put_int(w, t32, 7, B("seven"), 5), IRONBARK_OK);
+    CHECK_RC(ironbark_put_int(w, t32, 4294967296u, B("v"), 1), IRONBARK_EINTKEYSIZE);
+    CHECK(strstr(ironbark_last_error(), "4294967296") != NULL);
+    CHECK_RC(ironbark_put_int(w, t64, UINT64_MAX, B("max"), 3), IRONBARK_OK);
+    CHECK_RC(ironbark_get_int(w, t64, UINT64_MAX, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(v, vl, "max"));
+    CHECK_RC(ironbark_get_int(w, t32, 7, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(v, vl, "seven"));
+    CHECK_RC(ironbark_get_int(w, t32, 8, &v, &vl), IRONBARK_NOTFOUND);
+    CHECK_RC(ironbark_get_int(w, t32, 4294967296u, &v, &vl), IRONBARK_NOTFOUND);
+    CHECK_RC(ironbark_get_int(w, t32, 7, NULL, &vl), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_delete_int(w, t32, 7), IRONBARK_OK);
+    CHECK_RC(ironbark_delete_int(w, t32, 7), IRONBARK_NOTFOUND);
+    CHECK_RC(ironbark_tree_count(w, t32, &count), IRONBARK_OK);
+    CHECK(count == 5);
+
+    /* A write cursor from 2 to 65536 included. */
+    lo = 2;
+    hi = 65536;
+    CHECK_RC(ironbark_cursor_open_int(w, t32, &lo, &hi, IRONBARK_CURSOR_END_INCLUSIVE, &c),
+             IRONBARK_OK);
+    uint64_t want[] = {2, 256, 65536};
+    int n = 0;
+    while (ironbark_cursor_next_int(c, &key, &v, &vl) == IRONBARK_OK) {
+        CHECK(n < 3 && key == want[n]);
+        n++;
+    }
+    CHECK(n == 3);
+    CHECK_RC(ironbark_cursor_next(c, &k, &kl, &v, &vl), IRONBARK_EWRONGKIND);
+    CHECK_RC(ironbark_cursor_seek(c, B("k"), 1), IRONBARK_EWRONGKIND);
+    ironbark_cursor_close(c);
+    CHECK_RC(ironbark_cursor_open_int(w, t32, NULL, NULL, IRONBARK_CURSOR_REVERSE, &c), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_next_int(c, &key, &v, &vl), IRONBARK_OK);
+    CHECK(key == 4294967295u);
+    CHECK_RC(ironbark_cursor_next_int(c, NULL, &v, &vl), IRONBARK_EINVAL);
+    ironbark_cursor_close(c);
+    CHECK_RC(ironbark_cursor_open_int(w, t32, NULL, NULL, 0x40, &c), IRONBARK_EINVAL);
+
+    /* Kind and width errors. */
+    CHECK_RC(ironbark_put(w, t32, B("k"), 1, B("v"), 1), IRONBARK_EWRONGKIND);
+    CHECK(strstr(ironbark_last_error(), "integer-key tree") != NULL);
+    CHECK_RC(ironbark_cursor_open(w, t32, NULL, 0, NULL, 0, 0, &c), IRONBARK_EWRONGKIND);
+    CHECK_RC(ironbark_tree_open(w, "ids", IRONBARK_TREE_CREATE | IRONBARK_TREE_INTKEY64, &h),
+             IRONBARK_EWRONGKIND);
+    CHECK_RC(ironbark_tree_open(w, "ids", IRONBARK_TREE_INTKEY64, &h), IRONBARK_EWRONGKIND);
+    CHECK_RC(ironbark_tree_open(w, "ids", 0, &h), IRONBARK_EWRONGKIND);
+    CHECK_RC(ironbark_tree_open(w, "ids", IRONBARK_TREE_INTKEY32, &h), IRONBARK_OK);
+    ironbark_tree_close(h);
+    CHECK_RC(ironbark_cursor_open_int(w, h = NULL, NULL, NULL, 0, &c), IRONBARK_EINVAL);
+    /* A multimap of integer keys takes keys of its width as bytes. */
+    CHECK_RC(ironbark_tree_open(w, "im", IRONBARK_TREE_CREATE | IRONBARK_TREE_MULTIMAP |
+                                             IRONBARK_TREE_INTKEY32, &im),
+             IRONBARK_OK);
+    CHECK_RC(ironbark_put_dup(w, im, B("\0\0\0\7"), 4, B("x"), 1), IRONBARK_OK);
+    CHECK_RC(ironbark_put_dup(w, im, B("seven"), 5, B("x"), 1), IRONBARK_EINTKEYSIZE);
+    CHECK_RC(ironbark_txn_commit(w), IRONBARK_OK);
+
+    /* A read cursor and lookups. */
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_READ_ONLY, &r), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_open_int(r, t32, NULL, &hi, 0, &c), IRONBARK_OK); /* < 65536 */
+    uint64_t want2[] = {1, 2, 256};
+    n = 0;
+    while (ironbark_cursor_next_int(c, &key, &v, &vl) == IRONBARK_OK) {
+        CHECK(n < 3 && key == want2[n] && bytes_eq(v, vl, "v"));
+        n++;
+    }
+    CHECK(n == 3);
+    ironbark_cursor_close(c);
+    CHECK_RC(ironbark_get_int(r, t64, UINT64_MAX, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(v, vl, "max"));
+    CHECK_RC(ironbark_put_int(r, t64, 1, B("v"), 1), IRONBARK_EREADONLY);
+    CHECK_RC(ironbark_delete_int(r, t64, 1), IRONBARK_EREADONLY);
+    CHECK_RC(ironbark_tree_open(r, "big", IRONBARK_TREE_INTKEY64, &h), IRONBARK_OK);
+    CHECK_RC(ironbark_tree_count(r, h, &count), IRONBARK_OK);
+    CHECK(count == 1);
+    ironbark_tree_close(h);
+    CHECK_RC(ironbark_tree_open(r, "im", IRONBARK_TREE_MULTIMAP | IRONBARK_TREE_INTKEY32, &h),
+             IRONBARK_OK);
+    CHECK_RC(ironbark_count_dups(r, h, B("\0\0\0\7"), 4, &count), IRONBARK_OK);
+    CHECK(count == 1);
+    ironbark_tree_close(h);
+    ironbark_txn_abort(r);
+
+    ironbark_tree_close(im);
+    ironbark_tree_close(t64);
+    ironbark_tree_close(t32);
+    ironbark_close(db);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s DIRECTORY\n", argv[0]);
@@ -735,6 +1096,9 @@ int main(int argc, char **argv) {
     test_read_only_and_readers(argv[1]);
     test_thread_and_handle_misuse(argv[1]);
     test_more_calls(argv[1]);
+    test_savepoints(argv[1]);
+    test_multimaps(argv[1]);
+    test_int_trees(argv[1]);
     printf("%d checks passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

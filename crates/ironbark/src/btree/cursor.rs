@@ -781,6 +781,41 @@ pub(crate) fn nearest<'a>(
     current(&cursor)
 }
 
+/// The number of entries with keys from `lower` (included) to `upper`
+/// (excluded), counted leaf by leaf from the leaves' entry counts: one
+/// descent to the first key `>= lower`, then per leaf one read of its last
+/// key (is the whole rest of the leaf below `upper`?) and, in the leaf
+/// where `upper` falls, one binary search. No value is read and no other
+/// key decoded, so it costs O(leaf pages touched), not O(entries). An
+/// inverted range (`lower > upper`) counts 0.
+pub(crate) fn count_between(
+    src: &dyn PageSource,
+    root: Root,
+    lower: &[u8],
+    upper: &[u8],
+) -> Result<u64> {
+    let mut cursor = Cursor::new(src, root);
+    cursor.seek_ge(lower)?;
+    let mut n = 0u64;
+    while let Some((node, idx)) = cursor.leaf() {
+        // A valid cursor is on an entry of its leaf: `idx < node.count`.
+        let last = node.count - 1;
+        if node.key(last)? < upper {
+            n += (node.count - idx) as u64;
+            // Straight to the next leaf's first entry.
+            cursor.top_mut().idx = last;
+            cursor.step_forward()?;
+        } else {
+            let end = match node.search_leaf(upper)? {
+                Ok(i) | Err(i) => i,
+            };
+            n += end.saturating_sub(idx) as u64;
+            break;
+        }
+    }
+    Ok(n)
+}
+
 fn current<'a>(cursor: &Cursor<'a>) -> Result<Option<Entry<'a>>> {
     if cursor.is_valid() {
         cursor.entry().map(Some)

@@ -19,7 +19,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::bounds::KeyRange;
-use crate::btree::cursor::{edge, nearest, Nearest, Range};
+use crate::btree::cursor::{count_between, edge, nearest, Nearest, Range};
 use crate::btree::search::{self, Root};
 use crate::btree::write::{Finger, TreeState, TreeWriter, Value};
 use crate::catalog::{Catalog, TreeEntry};
@@ -716,6 +716,13 @@ impl<'db> WriteTxn<'db> {
     /// ```
     pub fn len(&self, tree: &Tree) -> Result<u64> {
         Ok(self.catalog.trees[self.index_of(tree)?].state.entries)
+    }
+
+    /// The number of entries of `tree` with keys from `lower` (included)
+    /// to `upper` (excluded), counted from the leaves' entry counts (see
+    /// `btree::cursor::count_between`): O(leaf pages), no value read.
+    pub(crate) fn count_between(&self, tree: &Tree, lower: &[u8], upper: &[u8]) -> Result<u64> {
+        count_between(self, self.root(tree)?, lower, upper)
     }
 
     /// Whether `tree` has no entries.
