@@ -419,34 +419,44 @@ impl DirtyPages {
         self.spilled_count > 0
     }
 
-    /// Applies `edit` to page `id` and returns its result: in place for a
-    /// page in memory; for a spilled one, on a copy that is then written
-    /// back over it in the spill file (so that sealing a transaction larger
-    /// than memory does not bring it all back).
+    /// Seals page `id` with `edit` and returns its result: in place for a
+    /// page in memory; for a spilled one, on a copy (in `scratch`) that
+    /// goes to `out`, which writes it where the commit puts it, so that
+    /// sealing a transaction larger than memory neither brings it back
+    /// into memory nor writes it twice. The spill file keeps the unsealed
+    /// page: only `out`'s copy is sealed.
     #[inline]
-    pub(crate) fn edit<R>(&mut self, id: u64, edit: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
+    pub(crate) fn seal_with<R>(
+        &mut self,
+        id: u64,
+        scratch: &mut Vec<u8>,
+        edit: impl FnOnce(&mut [u8]) -> R,
+        out: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<R> {
         let index = (id & !DIRTY_BIT) as usize;
         if let Some(page) = self.pages[index].as_deref_mut() {
             return Ok(edit(page));
         }
-        self.edit_spilled(index, edit)
-    }
-
-    #[cold]
-    fn edit_spilled<R>(&mut self, index: usize, edit: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
         assert!(
             is_spilled(&self.spilled, index),
             "dirty page used after it was freed"
         );
-        let slot = self.spilled[index];
         let spill = self
             .spill
-            .as_mut()
+            .as_ref()
             .expect("a spilled page has a spill file");
-        let mut copy = spill.read(slot).to_vec();
-        let result = edit(&mut copy);
-        spill.rewrite(slot, &copy)?;
+        scratch.clear();
+        scratch.extend_from_slice(spill.read(self.spilled[index]));
+        let result = edit(scratch);
+        out(scratch)?;
         Ok(result)
+    }
+
+    /// Whether dirty page `id` is spilled (then `seal_with` wrote its
+    /// sealed copy already, and the commit must not write it again).
+    pub(crate) fn is_spilled(&self, id: u64) -> bool {
+        let index = (id & !DIRTY_BIT) as usize;
+        self.pages[index].is_none() && is_spilled(&self.spilled, index)
     }
 
     /// Lets go of the memory that reading spilled pages took (see

@@ -7,8 +7,9 @@
 //! only to edit it (`pages::DirtyPages`).
 //!
 //! Invariant: a spilled page's bytes are written (`pwritev`) before any
-//! reference to them is handed out, and are rewritten only through
-//! `&mut self` (so no slice of them is alive then); the file only grows
+//! reference to them is handed out, and a slot is written again only after
+//! it was given back, through `&mut self` (so no slice of it is alive
+//! then); the file only grows
 //! while the transaction lives, so every mapped byte read is backed by
 //! it. Soundness of the map: `storage::map`, points 1-4 (this file is
 //! private to one transaction: no other program knows its inode).
@@ -126,14 +127,6 @@ impl SpillFile {
         self.map
             .slice(slot.offset, slot.len as usize)
             .expect("the map covers every written byte")
-    }
-
-    /// Writes `bytes` (a sealed page) over the page at `slot`.
-    pub(crate) fn rewrite(&mut self, slot: SpillSlot, bytes: &[u8]) -> Result<()> {
-        assert_eq!(slot.len, bytes.len() as u64);
-        assert!(slot.offset + slot.len <= self.end);
-        self.file.write_vectored_at(&[bytes], slot.offset)?;
-        Ok(())
     }
 
     /// Gives a slot back: a one-page slot is reused by a later spill.

@@ -345,8 +345,24 @@ fn write_commit(
         real[(id & !DIRTY_BIT) as usize] = next.next().expect("enough pages allocated");
     }
 
-    // 3. Patch, stamp, checksum.
-    seal_all(dirty, catalog, &mut placement, txn, false)?;
+    // 3. Patch, stamp, checksum. A spilled page is written as it is sealed
+    // (from a copy: the spill file keeps it unsealed), one `pwrite` each;
+    // step 5 writes the rest. Writing these pages first is safe for the
+    // reason the rest are: they are free in every durable commit and every
+    // snapshot, and the meta that makes them reachable is written last.
+    let (mut spilled_calls, mut spilled_bytes) = (0u64, 0u64);
+    seal_all(
+        dirty,
+        catalog,
+        &mut placement,
+        txn,
+        false,
+        &mut |pgno, sealed| {
+            spilled_calls += shared.file.write_vectored_at(&[sealed], pgno * ps as u64)?;
+            spilled_bytes += sealed.len() as u64;
+            Ok(())
+        },
+    )?;
     let (order, blobs, real) = (&placement.pages, &placement.blobs, &placement.real);
 
     // 4. The state chain: this commit's record of what it changed (or a new
@@ -434,28 +450,21 @@ fn write_commit(
 
     // 5. Write.
     ensure_file_len(shared, w, page_count)?;
+    let spilled = dirty.has_spilled();
     let mut writes: Vec<(u64, &[u8])> = order
         .iter()
         .chain(blobs.iter())
+        .filter(|&&id| !(spilled && dirty.is_spilled(id)))
         .map(|&id| (real[(id & !DIRTY_BIT) as usize], dirty.get(id)))
         .collect();
     writes.push((state_pgno, &state_blob));
     writes.sort_unstable_by_key(|w| w.0);
     w.placement = placement;
-    let mut calls = 0;
-    let mut bytes = 0u64;
+    let mut calls = spilled_calls;
+    let mut bytes = spilled_bytes;
     let mut group_start = 0;
-    // A transaction with spilled pages writes them from the spill file's
-    // map in groups of at most this many pages, each followed by letting go
-    // of what that read mapped, so the commit does not map it all at once.
-    let group_max = if dirty.has_spilled() {
-        SPILLED_GROUP_PAGES
-    } else {
-        usize::MAX
-    };
     for i in 1..=writes.len() {
         let contiguous = i < writes.len()
-            && i - group_start < group_max
             && writes[i - 1].0 + (writes[i - 1].1.len() / ps) as u64 == writes[i].0;
         if !contiguous {
             let bufs: Vec<&[u8]> = writes[group_start..i].iter().map(|w| w.1).collect();
@@ -464,9 +473,6 @@ fn write_commit(
                 .write_vectored_at(&bufs, writes[group_start].0 * ps as u64)?;
             bytes += bufs.iter().map(|b| b.len() as u64).sum::<u64>();
             group_start = i;
-            if group_max != usize::MAX {
-                dirty.forget_spill_reads();
-            }
         }
     }
     let slot = if shared.broken_protocol == Some(BrokenProtocol::OneMetaSlot) {
@@ -507,9 +513,6 @@ fn write_commit(
     }
     Ok((meta, chain))
 }
-
-/// See `write_commit`, step 5.
-const SPILLED_GROUP_PAGES: usize = 1 << 12;
 
 /// Sorts the pages a commit stopped using and merges neighbours (keeping
 /// the oldest writer's txn, which only makes reuse wait longer).

@@ -292,7 +292,10 @@ fn to_arena(
     }
     // Sealing edits the dirty pages only; if anything fails from here on,
     // the transaction is gone and its arena slots are given back.
-    let written = seal_all(dirty, catalog, placement, txn, true).and_then(|()| before_publish(w));
+    let written = seal_all(dirty, catalog, placement, txn, true, &mut |_, _| {
+        unreachable!("a transaction that spilled pages is not logged")
+    })
+    .and_then(|()| before_publish(w));
     if let Err(e) = written {
         for (_, f) in fresh {
             w.arena_space.unalloc(f);

@@ -114,13 +114,17 @@ pub(crate) fn order_dirty(catalog: &Catalog, dirty: &DirtyPages, p: &mut Placeme
 /// numbers, txn ids and checksums, stamps every page and checksums it (a
 /// file page: an arena page has none, `page::ARENA_SUM`); blobs first, then
 /// tree pages children before parents (reversed pre-order), since each
-/// parent records its children's checksums; then the roots.
+/// parent records its children's checksums; then the roots. A spilled page
+/// is sealed on a copy that goes to `write_spilled` with its real number
+/// (a file commit writes it there; a logged commit never has spilled
+/// pages).
 pub(crate) fn seal_all(
     dirty: &mut DirtyPages,
     catalog: &mut Catalog,
     placement: &mut Placement,
     txn: u64,
     arena: bool,
+    write_spilled: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
 ) -> Result<()> {
     let index = |p: u64| (p & !DIRTY_BIT) as usize;
     let stamp = |b: &mut [u8], pgno: u64| {
@@ -141,8 +145,13 @@ pub(crate) fn seal_all(
     } = placement;
     sums.clear();
     sums.resize(dirty.pages.len(), 0);
+    let mut scratch = Vec::new();
     for &b in blobs.iter() {
-        sums[index(b)] = dirty.edit(b, |buf| stamp(buf, real[index(b)]))?;
+        let pgno = real[index(b)];
+        sums[index(b)] =
+            dirty.seal_with(b, &mut scratch, |buf| stamp(buf, pgno), &mut |sealed| {
+                write_spilled(pgno, sealed)
+            })?;
     }
     for (n, &id) in pages.iter().rev().enumerate() {
         if n % SPILL_READS == SPILL_READS - 1 {
@@ -151,7 +160,8 @@ pub(crate) fn seal_all(
         let (start, end) = spans[index(id)];
         let children = &refs[start as usize..end as usize];
         let sums_so_far = &*sums;
-        let sum = dirty.edit(id, |buf| {
+        let pgno = real[index(id)];
+        let seal_page = |buf: &mut [u8]| {
             let is_leaf = page_kind(buf) == KIND_LEAF;
             for &(cell, child) in children {
                 let (pgno, sum) = (real[index(child)], sums_so_far[index(child)]);
@@ -163,7 +173,10 @@ pub(crate) fn seal_all(
                     set_child(buf, cell, pgno, txn, sum);
                 }
             }
-            stamp(buf, real[index(id)])
+            stamp(buf, pgno)
+        };
+        let sum = dirty.seal_with(id, &mut scratch, seal_page, &mut |sealed| {
+            write_spilled(pgno, sealed)
         })?;
         sums[index(id)] = sum;
     }
