@@ -399,6 +399,7 @@ impl PyDatabase {
         d.set_item("max_readers", s.max_readers)?;
         d.set_item("oldest_snapshot", s.oldest_snapshot)?;
         d.set_item("logged_commits", s.counters.logged_commits)?;
+        d.set_item("spills", s.counters.spills)?;
         let trees = PyDict::new(py);
         for t in &s.trees {
             let td = PyDict::new(py);
@@ -434,7 +435,7 @@ impl PyDatabase {
 
 /// Opens (by default creating) the database at `path`.
 #[pyfunction]
-#[pyo3(signature = (path, *, create=true, read_only=false, durability="immediate", page_size=4096, max_readers=126, logged_commits=true))]
+#[pyo3(signature = (path, *, create=true, read_only=false, durability="immediate", page_size=4096, max_readers=126, logged_commits=true, max_dirty_bytes=ironbark::DEFAULT_MAX_DIRTY_BYTES))]
 #[allow(clippy::too_many_arguments)]
 fn open(
     py: Python<'_>,
@@ -445,6 +446,7 @@ fn open(
     page_size: usize,
     max_readers: usize,
     logged_commits: bool,
+    max_dirty_bytes: usize,
 ) -> PyResult<PyDatabase> {
     let durability = match durability {
         "immediate" => Durability::Immediate,
@@ -462,6 +464,7 @@ fn open(
         create,
         read_only,
         logged_commits,
+        max_dirty_bytes,
         ..Options::default()
     };
     let db = py

@@ -462,6 +462,21 @@ def test_logged_commits_on_by_default_and_off_on_request(tmp_path):
         assert db.stats()["logged_commits"] == 1
 
 
+def test_a_transaction_past_max_dirty_bytes_spills_and_commits(tmp_path):
+    path = tmp_path / "spill.ib"
+    with ironbark.open(path, max_dirty_bytes=64 * 1024) as db:
+        with db.begin(write=True) as txn:
+            for i in range(5000):
+                txn.put(b"key%06d" % i, b"v" * 200)
+        assert db.stats()["spills"] > 0
+        with db.begin() as txn:
+            assert txn.count() == 5000
+            assert txn.get(b"key004321") == b"v" * 200
+    with ironbark.open(path) as db:
+        with db.begin() as txn:
+            assert txn.count() == 5000
+
+
 def test_data_survives_reopen(tmp_path):
     path = tmp_path / "persist.ib"
     with ironbark.open(path) as db:

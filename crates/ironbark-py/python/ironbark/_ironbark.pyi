@@ -88,6 +88,7 @@ def open(
     page_size: int = 4096,
     max_readers: int = 126,
     logged_commits: bool = True,
+    max_dirty_bytes: int = 536870912,
 ) -> Database: ...
 
 @final
