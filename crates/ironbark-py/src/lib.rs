@@ -433,9 +433,13 @@ impl PyDatabase {
     }
 }
 
+// The signature's literal default, checked (a path there would show as `...`
+// in the text signature the stubs are checked against).
+const _: () = assert!(ironbark::DEFAULT_MAX_DIRTY_BYTES == 536870912);
+
 /// Opens (by default creating) the database at `path`.
 #[pyfunction]
-#[pyo3(signature = (path, *, create=true, read_only=false, durability="immediate", page_size=4096, max_readers=126, logged_commits=true, max_dirty_bytes=ironbark::DEFAULT_MAX_DIRTY_BYTES))]
+#[pyo3(signature = (path, *, create=true, read_only=false, durability="immediate", page_size=4096, max_readers=126, logged_commits=true, max_dirty_bytes=536870912))]
 #[allow(clippy::too_many_arguments)]
 fn open(
     py: Python<'_>,
