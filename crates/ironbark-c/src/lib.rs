@@ -259,6 +259,34 @@ macro_rules! count_of {
     };
 }
 
+/// Evaluates `$call` (an expression of `$t`, the transaction) in either
+/// kind of transaction. What it gives must not borrow the write
+/// transaction (raw pointers, counts, flags): the borrow of its cell ends
+/// here. A macro, not a function: the two transactions share no trait.
+macro_rules! in_txn {
+    ($txn:expr, $t:ident => $call:expr) => {
+        match &$txn.kind {
+            TxnKind::Read(r) => {
+                let $t: &ReadTxn = r;
+                $call
+            }
+            TxnKind::Write(cell) => {
+                let w = cell.txn.try_borrow().map_err(|_| ended())?;
+                let $t: &WriteTxn<'static> = w.as_ref().ok_or_else(ended)?;
+                $call
+            }
+        }
+    };
+}
+
+/// Runs the lookup `$call` (see [`in_txn`]) and gives its entry as a
+/// [`RawEntry`].
+macro_rules! look_up {
+    ($txn:expr, $t:ident => $call:expr) => {
+        in_txn!($txn, $t => $call?.map(raw_entry))
+    };
+}
+
 /// A cursor (`ironbark_cursor`): over a plain tree's entries, a
 /// multimap's pairs, or an integer-key tree's entries.
 pub struct Cursor {
@@ -930,14 +958,7 @@ pub unsafe extern "C" fn ironbark_tree_count(
             return Err(Failure::invalid("count is null"));
         }
         // Any kind of tree: its entries, or a multimap's pairs.
-        let n = match &txn.kind {
-            TxnKind::Read(r) => count_of!(r, tree)?,
-            TxnKind::Write(cell) => {
-                let w = cell.txn.try_borrow().map_err(|_| ended())?;
-                let w = w.as_ref().ok_or_else(ended)?;
-                count_of!(w, tree)?
-            }
-        };
+        let n = in_txn!(txn, t => count_of!(t, tree)?);
         // SAFETY: `count` is non-null and writable (header).
         unsafe { store(count, n, "count") }?;
         Ok(IRONBARK_OK)
@@ -967,16 +988,7 @@ pub unsafe extern "C" fn ironbark_get(
         // The value stays where it is: in the read snapshot (alive while
         // the transaction is) or in the write transaction's pages (until
         // its next change), which is what the header promises the caller.
-        let found = match &txn.kind {
-            TxnKind::Read(r) => r.get(tree, key)?.map(|v| (v.as_ptr(), v.len())),
-            TxnKind::Write(cell) => {
-                let w = cell.txn.try_borrow().map_err(|_| ended())?;
-                w.as_ref()
-                    .ok_or_else(ended)?
-                    .get(tree, key)?
-                    .map(|v| (v.as_ptr(), v.len()))
-            }
-        };
+        let found = in_txn!(txn, t => t.get(tree, key)?.map(|v| (v.as_ptr(), v.len())));
         let Some((ptr, len)) = found else {
             return Ok(IRONBARK_NOTFOUND);
         };
@@ -1546,25 +1558,6 @@ fn raw_entry((key, value): Entry<'_>) -> RawEntry {
     (key.as_ptr(), key.len(), value.as_ptr(), value.len())
 }
 
-/// Runs the lookup `$call` (an expression of `$t`, the transaction) in
-/// either kind of transaction and gives its entry as a [`RawEntry`]. A
-/// macro, not a function: the two transactions share no trait.
-macro_rules! look_up {
-    ($txn:expr, $t:ident => $call:expr) => {
-        match &$txn.kind {
-            TxnKind::Read(r) => {
-                let $t: &ReadTxn = r;
-                $call?.map(raw_entry)
-            }
-            TxnKind::Write(cell) => {
-                let w = cell.txn.try_borrow().map_err(|_| ended())?;
-                let $t: &WriteTxn<'static> = w.as_ref().ok_or_else(ended)?;
-                $call?.map(raw_entry)
-            }
-        }
-    };
-}
-
 /// Checks the four out-pointers of an entry.
 fn check_entry_out(
     key: *mut *const u8,
@@ -1905,13 +1898,7 @@ pub unsafe extern "C" fn ironbark_contains_key(
         let tree = unsafe { reference(tree, "tree") }?.plain()?;
         // SAFETY: `key` is null or `key_len` readable bytes (header).
         let key = unsafe { bytes(key, key_len, "key") }?;
-        let present = match &txn.kind {
-            TxnKind::Read(r) => r.contains_key(tree, key)?,
-            TxnKind::Write(cell) => {
-                let w = cell.txn.try_borrow().map_err(|_| ended())?;
-                w.as_ref().ok_or_else(ended)?.contains_key(tree, key)?
-            }
-        };
+        let present = in_txn!(txn, t => t.contains_key(tree, key)?);
         Ok(if present {
             IRONBARK_OK
         } else {
@@ -2404,13 +2391,7 @@ pub unsafe extern "C" fn ironbark_count_dups(
         if count.is_null() {
             return Err(Failure::invalid("count is null"));
         }
-        let n = match &txn.kind {
-            TxnKind::Read(r) => r.count_dups(m, key)?,
-            TxnKind::Write(cell) => {
-                let w = cell.txn.try_borrow().map_err(|_| ended())?;
-                w.as_ref().ok_or_else(ended)?.count_dups(m, key)?
-            }
-        };
+        let n = in_txn!(txn, t => t.count_dups(m, key)?);
         // SAFETY: `count` is non-null and writable (header).
         unsafe { store(count, n, "count") }?;
         Ok(IRONBARK_OK)
@@ -2436,13 +2417,7 @@ pub unsafe extern "C" fn ironbark_contains_dup(
         let key = unsafe { bytes(key, key_len, "key") }?;
         // SAFETY: `val` is null or `val_len` readable bytes (header).
         let val = unsafe { bytes(val, val_len, "val") }?;
-        let present = match &txn.kind {
-            TxnKind::Read(r) => r.contains_dup(m, key, val)?,
-            TxnKind::Write(cell) => {
-                let w = cell.txn.try_borrow().map_err(|_| ended())?;
-                w.as_ref().ok_or_else(ended)?.contains_dup(m, key, val)?
-            }
-        };
+        let present = in_txn!(txn, t => t.contains_dup(m, key, val)?);
         Ok(if present {
             IRONBARK_OK
         } else {
@@ -2531,16 +2506,7 @@ pub unsafe extern "C" fn ironbark_get_int(
             return Err(Failure::invalid("val or val_len is null"));
         }
         // In place, as `ironbark_get`'s value.
-        let found = match &txn.kind {
-            TxnKind::Read(r) => r.get_int(t, key)?.map(|v| (v.as_ptr(), v.len())),
-            TxnKind::Write(cell) => {
-                let w = cell.txn.try_borrow().map_err(|_| ended())?;
-                w.as_ref()
-                    .ok_or_else(ended)?
-                    .get_int(t, key)?
-                    .map(|v| (v.as_ptr(), v.len()))
-            }
-        };
+        let found = in_txn!(txn, x => x.get_int(t, key)?.map(|v| (v.as_ptr(), v.len())));
         let Some((ptr, len)) = found else {
             return Ok(IRONBARK_NOTFOUND);
         };

@@ -437,16 +437,8 @@ impl DirtyPages {
         if let Some(page) = self.pages[index].as_deref_mut() {
             return Ok(edit(page));
         }
-        assert!(
-            is_spilled(&self.spilled, index),
-            "dirty page used after it was freed"
-        );
-        let spill = self
-            .spill
-            .as_ref()
-            .expect("a spilled page has a spill file");
         scratch.clear();
-        scratch.extend_from_slice(spill.read(self.spilled[index]));
+        scratch.extend_from_slice(self.spilled_page(index));
         let result = edit(scratch);
         out(scratch)?;
         Ok(result)

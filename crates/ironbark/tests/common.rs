@@ -118,6 +118,21 @@ pub fn model_of(rx: &ReadTxn) -> ironbark::Result<Model> {
     Ok(model)
 }
 
+/// The process's peak resident memory (VmHWM), in bytes.
+pub fn peak_rss() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .expect("VmHWM in /proc/self/status");
+    let kib: usize = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .expect("VmHWM in kB");
+    kib << 10
+}
+
 /// The kill tests' child: commits `n` (key `n{n}`, a value of 0, 900 or
 /// 1800 bytes, and the counter) one per `Immediate` transaction, deleting
 /// `n{n-50}`, calls `extra` inside each transaction, and prints `n` after

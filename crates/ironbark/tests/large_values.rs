@@ -13,7 +13,7 @@ mod common;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::process::Command;
 
-use common::{temp_db, Images, Rng};
+use common::{peak_rss, temp_db, Images, Rng};
 use ironbark::{Database, Durability, Error, Options, ReadTxn, Tree};
 
 /// Value sizes around the layout's boundaries for `page_size`: empty,
@@ -347,21 +347,6 @@ const PEAK_CHILD: &str = "IRONBARK_PEAK_MEMORY_CHILD";
 /// (which needs twice the value: the check fails then, by design).
 const PEAK_MODE: &str = "IRONBARK_PEAK_MEMORY_MODE";
 const PEAK_VALUE: usize = 256 << 20;
-
-/// The process's peak resident memory (VmHWM), in bytes.
-fn peak_rss() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .expect("VmHWM in /proc/self/status");
-    let kib: usize = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .expect("VmHWM in kB");
-    kib << 10
-}
 
 /// The child: streams (or `put`s) a 256 MiB value and commits, then
 /// checks the peak memory it took.

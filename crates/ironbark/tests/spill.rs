@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::{temp_db, Rng};
+use common::{peak_rss, temp_db, Rng};
 use ironbark::{Database, Error, IoHook, IoHookHandle, Options};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -38,16 +38,20 @@ fn value(rng: &mut Rng) -> Vec<u8> {
     rng.bytes(len)
 }
 
-fn contents(db: &Database) -> Model {
-    let rx = db.begin_read().unwrap();
-    let t = rx.tree("t").unwrap();
-    rx.range(&t, ..)
-        .unwrap()
+/// The entries a range iterator yields.
+fn entries<'a>(range: impl Iterator<Item = ironbark::Result<(&'a [u8], &'a [u8])>>) -> Model {
+    range
         .map(|e| {
             let (k, v) = e.unwrap();
             (k.to_vec(), v.to_vec())
         })
         .collect()
+}
+
+fn contents(db: &Database) -> Model {
+    let rx = db.begin_read().unwrap();
+    let t = rx.tree("t").unwrap();
+    entries(rx.range(&t, ..).unwrap())
 }
 
 /// Random puts, overwrites and deletes in one transaction 30x larger than
@@ -82,14 +86,7 @@ fn a_transaction_past_its_budget_spills_and_commits_exactly_its_changes() {
         }
         // A scan of the whole tree inside the transaction reads spilled
         // leaves and blobs.
-        let seen: Model = tx
-            .range(&tree, ..)
-            .unwrap()
-            .map(|e| {
-                let (k, v) = e.unwrap();
-                (k.to_vec(), v.to_vec())
-            })
-            .collect();
+        let seen = entries(tx.range(&tree, ..).unwrap());
         assert!(seen == model, "round {round}: the transaction's own view");
         tx.commit().unwrap();
         assert!(contents(&db) == model, "round {round}: after commit");
@@ -129,14 +126,7 @@ fn savepoints_roll_back_across_spills() {
         }
     }
     tx.rollback_to(&sp).unwrap();
-    let seen: Model = tx
-        .range(&tree, ..)
-        .unwrap()
-        .map(|e| {
-            let (k, v) = e.unwrap();
-            (k.to_vec(), v.to_vec())
-        })
-        .collect();
+    let seen = entries(tx.range(&tree, ..).unwrap());
     assert!(seen == kept, "the rollback restored the savepoint's view");
     for _ in 0..2000 {
         let (k, v) = (key(&mut rng), value(&mut rng));
@@ -227,21 +217,6 @@ const PEAK_CHILD: &str = "IRONBARK_SPILL_PEAK_CHILD";
 const PEAK_DATA: usize = 768 << 20;
 /// Its budget.
 const PEAK_BUDGET: usize = 32 << 20;
-
-/// The process's peak resident memory (VmHWM), in bytes.
-fn peak_rss() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .expect("VmHWM in /proc/self/status");
-    let kib: usize = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .expect("VmHWM in kB");
-    kib << 10
-}
 
 /// The child: one transaction of 768 MiB of sorted 1000-byte values under a
 /// 32 MiB budget, then checks the peak memory it took.
