@@ -287,14 +287,12 @@ impl DirtyPages {
                 self.pool.push(page);
             }
         }
-        if self.spilled.len() > len {
-            for slot in self.spilled.drain(len..).filter(|s| s.len > 0) {
-                self.spilled_count -= 1;
-                if let Some(f) = self.spill.as_mut() {
-                    f.release(slot);
-                }
+        for index in len..self.spilled.len() {
+            if is_spilled(&self.spilled, index) {
+                self.drop_spilled(index);
             }
         }
+        self.spilled.truncate(len);
         self.spill_cursor = self.spill_cursor.min(len);
     }
 
@@ -357,21 +355,26 @@ impl DirtyPages {
             is_spilled(&self.spilled, index),
             "dirty page used after it was freed"
         );
-        let slot = std::mem::take(&mut self.spilled[index]);
-        let spill = self
-            .spill
-            .as_mut()
-            .expect("a spilled page has a spill file");
-        let bytes = spill.read(slot);
+        let len = self.spilled_page(index).len();
         let mut page = match self.pool.last() {
-            Some(b) if b.len() == bytes.len() => self.pool.pop().expect("just seen"),
-            _ => vec![0u8; bytes.len()].into_boxed_slice(),
+            Some(b) if b.len() == len => self.pool.pop().expect("just seen"),
+            _ => vec![0u8; len].into_boxed_slice(),
         };
-        page.copy_from_slice(bytes);
-        spill.release(slot);
-        self.spilled_count -= 1;
+        page.copy_from_slice(self.spilled_page(index));
+        self.drop_spilled(index);
         self.resident += page.len();
         self.pages[index] = Some(page);
+    }
+
+    /// Forgets that page `index` is spilled and gives its slot back.
+    fn drop_spilled(&mut self, index: usize) {
+        let slot = std::mem::take(&mut self.spilled[index]);
+        debug_assert!(slot.len > 0);
+        self.spilled_count -= 1;
+        self.spill
+            .as_mut()
+            .expect("a spilled page has a spill file")
+            .release(slot);
     }
 
     /// Takes page `index` out (copied back first if spilled).
@@ -396,11 +399,7 @@ impl DirtyPages {
         }
         if self.pages[index].is_none() {
             assert!(is_spilled(&self.spilled, index), "dirty page freed twice");
-            let slot = std::mem::take(&mut self.spilled[index]);
-            self.spilled_count -= 1;
-            if let Some(f) = self.spill.as_mut() {
-                f.release(slot);
-            }
+            self.drop_spilled(index);
             return;
         }
         let page = self.take(index);

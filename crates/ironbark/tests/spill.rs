@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::io;
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use common::{peak_rss, temp_db, Rng};
@@ -209,6 +209,65 @@ fn a_failed_spill_fails_one_operation_and_loses_nothing_else() {
         assert!(contents(&db) == model, "failures {from}..={to}");
         assert!(db.check().unwrap().is_clean());
     }
+}
+
+/// Fails every write to the data file while `on` (from the commit's
+/// first write: the sealed copies of spilled pages).
+struct DataWriteFailer {
+    on: AtomicBool,
+    failed: AtomicU64,
+}
+
+impl IoHook for DataWriteFailer {
+    fn on_write(&self, _: u64, _: &[&[u8]]) -> io::Result<()> {
+        if self.on.load(Ordering::SeqCst) {
+            self.failed.fetch_add(1, Ordering::SeqCst);
+            return Err(io::Error::from_raw_os_error(libc_enospc()));
+        }
+        Ok(())
+    }
+}
+
+/// A commit of a transaction that spilled fails when writing its pages:
+/// nothing of it is visible, before or after reopening, and the file
+/// checks clean.
+#[test]
+fn a_spilled_commit_that_cannot_write_loses_nothing_committed() {
+    let t = temp_db("spill-commit-error.ib");
+    let hook = Arc::new(DataWriteFailer {
+        on: AtomicBool::new(false),
+        failed: AtomicU64::new(0),
+    });
+    let opts = Options {
+        io_hook: Some(IoHookHandle(hook.clone())),
+        ..options(32 << 10)
+    };
+    let mut rng = Rng::new(5);
+    let mut model = Model::new();
+    {
+        let db = Database::open_with(&t.path, &opts).unwrap();
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        for _ in 0..500 {
+            let (k, v) = (key(&mut rng), value(&mut rng));
+            tx.put(&tree, &k, &v).unwrap();
+            model.insert(k, v);
+        }
+        tx.commit().unwrap();
+        let mut tx = db.begin_write().unwrap();
+        for _ in 0..3000 {
+            tx.put(&tree, &key(&mut rng), &value(&mut rng)).unwrap();
+        }
+        hook.on.store(true, Ordering::SeqCst);
+        assert!(matches!(tx.commit(), Err(Error::Io(_))));
+        hook.on.store(false, Ordering::SeqCst);
+        assert!(hook.failed.load(Ordering::SeqCst) > 0);
+        assert!(db.stats().unwrap().counters.spills > 0);
+        assert!(contents(&db) == model, "the failed commit is not visible");
+    }
+    let db = Database::open(&t.path).unwrap();
+    assert!(contents(&db) == model, "after reopening");
+    assert!(db.check().unwrap().is_clean());
 }
 
 /// The peak memory check's child: set to the database path it works in.
