@@ -40,6 +40,7 @@ use crate::storage::meta::{
     page_size_is_valid, Meta, MAX_PAGE_SIZE, META_LEN, META_SLOTS, MIN_PAGE_SIZE,
 };
 use crate::txn::read::ReadTxn;
+use crate::txn::reader_stripes::Stripes;
 use crate::txn::readers::ReaderTable;
 use crate::txn::shared::{Counters, Shared, Snapshot, WriterLock, WriterState};
 use crate::txn::write::WriteTxn;
@@ -92,6 +93,9 @@ fn registry() -> &'static Mutex<Registry> {
 #[derive(Clone)]
 pub struct Database {
     pub(crate) shared: Arc<Shared>,
+    /// Where its read transactions take their handles on the instance and
+    /// its snapshot (`txn::reader_stripes`), shared by its clones.
+    stripes: Arc<Stripes>,
     /// This handle's default durability for write transactions.
     durability: Durability,
     /// This handle may not write (set by `Options::read_only`).
@@ -211,7 +215,7 @@ impl Database {
             // Another process's commit: load it as a reader would, which
             // also validates its state blob now rather than later (unless
             // it is a logged commit a read-only process cannot read yet).
-            match ReadTxn::begin(db.shared.clone()) {
+            match ReadTxn::begin(db.stripes.for_this_thread()) {
                 Err(Error::Locked) if db.shared.read_only => {}
                 other => drop(other?),
             }
@@ -225,6 +229,7 @@ impl Database {
 
     fn handle(shared: Arc<Shared>, options: &Options) -> Database {
         Database {
+            stripes: Arc::new(Stripes::new(&shared)),
             shared,
             durability: options.durability,
             read_only: options.read_only,
@@ -387,7 +392,7 @@ impl Database {
     /// # Ok::<(), ironbark::Error>(())
     /// ```
     pub fn begin_read(&self) -> Result<ReadTxn> {
-        ReadTxn::begin(self.shared.clone())
+        ReadTxn::begin(self.stripes.for_this_thread())
     }
 
     /// Makes every commit so far durable in the data file: a checkpoint if
@@ -981,6 +986,7 @@ fn open_instance(
         db_id,
         max_readers_option: options.max_readers,
         writer_thread: StdAtomicU64::new(0),
+        published_epoch: StdAtomicU64::new(0),
         published: ArcSwap::from_pointee(placeholder),
         map: Mutex::new(map),
         readers,
@@ -1066,6 +1072,7 @@ fn assemble(
         max_readers_option: options.max_readers,
         writer_thread: StdAtomicU64::new(0),
         map: Mutex::new(source.map.clone()),
+        published_epoch: StdAtomicU64::new(0),
         published: ArcSwap::from_pointee(Snapshot {
             meta,
             source,

@@ -490,6 +490,78 @@ fn read_txn_moves_between_threads() {
     db.check().unwrap();
 }
 
+/// A read transaction begun after a commit returned sees that commit or a
+/// newer one, on every thread and through every handle, although readers
+/// take cached snapshots (each thread's stripe caches the newest snapshot
+/// it read): the cache never serves an older commit. Readers run on more
+/// threads than there are cores, with clones of the handle and a second
+/// open of the same file in this process.
+#[test]
+fn readers_never_see_a_commit_older_than_one_that_returned() {
+    let t = temp_db("fresh.ib");
+    let options = Options {
+        durability: Durability::None,
+        ..Options::default()
+    };
+    let db = Database::open_with(&t.path, &options).unwrap();
+    let second = Database::open_with(&t.path, &options).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    tx.put(&tree, b"k", &0u64.to_be_bytes()).unwrap();
+    tx.commit().unwrap();
+    const COMMITS: u64 = 3000;
+    let committed = AtomicU64::new(0);
+    let reads = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for reader in 0..4 {
+            let handle = if reader % 2 == 0 {
+                db.clone()
+            } else {
+                second.clone()
+            };
+            let (committed, reads, tree) = (&committed, &reads, &tree);
+            s.spawn(move || loop {
+                let floor = committed.load(Ordering::Acquire);
+                // Several transactions per commit: the second one caches
+                // the snapshot, the rest take it from the cache.
+                for _ in 0..3 {
+                    let rx = handle.begin_read().unwrap();
+                    let v = rx.get(tree, b"k").unwrap().unwrap();
+                    let seen = u64::from_be_bytes(v.try_into().unwrap());
+                    assert!(
+                        seen >= floor,
+                        "reader {reader} saw commit {seen} after {floor} returned"
+                    );
+                    reads.fetch_add(1, Ordering::Relaxed);
+                }
+                if floor == COMMITS {
+                    break;
+                }
+            });
+        }
+        for i in 1..=COMMITS {
+            let mut tx = db.begin_write().unwrap();
+            tx.put(&tree, b"k", &i.to_be_bytes()).unwrap();
+            tx.commit().unwrap();
+            committed.store(i, Ordering::Release);
+            // Let the readers cache this commit now and then.
+            if i % 100 == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    assert!(reads.load(Ordering::Relaxed) >= 4 * 3);
+    for handle in [&db, &second] {
+        let rx = handle.begin_read().unwrap();
+        assert_eq!(
+            rx.get(&tree, b"k").unwrap(),
+            Some(&COMMITS.to_be_bytes()[..])
+        );
+    }
+    assert_eq!(db.stats().unwrap().live_readers, 0);
+    db.check().unwrap();
+}
+
 /// Write transactions from several threads serialize: no update is lost.
 #[test]
 fn writers_from_many_threads_serialize() {

@@ -30,7 +30,14 @@ fn spawn(test: &str, role: &str, path: &Path) -> Child {
 
 /// Runs this test binary's `test` as a child in `role`, as user (and
 /// group) `uid` if given, with no supplementary groups.
+/// Held while this file's tests copy a binary or start a process: a child
+/// forked by one test while another's copy of the test binary still has its
+/// write descriptor open would hold that descriptor until its exec, and
+/// the copy's own exec would fail with "Text file busy" (`ETXTBSY`).
+static SPAWN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn spawn_as(test: &str, role: &str, path: &Path, uid: Option<u32>) -> Child {
+    let _one_at_a_time = SPAWN.lock().unwrap_or_else(|e| e.into_inner());
     let mut exe = std::env::current_exe().unwrap();
     let mut command = match uid {
         None => Command::new(exe),
@@ -532,6 +539,7 @@ struct Mount(PathBuf);
 
 impl Mount {
     fn run(args: &[&str]) {
+        let _one_at_a_time = SPAWN.lock().unwrap_or_else(|e| e.into_inner());
         let status = Command::new("mount")
             .args(args)
             .status()
@@ -545,6 +553,7 @@ impl Mount {
 
 impl Drop for Mount {
     fn drop(&mut self) {
+        let _one_at_a_time = SPAWN.lock().unwrap_or_else(|e| e.into_inner());
         let _ = Command::new("umount").arg(&self.0).status();
     }
 }

@@ -11,6 +11,7 @@ pub(crate) mod commit;
 pub(crate) mod cursor_mut;
 pub(crate) mod logged;
 pub(crate) mod read;
+pub(crate) mod reader_stripes;
 pub(crate) mod readers;
 pub(crate) mod recovery;
 pub(crate) mod redo;

@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::state;
 use crate::storage::file::DataFile;
 use crate::storage::meta::{Meta, META_LEN, META_SLOTS};
+use crate::txn::reader_stripes::{SnapshotRef, Stripe};
 use crate::txn::shared::{Shared, Snapshot};
 use crate::txn::Tree;
 
@@ -33,8 +34,10 @@ const MAX_REGISTER_ATTEMPTS: u32 = 1 << 20;
 /// A consistent, read-only view of one commit. `Send`: it may move to
 /// another thread. Dropping it frees its reader slot.
 pub struct ReadTxn {
-    pub(crate) shared: Arc<Shared>,
-    snapshot: Arc<Snapshot>,
+    /// Its thread's stripe, which holds the instance
+    /// (`txn::reader_stripes`: no count that other threads write).
+    stripe: Arc<Stripe>,
+    snapshot: SnapshotRef,
     slot: usize,
 }
 
@@ -47,7 +50,8 @@ impl std::fmt::Debug for ReadTxn {
 }
 
 impl ReadTxn {
-    pub(crate) fn begin(shared: Arc<Shared>) -> Result<ReadTxn> {
+    pub(crate) fn begin(stripe: &Arc<Stripe>) -> Result<ReadTxn> {
+        let shared = &stripe.shared;
         let slot = match shared.readers.claim() {
             Err(Error::ReadersFull { .. }) => {
                 // Slots of dead processes may be filling the table.
@@ -68,6 +72,19 @@ impl ReadTxn {
                     detail: "the lock file's newest commit cannot be read (damaged lock file?)"
                         .into(),
                 });
+            }
+            // The common case: the stripe caches this process's newest
+            // snapshot, which is the newest commit; taken without writing a
+            // reference count that other threads write.
+            let epoch = shared.published_epoch();
+            if let Some(cached) = stripe.cached(epoch) {
+                let txn = cached.txn();
+                if txn == shared.readers.published_txn() {
+                    if shared.readers.try_register(slot, txn) {
+                        break SnapshotRef::Cached(cached);
+                    }
+                    continue;
+                }
             }
             let cached = shared.published.load_full();
             let txn = shared.readers.published_txn();
@@ -98,8 +115,8 @@ impl ReadTxn {
                         if !shared.readers.try_register(slot, txn) {
                             continue;
                         }
-                        match crate::txn::recovery::follow_log(&shared, txn) {
-                            Ok(Some(s)) => break s,
+                        match crate::txn::recovery::follow_log(shared, txn) {
+                            Ok(Some(s)) => break SnapshotRef::Own(s),
                             // A checkpoint moved on: look again.
                             Ok(None) => continue,
                             Err(e) => {
@@ -116,9 +133,14 @@ impl ReadTxn {
             }
             // The snapshot's pages are protected from here on.
             match meta {
-                None => break cached,
+                None => {
+                    if shared.published_epoch() == epoch {
+                        stripe.took(&cached, epoch);
+                    }
+                    break SnapshotRef::Own(cached);
+                }
                 Some(meta) => match shared.install_snapshot(meta) {
-                    Ok(s) => break s,
+                    Ok(s) => break SnapshotRef::Own(s),
                     Err(e) => {
                         shared.readers.release(slot);
                         return Err(e);
@@ -127,10 +149,16 @@ impl ReadTxn {
             }
         };
         Ok(ReadTxn {
-            shared,
+            stripe: stripe.clone(),
             snapshot,
             slot,
         })
+    }
+
+    /// The instance this transaction reads.
+    #[inline]
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.stripe.shared
     }
 
     pub(crate) fn snapshot(&self) -> &Snapshot {
@@ -163,8 +191,8 @@ impl ReadTxn {
     fn entry(&self, tree: &Tree) -> Result<&TreeEntry> {
         let catalog = &self.snapshot.catalog;
         match catalog.find(&tree.name) {
-            Some(e) if e.id == tree.id && tree.db == self.shared.db_id => Ok(e),
-            _ => Err(tree.unresolved(self.shared.db_id, catalog, None)),
+            Some(e) if e.id == tree.id && tree.db == self.shared().db_id => Ok(e),
+            _ => Err(tree.unresolved(self.shared().db_id, catalog, None)),
         }
     }
 
@@ -190,7 +218,7 @@ impl ReadTxn {
     /// # }
     /// ```
     pub fn tree(&self, name: &str) -> Result<Tree> {
-        Tree::find(&self.snapshot.catalog, name, self.shared.db_id)
+        Tree::find(&self.snapshot.catalog, name, self.shared().db_id)
     }
 
     /// The names of all trees, in order.
@@ -683,6 +711,6 @@ impl ReadTxn {
 
 impl Drop for ReadTxn {
     fn drop(&mut self) {
-        self.shared.readers.release(self.slot);
+        self.shared().readers.release(self.slot);
     }
 }

@@ -88,7 +88,7 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
     w.logged_freed.clear();
     w.checkpoint_catalog = None;
     let previous = shared.published.load_full();
-    shared.published.store(Arc::new(Snapshot {
+    shared.set_published(Arc::new(Snapshot {
         meta: Meta { txn: top, ..meta },
         source,
         catalog: loaded.catalog,
@@ -105,7 +105,7 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
         txn.commit()
     })();
     if result.is_err() {
-        shared.published.rcu(|now| {
+        shared.update_published(|now| {
             if now.txn() == top {
                 previous.clone()
             } else {

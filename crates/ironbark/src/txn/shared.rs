@@ -210,7 +210,12 @@ pub(crate) struct Shared {
     /// model-checked reader protocol).
     pub(crate) writer_thread: StdAtomicU64,
     /// The newest snapshot this process knows (see the module doc).
+    /// Changed only through `set_published`/`update_published`.
     pub(crate) published: ArcSwap<Snapshot>,
+    /// How many times `published` changed: counted after each change, so a
+    /// snapshot loaded from `published` between two equal counts is still
+    /// the newest while the count stays (`txn::reader_stripes`).
+    pub(crate) published_epoch: StdAtomicU64,
     /// The map new snapshots are read through; replaced by a larger one when
     /// the file outgrows it.
     pub(crate) map: Mutex<Arc<Map>>,
@@ -599,6 +604,25 @@ impl Shared {
         }
     }
 
+    /// Makes `snapshot` this process's newest known snapshot.
+    pub(crate) fn set_published(&self, snapshot: Arc<Snapshot>) {
+        self.published.store(snapshot);
+        self.published_epoch.fetch_add(1, StdOrdering::SeqCst);
+    }
+
+    /// Replaces this process's newest known snapshot by what `f` makes of
+    /// it (`ArcSwap::rcu`: `f` may run more than once).
+    pub(crate) fn update_published(&self, f: impl FnMut(&Arc<Snapshot>) -> Arc<Snapshot>) {
+        self.published.rcu(f);
+        self.published_epoch.fetch_add(1, StdOrdering::SeqCst);
+    }
+
+    /// The count of changes of `published` (see the field).
+    #[inline]
+    pub(crate) fn published_epoch(&self) -> u64 {
+        self.published_epoch.load(StdOrdering::SeqCst)
+    }
+
     /// Makes `snapshot` the newest commit: for this process's readers, then
     /// in the lock file for every process.
     pub(crate) fn publish(&self, snapshot: Snapshot) {
@@ -607,7 +631,7 @@ impl Shared {
         // A logged commit's meta describes only its file part: other
         // processes must not build a snapshot from it (`foreign_logged`).
         let logged = snapshot.source.arena.is_some();
-        self.published.store(Arc::new(snapshot));
+        self.set_published(Arc::new(snapshot));
         if let Some(lock) = self.readers.lock_file().filter(|_| !logged) {
             lock.store_meta(&meta);
         }
@@ -669,7 +693,7 @@ impl Shared {
     /// Makes `snapshot` this process's newest known commit, unless a newer
     /// one is cached already (another thread got further meanwhile).
     pub(crate) fn cache_if_newer(&self, snapshot: &Arc<Snapshot>) {
-        self.published.rcu(|cached| {
+        self.update_published(|cached| {
             if cached.txn() < snapshot.txn() {
                 snapshot.clone()
             } else {

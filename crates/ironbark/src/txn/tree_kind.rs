@@ -41,7 +41,7 @@ impl ReadTxn {
             .catalog
             .find(name)
             .ok_or_else(|| Error::NoSuchTree(name.to_string()))?;
-        Tree::of_kind(e, kind, self.shared.db_id)
+        Tree::of_kind(e, kind, self.shared().db_id)
     }
 }
 
