@@ -13,7 +13,12 @@
 //!   checkpoint, so the durable commit `C` stays whole until a durable
 //!   commit replaces it;
 //! - arena pages are published once and never changed; a superseded one is
-//!   retired with the txn that stopped using it (`storage::arena`).
+//!   retired with the txn that stopped using it (`storage::arena`);
+//! - a transaction that may be logged is lent arena slots as dirty page
+//!   buffers (`lend`); a logged commit seals its pages in them and
+//!   publishes them in place (`to_arena`), copying only the pages that
+//!   have heap buffers; any other end leaves them to the next write
+//!   transaction to reclaim, unpublished.
 //!
 //! See docs/design.md, "Logged commits".
 
@@ -61,7 +66,8 @@ pub(crate) const LEND_MAX: usize = 1024;
 /// sees are released first when the free ones run short, by `to_arena`'s
 /// rule; the arena's bound for logged commits applies.
 pub(crate) fn lend(shared: &Shared, w: &mut WriterState, base: &Snapshot, dirty: &mut DirtyPages) {
-    let Some(arena) = shared.arena() else {
+    // The base's arena when it has one: the same, without a look-up.
+    let Some(arena) = base.source.arena.clone().or_else(|| shared.arena()) else {
         dirty.lend_slots(|| None);
         return;
     };
