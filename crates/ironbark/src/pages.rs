@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::btree::page::{blob_run_pages, page_kind, BLOB_HEADER_LEN, DIRTY_BIT, KIND_BRANCH};
 use crate::error::{Error, Result};
-use crate::storage::arena::{Arena, ARENA_BIT};
+use crate::storage::arena::{Arena, SlotBuf, ARENA_BIT};
 use crate::storage::map::Map;
 use crate::storage::meta::META_SLOTS;
 use crate::storage::spill::{SpillFile, SpillSlot};
@@ -81,6 +81,37 @@ impl PageSource for MapSource {
     }
 }
 
+/// A dirty page's buffer: on the heap, or in an arena slot lent to the
+/// transaction (`storage::arena::SlotBuf`), where a logged commit publishes
+/// it without copying it again.
+#[derive(Debug)]
+pub(crate) enum PageBuf {
+    Heap(Box<[u8]>),
+    Slot(SlotBuf),
+}
+
+impl std::ops::Deref for PageBuf {
+    type Target = [u8];
+
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            PageBuf::Heap(b) => b,
+            PageBuf::Slot(s) => s,
+        }
+    }
+}
+
+impl std::ops::DerefMut for PageBuf {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            PageBuf::Heap(b) => b,
+            PageBuf::Slot(s) => s,
+        }
+    }
+}
+
 /// The dirty pages of a write transaction, indexed by provisional number.
 ///
 /// Savepoints (`txn::savepoint`) freeze the pages that exist when one is
@@ -93,10 +124,17 @@ impl PageSource for MapSource {
 /// number stays, and it is read through the spill file's map until an edit
 /// copies it back (`get_mut`). So every page number handed out stays valid,
 /// and nothing above this type knows which pages are in memory.
+///
+/// A transaction that may be logged is lent arena slots (`lend_slots`):
+/// new page buffers come from them first, so that a logged commit
+/// publishes those pages where they are (`take_slot`). A slot buffer
+/// freed within the transaction goes back to `slots`, never to `pool`;
+/// the slots still held when the transaction ends are reclaimed by the
+/// next one (`ArenaSpace::reclaim_lent`).
 pub(crate) struct DirtyPages {
     /// `None`: freed within the transaction, or spilled (`spilled[i].len
     /// > 0`).
-    pub(crate) pages: Vec<Option<Box<[u8]>>>,
+    pub(crate) pages: Vec<Option<PageBuf>>,
     /// The lowest dirty page number that may be edited in place:
     /// `DIRTY_BIT | frozen pages`. One compare (`pgno >= editable_from`)
     /// tells a page that may be edited from a committed page (no
@@ -106,7 +144,7 @@ pub(crate) struct DirtyPages {
     /// Frozen pages freed or superseded since they were frozen, by index:
     /// dead for the commit (their slot in `pages` is `None`), kept for a
     /// rollback to a savepoint at which they were alive.
-    pub(crate) graveyard: Vec<(usize, Box<[u8]>)>,
+    pub(crate) graveyard: Vec<(usize, PageBuf)>,
     /// Overflow blobs added (freed ones included): when 0, no leaf can
     /// reference a dirty blob, and the commit need not look for any.
     pub(crate) blobs_added: usize,
@@ -125,11 +163,24 @@ pub(crate) struct DirtyPages {
     spill: Option<Box<SpillFile>>,
     /// Where the next spill starts looking (oldest pages first, in turn).
     spill_cursor: usize,
+    /// Arena slots lent to this transaction and not in use: the next page
+    /// buffers.
+    slots: Vec<SlotBuf>,
+    /// Slots lent to this transaction in all.
+    slots_lent: usize,
+    /// Set when the arena could lend no more: the transaction stops asking.
+    slots_refused: bool,
 }
 
 /// Buffers kept for reuse at most (16 MiB of 4 KiB pages): a larger
 /// transaction allocates the rest, and the pool does not pin its peak.
 const POOL_MAX: usize = 4096;
+
+/// Unused arena slots a transaction that may be logged holds before each
+/// change of pages (topped up to this): a put's path (root, branch,
+/// leaf) and one more; pages a change makes beyond them take heap
+/// buffers. Few, so that a single-put commit gives few back.
+const SLOTS: usize = 4;
 
 impl Default for DirtyPages {
     fn default() -> DirtyPages {
@@ -144,6 +195,9 @@ impl Default for DirtyPages {
             spilled_count: 0,
             spill: None,
             spill_cursor: 0,
+            slots: Vec::new(),
+            slots_lent: 0,
+            slots_refused: false,
         }
     }
 }
@@ -157,18 +211,90 @@ impl DirtyPages {
         }
     }
 
-    pub(crate) fn add(&mut self, page: Box<[u8]>) -> u64 {
+    pub(crate) fn add(&mut self, page: PageBuf) -> u64 {
         self.resident += page.len();
         self.pages.push(Some(page));
         DIRTY_BIT | (self.pages.len() as u64 - 1)
     }
 
-    /// A page-sized buffer: from the pool if it has one (contents stale:
-    /// the caller overwrites all of it), else a new one.
-    fn buffer(&mut self, page_size: usize) -> Box<[u8]> {
-        match self.pool.pop() {
+    /// A page-sized buffer: a lent arena slot if there is one, else from
+    /// the pool if it has one (contents stale: the caller overwrites all
+    /// of it), else a new one.
+    #[inline]
+    fn buffer(&mut self, page_size: usize) -> PageBuf {
+        if let Some(s) = self.slots.pop() {
+            if s.len() == page_size {
+                return PageBuf::Slot(s);
+            }
+            self.slots.push(s);
+        }
+        PageBuf::Heap(match self.pool.pop() {
             Some(b) if b.len() == page_size => b,
             _ => vec![0u8; page_size].into_boxed_slice(),
+        })
+    }
+
+    /// A buffer no longer used: a slot back to `slots`, a heap one to the
+    /// pool (up to its bound).
+    fn recycle(&mut self, page: PageBuf) {
+        match page {
+            PageBuf::Slot(s) => self.slots.push(s),
+            PageBuf::Heap(b) => {
+                if self.pool.len() < POOL_MAX {
+                    self.pool.push(b);
+                }
+            }
+        }
+    }
+
+    /// Whether this transaction should be lent more arena slots: it holds
+    /// few unused, has been lent fewer than `max` in all, and neither
+    /// spilled nor was refused.
+    #[inline]
+    pub(crate) fn wants_slots(&self, max: usize) -> bool {
+        self.slots.len() < SLOTS
+            && self.slots_lent < max
+            && !self.slots_refused
+            && self.spilled_count == 0
+    }
+
+    /// Takes arena slots from `lend` until `SLOTS` are unused (or it has
+    /// none: then no more are asked for).
+    pub(crate) fn lend_slots(&mut self, mut lend: impl FnMut() -> Option<SlotBuf>) {
+        while self.slots.len() < SLOTS {
+            match lend() {
+                Some(s) => {
+                    self.slots.push(s);
+                    self.slots_lent += 1;
+                }
+                None => {
+                    self.slots_refused = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The arena page number of dirty page `id` if its buffer is a lent
+    /// slot.
+    #[inline]
+    pub(crate) fn slot_pgno(&self, id: u64) -> Option<u64> {
+        match self.pages[(id & !DIRTY_BIT) as usize].as_ref() {
+            Some(PageBuf::Slot(s)) => Some(s.pgno()),
+            _ => None,
+        }
+    }
+
+    /// Takes the lent slot holding dirty page `id` out (a logged commit
+    /// publishes it: `ArenaSpace::adopt`); the page is gone from here.
+    pub(crate) fn take_slot(&mut self, id: u64) -> SlotBuf {
+        let index = (id & !DIRTY_BIT) as usize;
+        match self.pages[index].take() {
+            Some(PageBuf::Slot(s)) => {
+                self.resident -= s.len();
+                s
+            }
+            _ => panic!("dirty page {id:#x} is not in an arena slot"),
         }
     }
 
@@ -181,7 +307,7 @@ impl DirtyPages {
             crate::btree::page::fill_blob(&mut b, page_size, value);
             b
         } else {
-            crate::btree::page::new_blob(page_size, value, 1)
+            PageBuf::Heap(crate::btree::page::new_blob(page_size, value, 1))
         };
         self.add(blob)
     }
@@ -200,7 +326,7 @@ impl DirtyPages {
             crate::btree::page::blob_data(&b, DIRTY_BIT, None, Some(len as u64))
                 .is_ok_and(|d| d.len() == len)
         );
-        self.add(b)
+        self.add(PageBuf::Heap(b))
     }
 
     /// Adds a copy of the committed page `bytes`.
@@ -222,8 +348,9 @@ impl DirtyPages {
         self.add(b)
     }
 
-    /// Every page buffer back to `pool` (up to a bound), for the next
-    /// transaction.
+    /// Every heap page buffer back to `pool` (up to a bound), for the next
+    /// transaction. Lent arena slots are dropped here: the next write
+    /// transaction reclaims them (`ArenaSpace::reclaim_lent`).
     pub(crate) fn into_pool(self, page_size: usize) -> Vec<Box<[u8]>> {
         let mut pool = self.pool;
         let room = POOL_MAX.saturating_sub(pool.len());
@@ -232,7 +359,10 @@ impl DirtyPages {
                 .into_iter()
                 .flatten()
                 .chain(self.graveyard.into_iter().map(|(_, b)| b))
-                .filter(|b| b.len() == page_size)
+                .filter_map(|b| match b {
+                    PageBuf::Heap(b) if b.len() == page_size => Some(b),
+                    _ => None,
+                })
                 .take(room),
         );
         pool
@@ -272,20 +402,20 @@ impl DirtyPages {
     /// dropped (their buffers to the pool), frozen pages freed or
     /// superseded since come back. The caller freezes again.
     pub(crate) fn roll_back(&mut self, len: usize, graveyard_len: usize) {
-        for (index, page) in self.graveyard.drain(graveyard_len..) {
+        let back: Vec<(usize, PageBuf)> = self.graveyard.drain(graveyard_len..).collect();
+        for (index, page) in back {
             if index < len {
                 debug_assert!(self.pages[index].is_none() && !is_spilled(&self.spilled, index));
                 self.resident += page.len();
                 self.pages[index] = Some(page);
-            } else if self.pool.len() < POOL_MAX {
-                self.pool.push(page);
+            } else {
+                self.recycle(page);
             }
         }
-        for page in self.pages.drain(len..).flatten() {
+        let dropped: Vec<PageBuf> = self.pages.drain(len..).flatten().collect();
+        for page in dropped {
             self.resident -= page.len();
-            if self.pool.len() < POOL_MAX {
-                self.pool.push(page);
-            }
+            self.recycle(page);
         }
         for index in len..self.spilled.len() {
             if is_spilled(&self.spilled, index) {
@@ -301,11 +431,11 @@ impl DirtyPages {
     /// left saw; all of them when none is left, `len` 0).
     pub(crate) fn bury(&mut self, len: usize) {
         let mut kept = Vec::with_capacity(self.graveyard.len());
-        for (index, page) in self.graveyard.drain(..) {
+        for (index, page) in std::mem::take(&mut self.graveyard) {
             if index < len {
                 kept.push((index, page));
-            } else if self.pool.len() < POOL_MAX {
-                self.pool.push(page);
+            } else {
+                self.recycle(page);
             }
         }
         self.graveyard = kept;
@@ -363,7 +493,7 @@ impl DirtyPages {
         page.copy_from_slice(self.spilled_page(index));
         self.drop_spilled(index);
         self.resident += page.len();
-        self.pages[index] = Some(page);
+        self.pages[index] = Some(PageBuf::Heap(page));
     }
 
     /// Forgets that page `index` is spilled and gives its slot back.
@@ -378,7 +508,7 @@ impl DirtyPages {
     }
 
     /// Takes page `index` out (copied back first if spilled).
-    fn take(&mut self, index: usize) -> Box<[u8]> {
+    fn take(&mut self, index: usize) -> PageBuf {
         if self.pages[index].is_none() {
             self.unspill(index);
         }
@@ -403,9 +533,7 @@ impl DirtyPages {
             return;
         }
         let page = self.take(index);
-        if self.pool.len() < POOL_MAX {
-            self.pool.push(page);
-        }
+        self.recycle(page);
     }
 
     /// Pages live in this transaction: in memory or spilled.
@@ -521,8 +649,8 @@ impl DirtyPages {
                 self.resident -= page.len();
                 self.spilled[i] = slot;
                 self.spilled_count += 1;
-                if page.len() == page_size && self.pool.len() < POOL_MAX {
-                    self.pool.push(page);
+                if page.len() == page_size {
+                    self.recycle(page);
                 }
             }
         }

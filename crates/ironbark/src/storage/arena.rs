@@ -17,13 +17,29 @@
 //! logged commits are made only while one process has the database open
 //! (see docs/design.md, "Logged commits").
 //!
+//! A write transaction that may be logged also borrows single slots
+//! *before* its commit ([`ArenaSpace::lend`]): a [`SlotBuf`] is a dirty
+//! page buffer that lives in an unpublished slot, so that the page is
+//! copied once (committed page -> slot) instead of twice (committed page
+//! -> heap buffer -> slot at commit). A logged commit seals such a page in
+//! place and publishes the slot ([`ArenaSpace::adopt`]); any other end of
+//! the transaction (a checkpoint, an abort, a failed commit) leaves its
+//! slots lent, and the next write transaction takes them back
+//! ([`ArenaSpace::reclaim_lent`]) before lending any: by then every
+//! `SlotBuf` of the earlier one is gone (they live only in its
+//! `DirtyPages`).
+//!
 //! Soundness (the same argument as `storage::map`): readers borrow `&[u8]`
 //! of published slots; the writer only writes slots handed out by
-//! [`ArenaSpace::alloc`], which never hands out a slot a live snapshot can
-//! reach, and a [`Fresh`] run is the only way to write. Every read is
-//! bounds-checked against the reservation.
+//! [`ArenaSpace::alloc`] or [`ArenaSpace::lend`], which never hand out a
+//! slot a live snapshot can reach (nor one lent and not yet adopted or
+//! reclaimed), and a [`Fresh`] run or a [`SlotBuf`] (each the only handle
+//! to its slots, neither `Clone`) is the only way to write. A lent slot
+//! is published only by `adopt`, which consumes its `SlotBuf`. Every read
+//! is bounds-checked against the reservation.
 
 use std::io;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
@@ -123,6 +139,47 @@ impl Arena {
     }
 }
 
+/// One slot lent to a write transaction to hold a dirty page (see the
+/// module doc): reachable by no snapshot, and the only handle to its slot,
+/// so it may be read and written like a heap buffer. Not `Clone`: only
+/// [`ArenaSpace::lend`] makes one; [`ArenaSpace::adopt`] consumes it.
+#[derive(Debug)]
+pub(crate) struct SlotBuf {
+    arena: Arc<Arena>,
+    slot: u64,
+}
+
+impl SlotBuf {
+    /// The page number of the slot (`ARENA_BIT | slot`).
+    pub(crate) fn pgno(&self) -> u64 {
+        ARENA_BIT | self.slot
+    }
+}
+
+impl std::ops::Deref for SlotBuf {
+    type Target = [u8];
+
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        let ps = self.arena.page_size;
+        // SAFETY: `lend` checked the slot lies within the mapping, which the
+        // `Arc` keeps alive; the slot is reachable by no snapshot and this
+        // `SlotBuf` is its only handle (module doc), so no `&mut` to these
+        // bytes exists while `&self` is borrowed.
+        unsafe { std::slice::from_raw_parts(self.arena.ptr.add(self.slot as usize * ps), ps) }
+    }
+}
+
+impl std::ops::DerefMut for SlotBuf {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        let ps = self.arena.page_size;
+        // SAFETY: as for `deref`; `&mut self` is exclusive, and no reader can
+        // reach an unpublished slot, so these bytes have no other reference.
+        unsafe { std::slice::from_raw_parts_mut(self.arena.ptr.add(self.slot as usize * ps), ps) }
+    }
+}
+
 impl Drop for Arena {
     fn drop(&mut self) {
         // SAFETY: unmapping the range we mapped; no slice outlives `self`
@@ -151,9 +208,13 @@ impl Fresh {
 /// Which slots are free, in use, or retired (the writer's alone).
 ///
 /// Invariants: a slot is in exactly one of: beyond `next` (never used since
-/// the last reset), `free`, `live` (set bit), or `retired`; `born[slot]` is
-/// the txn that wrote a live or retired slot; `live_count` counts the set
-/// bits, `retired_count` the pages in `retired`.
+/// the last reset), `free`, `live` (set bit in `live`), `lent` (set bit in
+/// `lent_bits`: a [`SlotBuf`] of the current write transaction, or of an
+/// ended one not yet reclaimed), or `retired`; `born[slot]` is the txn
+/// that wrote a live or retired slot; `live_count` counts the set bits of
+/// `live`, `lent_count` those of `lent_bits`, `retired_count` the pages in
+/// `retired`; every lent slot is in `lent` (which may also hold slots lent
+/// once and adopted since).
 #[derive(Debug, Default)]
 pub(crate) struct ArenaSpace {
     next: u64,
@@ -164,6 +225,30 @@ pub(crate) struct ArenaSpace {
     born: Vec<u64>,
     live_count: u64,
     retired_count: u64,
+    lent: Vec<u64>,
+    lent_bits: Vec<u64>,
+    lent_count: u64,
+}
+
+/// Sets (`on`) or clears bit `slot` of `bits`, which must be the other way.
+#[inline]
+fn flip(bits: &mut Vec<u64>, slot: u64, on: bool) {
+    let (word, bit) = ((slot / 64) as usize, 1u64 << (slot % 64));
+    if word >= bits.len() {
+        bits.resize(word + 1, 0);
+    }
+    assert!((bits[word] & bit != 0) != on, "arena slot {slot} state");
+    if on {
+        bits[word] |= bit;
+    } else {
+        bits[word] &= !bit;
+    }
+}
+
+/// Whether bit `slot` of `bits` is set.
+fn is_set(bits: &[u64], slot: u64) -> bool {
+    bits.get((slot / 64) as usize)
+        .is_some_and(|w| w & (1 << (slot % 64)) != 0)
 }
 
 /// Whether a reader of one of `protectors` (sorted snapshot txns) can see a
@@ -202,16 +287,7 @@ impl ArenaSpace {
 
     fn set_live(&mut self, slot: u64, pages: u64, live: bool) {
         for s in slot..slot + pages {
-            let (word, bit) = ((s / 64) as usize, 1u64 << (s % 64));
-            if word >= self.live.len() {
-                self.live.resize(word + 1, 0);
-            }
-            assert_eq!(self.live[word] & bit != 0, !live, "arena slot {s} state");
-            if live {
-                self.live[word] |= bit;
-            } else {
-                self.live[word] &= !bit;
-            }
+            flip(&mut self.live, s, live);
         }
         if live {
             self.live_count += pages;
@@ -246,6 +322,64 @@ impl ArenaSpace {
         }
         self.born[slot as usize..end].fill(txn);
         Some(Fresh { slot, pages })
+    }
+
+    /// One slot of `arena` no snapshot can reach, lent to the current write
+    /// transaction to hold a dirty page (see the module doc), or `None`
+    /// when the arena is full up to `limit`.
+    pub(crate) fn lend(&mut self, arena: &Arc<Arena>, limit: u64) -> Option<SlotBuf> {
+        let slot = if let Some(slot) = self.free.pop() {
+            slot
+        } else if self.next < arena.slots().min(limit) {
+            self.next += 1;
+            self.next - 1
+        } else {
+            return None;
+        };
+        flip(&mut self.lent_bits, slot, true);
+        self.lent.push(slot);
+        self.lent_count += 1;
+        Some(SlotBuf {
+            arena: arena.clone(),
+            slot,
+        })
+    }
+
+    /// Publishes a lent slot for the logged commit of `txn` (which sealed
+    /// the page in it): it becomes live, written at `txn`. Returns its page
+    /// number.
+    pub(crate) fn adopt(&mut self, buf: SlotBuf, txn: u64) -> u64 {
+        let slot = buf.slot;
+        drop(buf);
+        flip(&mut self.lent_bits, slot, false);
+        self.lent_count -= 1;
+        self.set_live(slot, 1, true);
+        let end = slot as usize + 1;
+        if self.born.len() < end {
+            self.born.resize(end, 0);
+        }
+        self.born[slot as usize] = txn;
+        ARENA_BIT | slot
+    }
+
+    /// Slots lent and not adopted.
+    #[cfg(test)]
+    pub(crate) fn lent_pages(&self) -> u64 {
+        self.lent_count
+    }
+
+    /// Takes back every slot lent and not adopted: called when no write
+    /// transaction is open (at the next one's start), so that no
+    /// [`SlotBuf`] of them exists. They were never published.
+    pub(crate) fn reclaim_lent(&mut self) {
+        for slot in self.lent.drain(..) {
+            if is_set(&self.lent_bits, slot) {
+                flip(&mut self.lent_bits, slot, false);
+                self.lent_count -= 1;
+                self.free.push(slot);
+            }
+        }
+        debug_assert_eq!(self.lent_count, 0);
     }
 
     /// Gives back a run `alloc` handed out that was never published.
@@ -297,7 +431,11 @@ impl ArenaSpace {
             false
         });
         self.retired_count -= released;
-        if self.retired.len() < before && self.live_count == 0 && self.retired.is_empty() {
+        if self.retired.len() < before
+            && self.live_count == 0
+            && self.lent_count == 0
+            && self.retired.is_empty()
+        {
             self.next = 0;
             self.free.clear();
             return true;
@@ -338,6 +476,45 @@ mod tests {
         assert!(space.release(&[]), "an arena with nothing live resets");
         let e = space.alloc(&arena, 1, u64::MAX, 9).unwrap();
         assert_eq!(e.pgno(), ARENA_BIT, "allocation starts over at slot 0");
+    }
+
+    #[test]
+    fn lent_slots_are_published_by_adopt_and_otherwise_reclaimed() {
+        let arena = Arc::new(Arena::new(4096, 8 * 4096).unwrap());
+        let mut space = ArenaSpace::default();
+        let mut a = space.lend(&arena, u64::MAX).unwrap();
+        let mut b = space.lend(&arena, u64::MAX).unwrap();
+        assert_ne!(a.pgno(), b.pgno());
+        a.fill(5);
+        b.fill(6);
+        assert_eq!(space.lent_pages(), 2);
+        let pa = space.adopt(a, 4);
+        assert_eq!(arena.run(pa, 1).unwrap()[4095], 5);
+        assert_eq!(space.live_pages(), 1);
+        drop(b);
+        // Nothing live or retired, but a slot is lent: no reset.
+        space.retire(pa, 1, 5);
+        assert!(!space.release(&[]), "no reset while a slot is lent");
+        assert_eq!(space.lent_pages(), 1);
+        space.reclaim_lent();
+        assert_eq!(space.lent_pages(), 0);
+        let free = space.free_slots();
+        let c = space.lend(&arena, u64::MAX).unwrap();
+        assert_eq!(
+            space.free_slots(),
+            free - 1,
+            "a reclaimed slot is lent again"
+        );
+        assert_ne!(c.pgno(), pa, "... but not twice at once");
+        let mut all = vec![c];
+        while let Some(s) = space.lend(&arena, 8) {
+            all.push(s);
+        }
+        let mut slots: Vec<u64> = all.iter().map(|s| s.pgno()).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        assert_eq!(slots.len(), all.len(), "a slot lent twice");
+        assert_eq!(all.len(), 8, "every slot of the arena lent once");
     }
 
     #[test]

@@ -13,7 +13,12 @@
 //!   checkpoint, so the durable commit `C` stays whole until a durable
 //!   commit replaces it;
 //! - arena pages are published once and never changed; a superseded one is
-//!   retired with the txn that stopped using it (`storage::arena`).
+//!   retired with the txn that stopped using it (`storage::arena`);
+//! - a transaction that may be logged is lent arena slots as dirty page
+//!   buffers (`lend`); a logged commit seals its pages in them and
+//!   publishes them in place (`to_arena`), copying only the pages that
+//!   have heap buffers; any other end leaves them to the next write
+//!   transaction to reclaim, unpublished.
 //!
 //! See docs/design.md, "Logged commits".
 
@@ -48,6 +53,33 @@ const RELEASE_BATCH: u64 = 256;
 /// sets how often a checkpoint rewrites the pages that changed: rarely,
 /// when the arena can hold the whole working set).
 pub(crate) const ARENA_MIN_BOUND_BYTES: u64 = 64 << 20;
+
+/// Arena slots a write transaction is lent at most (4 MiB of 4 KiB
+/// pages): a transaction that changes more pages is unlikely to be logged,
+/// and its further pages take heap buffers (copied into the arena at a
+/// logged commit, as before slots were lent).
+pub(crate) const LEND_MAX: usize = 1024;
+
+/// Lends arena slots to the dirty pages of a write transaction on `base`
+/// that may be logged (`DirtyPages::lend_slots`), so that its pages are
+/// copied once, into the slots a logged commit publishes. Slots no reader
+/// sees are released first when the free ones run short, by `to_arena`'s
+/// rule; the arena's bound for logged commits applies.
+pub(crate) fn lend(shared: &Shared, w: &mut WriterState, base: &Snapshot, dirty: &mut DirtyPages) {
+    // The base's arena when it has one: the same, without a look-up.
+    let Some(arena) = base.source.arena.clone().or_else(|| shared.arena()) else {
+        dirty.lend_slots(|| None);
+        return;
+    };
+    let ps = shared.limits.page_size as u64;
+    let limit = (ARENA_MIN_BOUND_BYTES / ps).max(base.meta.page_count);
+    if w.arena_space.free_slots() < 8 && w.arena_space.retired_pages() >= RELEASE_BATCH {
+        shared.readers.snapshots(&mut w.protectors);
+        w.arena_space.release(&w.protectors);
+    }
+    let space = &mut w.arena_space;
+    dirty.lend_slots(|| space.lend(&arena, limit));
+}
 
 /// What `write` did.
 pub(crate) enum Logged {
@@ -266,6 +298,11 @@ fn to_arena(
             .chain(placement.pages.iter().map(|id| (*id, 1)));
         let mut full = false;
         for (id, pages) in runs {
+            if let Some(pgno) = dirty.slot_pgno(id) {
+                // Already in a lent slot: sealed and published in place.
+                placement.real[(id & !DIRTY_BIT) as usize] = pgno;
+                continue;
+            }
             match w.arena_space.alloc(arena, pages, limit, txn) {
                 Some(f) => {
                     placement.real[(id & !DIRTY_BIT) as usize] = f.pgno();
@@ -304,6 +341,12 @@ fn to_arena(
     }
     for (id, f) in &fresh {
         arena.write(f, dirty.get(*id));
+    }
+    // The pages sealed in lent slots are published as they are: no copy.
+    for &id in placement.blobs.iter().chain(&placement.pages) {
+        if dirty.slot_pgno(id).is_some() {
+            w.arena_space.adopt(dirty.take_slot(id), txn);
+        }
     }
     Ok(true)
 }

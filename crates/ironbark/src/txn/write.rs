@@ -61,10 +61,12 @@ use crate::txn::Tree;
 /// ```
 pub struct WriteTxn<'db> {
     pub(crate) shared: &'db Shared,
+    /// Declared (so dropped) before `writer`: its lent arena slots are gone
+    /// before the next write transaction can reclaim them.
+    pub(crate) dirty: DirtyPages,
     pub(crate) writer: WriterGuard<'db>,
     pub(crate) base: Arc<Snapshot>,
     pub(crate) catalog: Catalog,
-    pub(crate) dirty: DirtyPages,
     /// Committed pages this transaction stopped using.
     pub(crate) freed: Vec<Freed>,
     /// Where the last put went (see `Finger`).
@@ -143,6 +145,9 @@ impl<'db> WriteTxn<'db> {
         if writer.poisoned {
             return Err(Error::Poisoned);
         }
+        // No transaction is open: the arena slots an earlier one was lent
+        // and did not publish come back (`ArenaSpace::reclaim_lent`).
+        writer.arena_space.reclaim_lent();
         let dirty = DirtyPages::with_pool(std::mem::take(&mut writer.page_pool));
         let mut redo = std::mem::take(&mut writer.redo_buffer);
         redo.clear();
@@ -366,6 +371,10 @@ impl<'db> WriteTxn<'db> {
         self.flush_reserved();
         if self.dirty.resident > self.shared.max_dirty_bytes {
             self.spill()?;
+        }
+        if self.logging && self.dirty.wants_slots(crate::txn::logged::LEND_MAX) {
+            // Pages this change copies go straight to arena slots.
+            crate::txn::logged::lend(self.shared, &mut self.writer, &self.base, &mut self.dirty);
         }
         Ok(TreeWriter {
             base: &self.base.source,
