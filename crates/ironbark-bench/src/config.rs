@@ -57,6 +57,8 @@ FLAGS (db_bench names; `--flag=value` or `--flag value`):
     --writes=N             operations of overwrite and deleterandom (default: num);
                            fillsync always does num/1000 durable commits
     --key_size=N           bytes per key (default 16)
+    --keys=decimal|random  db_bench's zero-padded decimal keys (default), or random bytes
+                           (UUID-like; --key_size at least 9; no fillseq*)
     --value_size=N         bytes per value (default 100)
     --batch_size=N         puts per transaction (default 1; *batch fills 1000; smalltxn 100;
                            longreader 10)
@@ -82,6 +84,7 @@ pub struct Config {
     pub reads: Option<u64>,
     pub writes: Option<u64>,
     pub key_size: usize,
+    pub keys: crate::keys::KeyFormat,
     pub value_size: usize,
     pub batch_size: Option<u64>,
     pub threads: Vec<usize>,
@@ -115,6 +118,7 @@ impl Default for Config {
             reads: None,
             writes: None,
             key_size: 16,
+            keys: crate::keys::KeyFormat::Decimal,
             value_size: 100,
             batch_size: None,
             threads: vec![1],
@@ -197,6 +201,13 @@ impl Config {
             "reads" => self.reads = Some(number(name, value)?),
             "writes" => self.writes = Some(number(name, value)?),
             "key_size" => self.key_size = number(name, value)?,
+            "keys" => {
+                self.keys = match value {
+                    "decimal" => crate::keys::KeyFormat::Decimal,
+                    "random" => crate::keys::KeyFormat::Random,
+                    _ => return Err(format!("--keys={value}: decimal or random").into()),
+                }
+            }
             "value_size" => self.value_size = number(name, value)?,
             "batch_size" => self.batch_size = Some(number(name, value)?),
             "threads" => {
@@ -251,13 +262,26 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<()> {
-        if self.key_size < 2 {
-            return Err("--key_size must be at least 2".into());
+        if self.key_size < self.keys.min_key_size() {
+            return Err(format!(
+                "--key_size must be at least {} with --keys={:?}",
+                self.keys.min_key_size(),
+                self.keys
+            )
+            .into());
+        }
+        if self.keys == crate::keys::KeyFormat::Random {
+            if let Some(b) = self.benchmarks.iter().find(|b| b.starts_with("fillseq")) {
+                return Err(format!(
+                    "{b} loads keys in sorted order: with --keys=random, use fillrandom or fillrandbatch"
+                )
+                .into());
+            }
         }
         if self.num == 0 {
             return Err("--num must be at least 1".into());
         }
-        if self.num > crate::keys::max_records(self.key_size) {
+        if self.num > crate::keys::max_records(self.keys, self.key_size) {
             return Err(format!(
                 "--num={} does not fit in {}-byte keys",
                 self.num, self.key_size

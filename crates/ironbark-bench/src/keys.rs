@@ -2,9 +2,15 @@
 //!
 //! Keys are db_bench's: the record index as zero-padded decimal, `key_size`
 //! bytes long, so numeric order is byte order. A missing key is an existing
-//! key with its last byte replaced by `x`. Values are slices of one random
+//! key with its last byte replaced by `x`. With `--keys=random` they are
+//! random bytes instead (UUID-like), a function of the index: the first 8
+//! bytes are a bijection of it (so keys are distinct), the rest a hash; a
+//! missing key is an existing key with its last byte's top bit flipped (no
+//! other key shares its first 8 bytes). Values are slices of one random
 //! buffer, chosen by a hash of the key, so any reader can verify any value
 //! (including values of the random keys of `smalltxn`) without a lookup table.
+
+use serde::{Deserialize, Serialize};
 
 /// splitmix64: a small, fast, seedable generator (not for cryptography).
 #[derive(Clone, Debug)]
@@ -53,26 +59,63 @@ pub fn hash_bytes(bytes: &[u8]) -> u64 {
     mix64(h ^ u64::from_le_bytes(tail))
 }
 
-/// Writes the key of record `index` into `out` (`out.len()` is the key size).
-pub fn key_into(index: u64, out: &mut [u8]) {
-    let mut n = index;
-    for b in out.iter_mut().rev() {
-        *b = b'0' + (n % 10) as u8;
-        n /= 10;
+/// How keys are made from record indexes (`--keys`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyFormat {
+    /// db_bench's zero-padded decimal: sorted by index.
+    #[default]
+    Decimal,
+    /// Random bytes (UUID-like), in no order.
+    Random,
+}
+
+impl KeyFormat {
+    /// The shortest key of this format.
+    pub fn min_key_size(self) -> usize {
+        match self {
+            KeyFormat::Decimal => 2,
+            // 8 bytes of bijection, and a tail to flip for missing keys.
+            KeyFormat::Random => 9,
+        }
     }
 }
 
-/// Writes a key that is never stored: record `index`'s key ending in `x`.
-pub fn missing_key_into(index: u64, out: &mut [u8]) {
-    key_into(index, out);
+/// Writes the key of record `index` into `out` (`out.len()` is the key size).
+pub fn key_into(format: KeyFormat, index: u64, out: &mut [u8]) {
+    match format {
+        KeyFormat::Decimal => {
+            let mut n = index;
+            for b in out.iter_mut().rev() {
+                *b = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+        }
+        KeyFormat::Random => {
+            // mix64 is a bijection of u64: distinct indexes, distinct heads.
+            let head = mix64(index ^ 0x5851_f42d_4c95_7f2d);
+            let (first, rest) = out.split_at_mut(8);
+            first.copy_from_slice(&head.to_be_bytes());
+            Rng::new(head).fill(rest);
+        }
+    }
+}
+
+/// Writes a key that is never stored: record `index`'s key ending in `x`
+/// (decimal), or with its last byte's top bit flipped (random).
+pub fn missing_key_into(format: KeyFormat, index: u64, out: &mut [u8]) {
+    key_into(format, index, out);
     if let Some(last) = out.last_mut() {
-        *last = b'x';
+        *last = match format {
+            KeyFormat::Decimal => b'x',
+            KeyFormat::Random => *last ^ 0x80,
+        };
     }
 }
 
 /// The largest record count whose keys are distinct at this key size.
-pub fn max_records(key_size: usize) -> u64 {
-    if key_size >= 19 {
+pub fn max_records(format: KeyFormat, key_size: usize) -> u64 {
+    if format == KeyFormat::Random || key_size >= 19 {
         u64::MAX
     } else {
         10u64.pow(key_size as u32)
@@ -180,12 +223,36 @@ mod tests {
     fn keys_sort_numerically() {
         let mut a = [0u8; 16];
         let mut b = [0u8; 16];
-        key_into(99, &mut a);
-        key_into(100, &mut b);
+        key_into(KeyFormat::Decimal, 99, &mut a);
+        key_into(KeyFormat::Decimal, 100, &mut b);
         assert!(a < b);
         assert_eq!(&b, b"0000000000000100");
-        missing_key_into(100, &mut b);
+        missing_key_into(KeyFormat::Decimal, 100, &mut b);
         assert_eq!(&b, b"000000000000010x");
+    }
+
+    #[test]
+    fn random_keys_are_distinct_unordered_and_never_missing_keys() {
+        let n = 20_000u64;
+        let mut stored = std::collections::HashSet::new();
+        let mut k = [0u8; 32];
+        let mut ascending = 0;
+        let mut previous = [0u8; 32];
+        for i in 0..n {
+            key_into(KeyFormat::Random, i, &mut k);
+            let mut again = [0u8; 32];
+            key_into(KeyFormat::Random, i, &mut again);
+            assert_eq!(k, again, "a key is a function of its index");
+            assert!(stored.insert(k), "key {i} repeats");
+            ascending += usize::from(k > previous);
+            previous = k;
+        }
+        // Unordered: about half the neighbours ascend.
+        assert!((8_000..12_000).contains(&ascending), "{ascending}");
+        for i in 0..n {
+            missing_key_into(KeyFormat::Random, i, &mut k);
+            assert!(!stored.contains(&k), "missing key {i} is stored");
+        }
     }
 
     #[test]

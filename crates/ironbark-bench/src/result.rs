@@ -16,6 +16,9 @@ pub struct RunResult {
     pub allocator: String,
     pub num: u64,
     pub key_size: usize,
+    /// How keys were made (absent in older results: decimal).
+    #[serde(default)]
+    pub keys: crate::keys::KeyFormat,
     pub value_size: usize,
     pub batch_size: u64,
     pub sync: bool,

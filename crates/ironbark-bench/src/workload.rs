@@ -177,9 +177,9 @@ fn read_random(
     while !limit.done(t.ops) {
         let i = rng.below(ctx.cfg.num);
         if missing_keys {
-            keys::missing_key_into(i, &mut key);
+            keys::missing_key_into(ctx.cfg.keys, i, &mut key);
         } else {
-            keys::key_into(i, &mut key);
+            keys::key_into(ctx.cfg.keys, i, &mut key);
         }
         let values = ctx.values;
         let mut good = true;
@@ -237,7 +237,7 @@ fn seek_random(ctx: &Ctx<'_>, s: &mut dyn Session, seed: u64, limit: Limit<'_>) 
     let mut key = vec![0u8; ctx.cfg.key_size];
     let want = ctx.cfg.seek_nexts + 1;
     while !limit.done(t.ops) {
-        keys::key_into(rng.below(ctx.cfg.num), &mut key);
+        keys::key_into(ctx.cfg.keys, rng.below(ctx.cfg.num), &mut key);
         let mut first = true;
         let mut exact = false;
         let mut bad: Option<Vec<u8>> = None;
@@ -326,9 +326,9 @@ fn write_loop(ctx: &Ctx<'_>, s: &mut dyn Session, plan: WritePlan<'_>) -> Result
         };
         for slot in keybuf.chunks_mut(ks).take(n as usize) {
             match &mut order {
-                Order::Sequential => keys::key_into(next, slot),
-                Order::Permuted(p) => keys::key_into(p.get(next), slot),
-                Order::Uniform(rng) => keys::key_into(rng.below(ctx.cfg.num), slot),
+                Order::Sequential => keys::key_into(ctx.cfg.keys, next, slot),
+                Order::Permuted(p) => keys::key_into(ctx.cfg.keys, p.get(next), slot),
+                Order::Uniform(rng) => keys::key_into(ctx.cfg.keys, rng.below(ctx.cfg.num), slot),
                 Order::RandomBytes(rng) => rng.fill(slot),
             }
             next += 1;
@@ -393,7 +393,7 @@ fn long_reader(
     let probes: Vec<Vec<u8>> = (0..PROBES)
         .map(|_| {
             let mut k = vec![0u8; cfg.key_size];
-            keys::key_into(rng.below(cfg.num), &mut k);
+            keys::key_into(cfg.keys, rng.below(cfg.num), &mut k);
             k
         })
         .collect();
@@ -780,6 +780,7 @@ pub fn run_child(job: &Job) -> Result<RunResult> {
         allocator: job.allocator.clone(),
         num: cfg.num,
         key_size: cfg.key_size,
+        keys: cfg.keys,
         value_size: cfg.value_size,
         batch_size: match write_tally {
             Some(w) if w.commits > 0 => (w.ops + w.commits / 2) / w.commits,
