@@ -42,7 +42,7 @@ use crate::storage::meta::{
 use crate::txn::read::ReadTxn;
 use crate::txn::reader_stripes::Stripes;
 use crate::txn::readers::ReaderTable;
-use crate::txn::shared::{Counters, Shared, Snapshot, WriterLock, WriterState};
+use crate::txn::shared::{Counters, Shared, Snapshot, WriterLock, WriterState, GRAVEYARD_CAPACITY};
 use crate::txn::write::WriteTxn;
 
 /// Open databases of this process, by file identity.
@@ -987,6 +987,7 @@ fn open_instance(
         max_readers_option: options.max_readers,
         writer_thread: StdAtomicU64::new(0),
         published_epoch: StdAtomicU64::new(0),
+        graveyard: Mutex::new(Vec::with_capacity(GRAVEYARD_CAPACITY)),
         published: ArcSwap::from_pointee(placeholder),
         map: Mutex::new(map),
         readers,
@@ -1073,6 +1074,7 @@ fn assemble(
         writer_thread: StdAtomicU64::new(0),
         map: Mutex::new(source.map.clone()),
         published_epoch: StdAtomicU64::new(0),
+        graveyard: Mutex::new(Vec::with_capacity(GRAVEYARD_CAPACITY)),
         published: ArcSwap::from_pointee(Snapshot {
             meta,
             source,
@@ -1319,5 +1321,33 @@ mod tests {
         assert_eq!(db.stats().unwrap().last_txn_id, 1);
         db.check().unwrap();
         assert!(page_of(&db, 2).is_ok());
+    }
+
+    /// A reader's last reference to a snapshot goes to the graveyard and is
+    /// freed at the writer's next publish; a reference that is not the
+    /// last is simply dropped.
+    #[test]
+    fn the_writer_frees_the_snapshots_readers_give_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path().join("g.ib")).unwrap();
+        let commit = |v: &[u8]| {
+            let mut tx = db.begin_write().unwrap();
+            let t = tx.open_tree("t").unwrap();
+            tx.put(&t, b"k", v).unwrap();
+            tx.commit().unwrap();
+        };
+        let graveyard = || db.shared.graveyard.lock().unwrap().len();
+        commit(b"1");
+        let held = db.shared.published.load_full();
+        db.shared.bury(db.shared.published.load_full());
+        assert_eq!(graveyard(), 0, "not the last reference");
+        commit(b"2");
+        let weak = Arc::downgrade(&held);
+        db.shared.bury(held);
+        assert_eq!(graveyard(), 1, "the last reference");
+        assert!(weak.upgrade().is_some(), "kept for the writer");
+        commit(b"3");
+        assert_eq!(graveyard(), 0);
+        assert!(weak.upgrade().is_none(), "freed at the publish");
     }
 }

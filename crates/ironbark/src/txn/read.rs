@@ -712,5 +712,6 @@ impl ReadTxn {
 impl Drop for ReadTxn {
     fn drop(&mut self) {
         self.shared().readers.release(self.slot);
+        std::mem::replace(&mut self.snapshot, SnapshotRef::Released).release(&self.stripe.shared);
     }
 }

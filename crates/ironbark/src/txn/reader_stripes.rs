@@ -79,6 +79,29 @@ pub(crate) enum SnapshotRef {
     Cached(Arc<StripeSnapshot>),
     /// By the snapshot's own count (the cache held another commit).
     Own(Arc<Snapshot>),
+    /// Nothing: given up (`release`), as the transaction ends.
+    Released,
+}
+
+impl SnapshotRef {
+    /// Gives the reference up; if it was the snapshot's last, the writer
+    /// frees the snapshot (`Shared::bury`).
+    pub(crate) fn release(self, shared: &Shared) {
+        match self {
+            SnapshotRef::Cached(wrapper) => release_wrapper(wrapper, shared),
+            SnapshotRef::Own(snapshot) => shared.bury(snapshot),
+            SnapshotRef::Released => {}
+        }
+    }
+}
+
+/// Gives up a reference to a stripe's wrapper: the wrapper is freed here
+/// (a reader allocated it), its snapshot by the writer if this was the
+/// last reference (`Shared::bury`).
+fn release_wrapper(wrapper: Arc<StripeSnapshot>, shared: &Shared) {
+    if let Some(last) = Arc::into_inner(wrapper) {
+        shared.bury(last.snapshot);
+    }
 }
 
 impl std::ops::Deref for SnapshotRef {
@@ -88,6 +111,7 @@ impl std::ops::Deref for SnapshotRef {
         match self {
             SnapshotRef::Cached(c) => &c.snapshot,
             SnapshotRef::Own(s) => s,
+            SnapshotRef::Released => unreachable!("a released snapshot is not read"),
         }
     }
 }
@@ -145,10 +169,13 @@ impl Stripe {
             snapshot: snapshot.clone(),
             epoch,
         }));
-        self.cached.rcu(|current| match current {
+        let previous = self.cached.rcu(|current| match current {
             Some(c) if c.epoch >= epoch => current.clone(),
             _ => wrapped.clone(),
         });
+        if let Some(previous) = previous {
+            release_wrapper(previous, &self.shared);
+        }
     }
 }
 

@@ -38,6 +38,11 @@ use crate::storage::meta::Meta;
 use crate::txn::readers::ReaderTable;
 use crate::txn::seal::Placement;
 
+/// Snapshots the graveyard holds at most (`Shared::graveyard`): readers
+/// give up at most one per commit per stripe, and the writer empties it at
+/// every commit.
+pub(crate) const GRAVEYARD_CAPACITY: usize = 64;
+
 /// One committed state, as readers see it.
 ///
 /// Aligned to a cache line so that, inside its `Arc`, the reference counts
@@ -216,6 +221,12 @@ pub(crate) struct Shared {
     /// snapshot loaded from `published` between two equal counts is still
     /// the newest while the count stays (`txn::reader_stripes`).
     pub(crate) published_epoch: StdAtomicU64,
+    /// Snapshots whose last reference a reader gave up, for the writer to
+    /// free (`bury`): a snapshot is allocated by the writer's thread, and
+    /// freeing it on a reader's thread takes the writer's malloc arena lock
+    /// (a reader beside a fast writer blocked on it thousands of times a
+    /// second). Never grows past its capacity.
+    pub(crate) graveyard: Mutex<Vec<Arc<Snapshot>>>,
     /// The map new snapshots are read through; replaced by a larger one when
     /// the file outgrows it.
     pub(crate) map: Mutex<Arc<Map>>,
@@ -604,6 +615,21 @@ impl Shared {
         }
     }
 
+    /// Gives up a reader's reference to `snapshot`. The last one goes to
+    /// the graveyard, which the writer empties at its next publish, unless
+    /// the graveyard is busy or full: a reader never waits for it.
+    pub(crate) fn bury(&self, snapshot: Arc<Snapshot>) {
+        if Arc::strong_count(&snapshot) == 1 {
+            if let Ok(mut graveyard) = self.graveyard.try_lock() {
+                if graveyard.len() < graveyard.capacity() {
+                    graveyard.push(snapshot);
+                    return;
+                }
+            }
+        }
+        drop(snapshot);
+    }
+
     /// Makes `snapshot` this process's newest known snapshot.
     pub(crate) fn set_published(&self, snapshot: Arc<Snapshot>) {
         self.published.store(snapshot);
@@ -636,6 +662,11 @@ impl Shared {
             lock.store_meta(&meta);
         }
         self.readers.publish(txn);
+        // The snapshots readers gave up are freed here, on the thread that
+        // allocated them (see `graveyard`).
+        if let Ok(mut graveyard) = self.graveyard.try_lock() {
+            graveyard.clear();
+        }
     }
 
     /// A map that covers `page_count` pages.
