@@ -73,12 +73,24 @@ pub(crate) fn lend(shared: &Shared, w: &mut WriterState, base: &Snapshot, dirty:
     };
     let ps = shared.limits.page_size as u64;
     let limit = (ARENA_MIN_BOUND_BYTES / ps).max(base.meta.page_count);
-    if w.arena_space.free_slots() < 8 && w.arena_space.retired_pages() >= RELEASE_BATCH {
-        shared.readers.snapshots(&mut w.protectors);
-        w.arena_space.release(&w.protectors);
-    }
+    release_if_short(shared, w, 8);
     let space = &mut w.arena_space;
     dirty.lend_slots(|| space.lend(&arena, limit));
+}
+
+/// Makes the retired arena slots no reader sees reusable: a scan of the
+/// reader table.
+fn release_unseen(shared: &Shared, w: &mut WriterState) {
+    shared.readers.snapshots(&mut w.protectors);
+    w.arena_space.release(&w.protectors);
+}
+
+/// `release_unseen`, when fewer than `needed` slots are free and enough
+/// have retired to make the scan worth it.
+fn release_if_short(shared: &Shared, w: &mut WriterState, needed: u64) {
+    if w.arena_space.free_slots() < needed && w.arena_space.retired_pages() >= RELEASE_BATCH {
+        release_unseen(shared, w);
+    }
 }
 
 /// What `write` did.
@@ -280,13 +292,7 @@ fn to_arena(
     // (a scan of the reader table) only when the free slots run short and
     // enough have retired to make the scan worth it, or the arena is full.
     let needed = placement.page_count(dirty, ps as usize);
-    let release = |w: &mut WriterState| {
-        shared.readers.snapshots(&mut w.protectors);
-        w.arena_space.release(&w.protectors);
-    };
-    if w.arena_space.free_slots() < needed && w.arena_space.retired_pages() >= RELEASE_BATCH {
-        release(w);
-    }
+    release_if_short(shared, w, needed);
     let mut fresh: Vec<(u64, Fresh)> =
         Vec::with_capacity(placement.pages.len() + placement.blobs.len());
     let mut released = false;
@@ -324,7 +330,7 @@ fn to_arena(
             // Full even with every slot no reader holds.
             return Ok(false);
         }
-        release(w);
+        release_unseen(shared, w);
         released = true;
     }
     // Sealing edits the dirty pages only; if anything fails from here on,

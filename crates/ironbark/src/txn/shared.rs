@@ -616,7 +616,7 @@ impl Shared {
     }
 
     /// Gives up a reader's reference to `snapshot`. The last one goes to
-    /// the graveyard, which the writer empties at its next publish, unless
+    /// the graveyard, emptied at the next change of `published`, unless
     /// the graveyard is busy or full: a reader never waits for it.
     pub(crate) fn bury(&self, snapshot: Arc<Snapshot>) {
         if Arc::strong_count(&snapshot) == 1 {
@@ -634,6 +634,7 @@ impl Shared {
     pub(crate) fn set_published(&self, snapshot: Arc<Snapshot>) {
         self.published.store(snapshot);
         self.published_epoch.fetch_add(1, StdOrdering::SeqCst);
+        self.empty_graveyard();
     }
 
     /// Replaces this process's newest known snapshot by what `f` makes of
@@ -641,6 +642,18 @@ impl Shared {
     pub(crate) fn update_published(&self, f: impl FnMut(&Arc<Snapshot>) -> Arc<Snapshot>) {
         self.published.rcu(f);
         self.published_epoch.fetch_add(1, StdOrdering::SeqCst);
+        self.empty_graveyard();
+    }
+
+    /// Frees the snapshots readers gave up (`graveyard`). Called where
+    /// `published` changes: in a writing process that is its writer's
+    /// publish, on the thread that allocated them; in a read-only one (no
+    /// publish), the reader that installs a newer commit, so the graveyard
+    /// never keeps snapshots longer than until the next commit is seen.
+    fn empty_graveyard(&self) {
+        if let Ok(mut graveyard) = self.graveyard.try_lock() {
+            graveyard.clear();
+        }
     }
 
     /// The count of changes of `published` (see the field).
@@ -662,11 +675,6 @@ impl Shared {
             lock.store_meta(&meta);
         }
         self.readers.publish(txn);
-        // The snapshots readers gave up are freed here, on the thread that
-        // allocated them (see `graveyard`).
-        if let Ok(mut graveyard) = self.graveyard.try_lock() {
-            graveyard.clear();
-        }
     }
 
     /// A map that covers `page_count` pages.
