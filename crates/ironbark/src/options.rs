@@ -57,8 +57,9 @@ pub struct Options {
     /// bound, on `Database::checkpoint`/`sync`, and at close), and an open
     /// after a crash replays the log. Used only while one process has the
     /// database open. Decided by the first open of the file in a process.
-    /// Not yet covered by the crash simulation: see docs/design.md,
-    /// "Logged commits".
+    /// Covered by the crash simulation like file commits (torn and garbled
+    /// log records included); docs/design.md, "Logged commits", argues
+    /// why a crash loses nothing.
     pub logged_commits: bool,
     /// Address space reserved for the read-only map of the data file, in
     /// bytes (default 64 GiB). Reserving costs no memory, and the map is
@@ -79,6 +80,18 @@ pub struct Options {
     /// larger than the bound is held whole until the next operation.
     /// Decided by the first open of the file in a process.
     pub max_dirty_bytes: usize,
+    /// The redo log's bound: once the log holds this many bytes, the next
+    /// commit is a checkpoint (which lets the log start over). `None`
+    /// (the default) sizes it from the data: twice the data file's size,
+    /// but at least 64 MiB and at most 256 MiB. A checkpoint rewrites
+    /// every page the logged commits changed, up to the whole file, so a
+    /// log twice the file keeps the checkpoints' bytes below half the
+    /// log's own; the
+    /// upper end bounds the replay after a crash (about 25 ms per MiB of
+    /// log, measured: docs/benchmarks.md). A smaller bound checkpoints more
+    /// often: shorter recovery, more bytes written. Decided by the first
+    /// open of the file in a process.
+    pub checkpoint_log_bytes: Option<u64>,
     /// Fault injection for the engine's own tests: every write, sync, length
     /// change and read of the data file is first offered to this hook.
     #[doc(hidden)]
@@ -111,6 +124,7 @@ impl Default for Options {
             logged_commits: true,
             map_reservation: DEFAULT_MAP_RESERVATION,
             max_dirty_bytes: DEFAULT_MAX_DIRTY_BYTES,
+            checkpoint_log_bytes: None,
             io_hook: None,
             broken_protocol: None,
         }

@@ -140,6 +140,55 @@ fn log_bytes_stored_through_the_map_are_counted_apart() {
     assert!(calls >= 1);
 }
 
+/// `Options::checkpoint_log_bytes` bounds the log: with a 64 KiB bound,
+/// 2,000 single-put commits of ~140-byte records (about 280 KiB of log)
+/// make at least 3 checkpoints, where the default bound, sized from the
+/// data but at least 64 MiB, logs every one of them; and every commit is
+/// read back after reopening either way.
+#[test]
+fn the_log_bound_option_sets_how_often_a_checkpoint_runs() {
+    let run = |bound: Option<u64>| {
+        let t = temp_db("bound.ib");
+        let options = Options {
+            checkpoint_log_bytes: bound,
+            ..logged(Durability::None)
+        };
+        let db = Database::open_with(&t.path, &options).unwrap();
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        for i in 0..1_000u32 {
+            tx.put(&tree, &i.to_be_bytes(), b"v0").unwrap();
+        }
+        tx.commit().unwrap();
+        let before = db.stats().unwrap().counters;
+        for i in 0..2_000u32 {
+            let mut tx = db.begin_write().unwrap();
+            tx.put(&tree, &(i % 1_000).to_be_bytes(), &[i as u8; 100])
+                .unwrap();
+            tx.commit().unwrap();
+        }
+        let after = db.stats().unwrap().counters;
+        drop(db);
+        let db = Database::open_with(&t.path, &options).unwrap();
+        let rtx = db.begin_read().unwrap();
+        let tree = rtx.tree("t").unwrap();
+        for i in 1_000..2_000u32 {
+            let value = rtx.get(&tree, &(i % 1_000).to_be_bytes()).unwrap();
+            assert_eq!(value, Some(&[i as u8; 100][..]), "key {}", i % 1_000);
+        }
+        let commits = after.commits - before.commits;
+        let logged = after.logged_commits - before.logged_commits;
+        // `stats` checkpoints once (its commit is counted among them).
+        commits - logged - 1
+    };
+    assert_eq!(run(None), 0, "the default bound logs 280 KiB of records");
+    let checkpoints = run(Some(64 << 10));
+    assert!(
+        (3..=40).contains(&checkpoints),
+        "a 64 KiB bound over ~280 KiB of log checkpointed {checkpoints} times"
+    );
+}
+
 const CHILD_ENV: &str = "IRONBARK_LOGGED_KILL_CHILD";
 const KILL_TEST: &str = "a_process_killed_at_random_moments_loses_no_logged_commit";
 

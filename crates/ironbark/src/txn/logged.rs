@@ -35,9 +35,27 @@ use crate::storage::meta::Meta;
 use crate::txn::seal::{order_dirty, seal_all, Placement};
 use crate::txn::shared::{Shared, Snapshot, WriterState};
 
-/// Bytes of log after which the next commit checkpoints instead: bounds
-/// the time recovery takes (replaying this much after a crash).
-pub(crate) const LOG_BOUND_BYTES: u64 = 64 << 20;
+/// The least and the most bytes of log after which the next commit
+/// checkpoints instead, when `Options::checkpoint_log_bytes` leaves the
+/// bound to the data ([`log_bound`]).
+pub(crate) const LOG_BOUND_MIN_BYTES: u64 = 64 << 20;
+pub(crate) const LOG_BOUND_MAX_BYTES: u64 = 256 << 20;
+
+/// Bytes of log after which the next commit checkpoints instead, for a
+/// data file of `page_count` pages: the option, else twice the file's
+/// size within [`LOG_BOUND_MIN_BYTES`, `LOG_BOUND_MAX_BYTES`]. A
+/// checkpoint rewrites at most every page of the file, so with a log
+/// twice the file the checkpoints write at most half the bytes the log
+/// does: 1M single-put overwrites into 1M records (a 124 MiB file) wrote
+/// 5.5 times their bytes under a fixed 64 MiB, 5.0 under the file's size
+/// and 4.2 under twice it. The upper end bounds the replay after a crash.
+pub(crate) fn log_bound(shared: &Shared, page_count: u64) -> u64 {
+    shared.checkpoint_log_bytes.unwrap_or_else(|| {
+        let file = page_count.saturating_mul(shared.limits.page_size as u64);
+        file.saturating_mul(2)
+            .clamp(LOG_BOUND_MIN_BYTES, LOG_BOUND_MAX_BYTES)
+    })
+}
 
 /// A commit is logged only if its dirty pages hold at least this many
 /// times the bytes of its record: single puts and scattered updates (a
@@ -174,7 +192,7 @@ fn write_placed(
         log.restart(base.txn());
     }
     let log = w.log.as_mut().expect("checked above");
-    if log.len_used() + payload.len() as u64 > LOG_BOUND_BYTES {
+    if log.len_used() + payload.len() as u64 > log_bound(shared, base.meta.page_count) {
         return Ok(Logged::No);
     }
 

@@ -202,6 +202,8 @@ pub(crate) struct Shared {
     pub(crate) map_reservation: u64,
     /// `Options::max_dirty_bytes` of the first open in this process.
     pub(crate) max_dirty_bytes: usize,
+    /// `Options::checkpoint_log_bytes` of the first open in this process.
+    pub(crate) checkpoint_log_bytes: Option<u64>,
     /// The instance has no write access (the first open was read-only).
     pub(crate) read_only: bool,
     /// This database's identity in this process, carried by its tree
