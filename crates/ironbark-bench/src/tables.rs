@@ -422,6 +422,21 @@ pub fn summary(results: &[RunResult]) -> String {
                 let two = |v: f64| format!("{v:.2}");
                 let l = format!("{label}: KiB written per commit");
                 let _ = writeln!(s, "{}", summary_row(&l, &engines, &kib, true, &one));
+                // An engine that reports its log's bytes (ironbark's redo
+                // log): those apart from the rest (checkpoints, file commits).
+                let log = |e: &str| {
+                    committed(e).and_then(|r| {
+                        let log = *r.engine_counters.get("log_bytes")?;
+                        Some(log as f64 / r.commits as f64 / 1024.0)
+                    })
+                };
+                let pages = |e: &str| Some(kib(e)? - log(e)?);
+                if engines.iter().any(|e| log(e).is_some()) {
+                    let l = format!("{label}: of which log KiB per commit");
+                    let _ = writeln!(s, "{}", summary_row(&l, &engines, &log, true, &one));
+                    let l = format!("{label}: of which data-file KiB per commit");
+                    let _ = writeln!(s, "{}", summary_row(&l, &engines, &pages, true, &one));
+                }
                 let l = format!("{label}: write calls per commit");
                 let _ = writeln!(s, "{}", summary_row(&l, &engines, &calls, true, &two));
             }

@@ -719,6 +719,7 @@ impl Database {
                 write_calls: c.write_calls.load(Ordering::Relaxed),
                 bytes_written: c.bytes_written.load(Ordering::Relaxed),
                 bytes_mapped: c.bytes_mapped.load(Ordering::Relaxed),
+                log_bytes: c.log_bytes.load(Ordering::Relaxed),
                 syncs: c.syncs.load(Ordering::Relaxed),
                 state_bases: c.state_bases.load(Ordering::Relaxed),
                 state_seals: c.state_seals.load(Ordering::Relaxed),

@@ -67,6 +67,10 @@ pub struct CommitCounters {
     /// writable map: no write call carries them, so a count of the
     /// process's write calls (`wchar` of /proc/self/io) misses them.
     pub bytes_mapped: u64,
+    /// Of `bytes_written`, those written to the redo log: its records, and
+    /// the zeros that grow it (`write_calls` counts each growth). The rest
+    /// are the data file's: file commits and checkpoints.
+    pub log_bytes: u64,
     /// `fdatasync` calls.
     pub syncs: u64,
     /// Commits that wrote a new base image of the catalog and free space

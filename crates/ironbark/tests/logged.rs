@@ -125,19 +125,34 @@ fn log_bytes_stored_through_the_map_are_counted_apart() {
         // Read before `stats`, which checkpoints (its commit is counted).
         let after = db.stats().unwrap().counters;
         assert_eq!(after.logged_commits, before.logged_commits + 1);
+        let log = after.log_bytes - before.log_bytes;
+        assert!(
+            log <= after.bytes_written - before.bytes_written,
+            "the log's bytes are among the bytes written"
+        );
         (
             after.bytes_mapped - before.bytes_mapped,
             after.write_calls - before.write_calls,
+            log,
         )
     };
-    let (mapped, _) = commit(Durability::None);
+    let (mapped, _, log) = commit(Durability::None);
     assert!(
         (100..1_000).contains(&mapped),
         "a 100-byte put appended through the map counted {mapped} mapped bytes"
     );
-    let (mapped, calls) = commit(Durability::Immediate);
+    // The first record grows the log, by blocks allocated, not written
+    // (the test directory's filesystem allocates without writing).
+    assert_eq!(log, mapped, "the first record is all the log wrote");
+    let (mapped, _, log) = commit(Durability::None);
+    assert_eq!(log, mapped, "a record is all the log wrote");
+    let (mapped, calls, log) = commit(Durability::Immediate);
     assert_eq!(mapped, 0, "a record synced at once is written, not mapped");
     assert!(calls >= 1);
+    assert!(
+        (100..1_000).contains(&log),
+        "a synced record counted {log} log bytes"
+    );
 }
 
 /// `Options::checkpoint_log_bytes` bounds the log: with a 64 KiB bound,

@@ -58,6 +58,7 @@ impl Engine for Ironbark {
                     ("write_calls".into(), c.write_calls),
                     ("bytes_written".into(), c.bytes_written),
                     ("bytes_mapped".into(), c.bytes_mapped),
+                    ("log_bytes".into(), c.log_bytes),
                     ("syncs".into(), c.syncs),
                 ]
             }

@@ -433,6 +433,40 @@ impl DataFile {
         Ok(())
     }
 
+    /// Extends the file from `from` (its length) to `to` bytes with blocks
+    /// allocated but not written (`fallocate`): they read as zeros, and a
+    /// store into them through a map needs no block allocated, so it cannot
+    /// fault for a full disk. `Ok(false)` if the filesystem cannot allocate
+    /// that way (the caller then writes zeros). Hooks see a length change.
+    pub(crate) fn allocate(&self, from: u64, to: u64) -> Result<bool> {
+        assert!(from < to, "allocate grows the file");
+        match (self.hook(), self.kind) {
+            (Some(h), FileKind::Data) => h.on_set_len(to)?,
+            (Some(h), FileKind::Log) => h.on_log_set_len(to)?,
+            (Some(_), FileKind::Spill) => {}
+            (None, _) => {}
+        }
+        let range = |v: u64| {
+            libc::off_t::try_from(v)
+                .map_err(|_| Error::Io(io::Error::other("file offset out of range")))
+        };
+        let (offset, len) = (range(from)?, range(to - from)?);
+        loop {
+            // SAFETY: `fallocate` reads no memory of ours; the descriptor
+            // is open for as long as `self` lives.
+            let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, offset, len) };
+            if rc == 0 {
+                return Ok(true);
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => return Ok(false),
+                _ => return Err(Error::Io(err)),
+            }
+        }
+    }
+
     /// Makes every write so far durable (`fdatasync`: data and the size).
     pub(crate) fn sync_data(&self) -> Result<()> {
         match (self.hook(), self.kind) {

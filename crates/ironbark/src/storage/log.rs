@@ -38,10 +38,12 @@
 //! chain is then the same history as before, and the old record is a
 //! commit the crashed process made on exactly that state.
 //!
-//! The file only grows, by written zeros (not holes), and is reused from
-//! offset 0 by every restart: in steady state an append overwrites
-//! allocated blocks, so the `fdatasync` of a record has no file metadata to
-//! write.
+//! The file only grows, by allocated blocks that read as zeros
+//! (`fallocate`, or written zeros where the filesystem cannot; never
+//! holes), and is reused from offset 0 by every restart: in steady state
+//! an append overwrites written blocks, so the `fdatasync` of a record has
+//! no file metadata to write (the first pass over an allocated block
+//! marks it written, once).
 
 use std::io;
 use std::path::Path;
@@ -97,6 +99,8 @@ pub(crate) struct RedoLog {
     /// The record being appended (a buffer kept so appends allocate
     /// nothing).
     record: Vec<u8>,
+    /// See [`RedoLog::zeros_written`].
+    zeros_written: u64,
 }
 
 /// One record of the log: the commit of `txn`, and what it logged.
@@ -212,6 +216,7 @@ impl RedoLog {
             last_txn: 0,
             map: None,
             record: Vec::new(),
+            zeros_written: 0,
         })
     }
 
@@ -340,8 +345,7 @@ impl RedoLog {
     }
 
     /// Appends the record of `txn` with `payload`, after growing the file
-    /// with written zeros (in steps of at least [`GROW_MIN`] or a quarter
-    /// of its length) if the record passes its end. The record is copied
+    /// (`grow_to`) if the record passes its end. The record is copied
     /// into the page cache through a writable map of the file, which is as
     /// safe from a process crash as a `write` and costs no system call
     /// (docs/design.md, "The redo log is written through a map"). Does not
@@ -449,10 +453,15 @@ impl RedoLog {
         self.file_len
     }
 
-    /// Grows the file to hold `end` bytes, if it does not, by writing
-    /// zeros past its end, in one step of at least [`GROW_MIN`] or a quarter
-    /// of its length. On error the length is left as known: what was
-    /// written is zeros past every record, written again on the next try.
+    /// Grows the file to hold `end` bytes, if it does not, in one step of
+    /// at least [`GROW_MIN`] or a quarter of its length: with blocks
+    /// allocated and not written (`fallocate`), or, where the filesystem
+    /// cannot, with written zeros. Either way the new bytes read as zeros
+    /// and a store into them needs no block allocated; allocating writes
+    /// none of them (a log as large as its bound would otherwise write that
+    /// many zeros once, as many bytes as its records). On error the length
+    /// is left as known: what was written is zeros past every record,
+    /// written again on the next try.
     fn grow_to(&mut self, end: u64) -> Result<()> {
         if end <= self.file_len {
             return Ok(());
@@ -461,16 +470,14 @@ impl RedoLog {
         let target = end
             .max(self.file_len.saturating_add(step))
             .next_multiple_of(ZEROS.len() as u64);
-        let mut bufs: Vec<&[u8]> = Vec::new();
-        let mut left = target - self.file_len;
-        while left > 0 {
-            let n = left.min(ZEROS.len() as u64);
-            bufs.push(&ZEROS[..n as usize]);
-            left -= n;
-        }
         // The map covers the old length only.
         self.map = None;
-        if let Err(e) = self.file.write_vectored_at(&bufs, self.file_len) {
+        let grown = match self.file.allocate(self.file_len, target) {
+            Ok(true) => Ok(()),
+            Ok(false) => self.write_zeros(target),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = grown {
             // A growth that failed part-way (a full disk) gives back what it
             // wrote: a checkpoint, which makes room in the log, needs it.
             let _ = self.file.set_len(self.file_len);
@@ -478,6 +485,26 @@ impl RedoLog {
         }
         self.file_len = target;
         Ok(())
+    }
+
+    /// Writes zeros from the file's end to `target`.
+    fn write_zeros(&mut self, target: u64) -> Result<()> {
+        let mut bufs: Vec<&[u8]> = Vec::new();
+        let mut left = target - self.file_len;
+        while left > 0 {
+            let n = left.min(ZEROS.len() as u64);
+            bufs.push(&ZEROS[..n as usize]);
+            left -= n;
+        }
+        self.file.write_vectored_at(&bufs, self.file_len)?;
+        self.zeros_written += target - self.file_len;
+        Ok(())
+    }
+
+    /// Bytes of zeros written to grow the file, in all (none where the
+    /// filesystem allocates blocks without writing them).
+    pub(crate) fn zeros_written(&self) -> u64 {
+        self.zeros_written
     }
 }
 
@@ -861,7 +888,7 @@ mod tests {
     }
 
     #[test]
-    fn the_file_grows_by_written_zeros_in_big_steps() {
+    fn the_file_grows_by_allocated_blocks_in_big_steps() {
         let (_dir, path) = temp_log();
         let mut log = RedoLog::open(&path, None).unwrap();
         assert_eq!(log.file_len(), 0);
@@ -893,7 +920,10 @@ mod tests {
                 5 * mib + 5 * mib / 4
             ]
         );
-        // Written, not holes: every block is allocated.
+        // Allocated, not written: the filesystem of the test's directory
+        // (ext4, xfs, btrfs or tmpfs on Linux) allocates without writing.
+        assert_eq!(log.zeros_written(), 0, "the growth wrote zeros");
+        // Allocated, not holes.
         let meta = fs::metadata(&path).unwrap();
         assert!(
             meta.blocks() * 512 >= meta.len(),
@@ -939,7 +969,8 @@ mod tests {
     }
 
     /// Counts the hook calls of each kind, and fails log write number
-    /// `fail_write` (from 1) and log sync number `fail_sync`.
+    /// `fail_write` (from 1), log sync number `fail_sync` and log length
+    /// change number `fail_set_len`.
     #[derive(Default)]
     struct Counter {
         writes: AtomicU64,
@@ -949,6 +980,7 @@ mod tests {
         log_set_lens: AtomicU64,
         fail_write: u64,
         fail_sync: u64,
+        fail_set_len: u64,
     }
 
     impl IoHook for Counter {
@@ -975,19 +1007,23 @@ mod tests {
             Ok(())
         }
         fn on_log_set_len(&self, _: u64) -> io::Result<()> {
-            self.log_set_lens.fetch_add(1, Ordering::SeqCst);
+            let n = self.log_set_lens.fetch_add(1, Ordering::SeqCst) + 1;
+            if n == self.fail_set_len {
+                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+            }
             Ok(())
         }
     }
 
     #[test]
     fn a_failed_write_can_be_retried() {
-        // Write 1 grows the file, write 2 is the first record, write 3
-        // the second.
-        for fail_write in 1..=3 {
+        // The growth is a length change (the allocation), write 1 is the
+        // first record, write 2 the second; each fails in one run.
+        for (fail_set_len, fail_write) in [(1, 0), (0, 1), (0, 2)] {
             let (_dir, path) = temp_log();
             let hook = Arc::new(Counter {
                 fail_write,
+                fail_set_len,
                 ..Counter::default()
             });
             let mut log = RedoLog::open(&path, Some(IoHookHandle(hook.clone()))).unwrap();
@@ -1010,7 +1046,13 @@ mod tests {
             let txns: Vec<u64> = scan.records.iter().map(|r| r.txn).collect();
             assert_eq!(txns, [8, 9], "failing write {fail_write}");
             assert_eq!(scan.records[1].payload, payload(9, 20));
-            assert_eq!(hook.log_writes.load(Ordering::SeqCst), 4);
+            let retried = u64::from(fail_write > 0);
+            assert_eq!(hook.log_writes.load(Ordering::SeqCst), 2 + retried);
+            // A failed growth gives its length back (a second change).
+            assert_eq!(
+                hook.log_set_lens.load(Ordering::SeqCst),
+                1 + 2 * (1 - retried)
+            );
         }
     }
 
@@ -1029,9 +1071,11 @@ mod tests {
         log.sync().unwrap();
         let log_file = DataFile::open_log(&path, Some(handle.clone())).unwrap();
         log_file.set_len(4096).unwrap();
-        assert_eq!(hook.log_writes.load(Ordering::SeqCst), 2);
+        // The growth (an allocation) and the `set_len` are length changes;
+        // the record is the one write.
+        assert_eq!(hook.log_writes.load(Ordering::SeqCst), 1);
         assert_eq!(hook.log_syncs.load(Ordering::SeqCst), 2);
-        assert_eq!(hook.log_set_lens.load(Ordering::SeqCst), 1);
+        assert_eq!(hook.log_set_lens.load(Ordering::SeqCst), 2);
         assert_eq!(hook.writes.load(Ordering::SeqCst), 0);
         assert_eq!(hook.syncs.load(Ordering::SeqCst), 0);
 
@@ -1042,7 +1086,7 @@ mod tests {
         data.sync_data().unwrap();
         assert_eq!(hook.writes.load(Ordering::SeqCst), 1);
         assert_eq!(hook.syncs.load(Ordering::SeqCst), 1);
-        assert_eq!(hook.log_writes.load(Ordering::SeqCst), 2);
+        assert_eq!(hook.log_writes.load(Ordering::SeqCst), 1);
         assert_eq!(hook.log_syncs.load(Ordering::SeqCst), 2);
     }
 

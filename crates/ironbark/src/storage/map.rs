@@ -151,8 +151,8 @@ pub(crate) fn map_shared_writable(file: &File, len: usize) -> Result<*mut u8> {
 ///    lives: the owner maps only bytes the file holds, and never shortens
 ///    the file below them (we assume no other program truncates it). So
 ///    every store lands in memory the file backs (no SIGBUS). The bytes
-///    are written zeros, not holes, so a store needs no block allocation
-///    either.
+///    are allocated blocks (`fallocate`) or written zeros, not holes, so a
+///    store needs no block allocation either.
 /// 2. No Rust reference to the mapped bytes is ever made: [`WriteMap::write`]
 ///    copies into them with raw pointer copies, so what other processes
 ///    write or read there (through their own mappings or `pread`) cannot

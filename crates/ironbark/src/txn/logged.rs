@@ -197,6 +197,7 @@ fn write_placed(
     }
 
     let limit = (ARENA_MIN_BOUND_BYTES / ps).max(base.meta.page_count);
+    let zeros_before = log.zeros_written();
     let mapped = std::cell::Cell::new(false);
     let placed = to_arena(
         shared,
@@ -237,8 +238,16 @@ fn write_placed(
     }
     let c = &shared.counters;
     let record_bytes = payload.len() as u64 + 32;
+    // The zeros the append grew the log by, if any, in one write call.
+    let grown = w.log.as_ref().map_or(0, |l| l.zeros_written()) - zeros_before;
+    if grown > 0 {
+        c.write_calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     c.bytes_written
-        .fetch_add(record_bytes, std::sync::atomic::Ordering::Relaxed);
+        .fetch_add(record_bytes + grown, std::sync::atomic::Ordering::Relaxed);
+    c.log_bytes
+        .fetch_add(record_bytes + grown, std::sync::atomic::Ordering::Relaxed);
     if mapped.get() {
         c.bytes_mapped
             .fetch_add(record_bytes, std::sync::atomic::Ordering::Relaxed);

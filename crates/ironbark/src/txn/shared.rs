@@ -180,6 +180,7 @@ pub(crate) struct Counters {
     pub(crate) write_calls: AtomicU64,
     pub(crate) bytes_written: AtomicU64,
     pub(crate) bytes_mapped: AtomicU64,
+    pub(crate) log_bytes: AtomicU64,
     pub(crate) syncs: AtomicU64,
     pub(crate) state_bases: AtomicU64,
     pub(crate) state_seals: AtomicU64,
