@@ -400,6 +400,9 @@ impl PyDatabase {
         d.set_item("oldest_snapshot", s.oldest_snapshot)?;
         d.set_item("logged_commits", s.counters.logged_commits)?;
         d.set_item("spills", s.counters.spills)?;
+        d.set_item("commits", s.counters.commits)?;
+        d.set_item("bytes_written", s.counters.bytes_written)?;
+        d.set_item("log_bytes", s.counters.log_bytes)?;
         let trees = PyDict::new(py);
         for t in &s.trees {
             let td = PyDict::new(py);
@@ -439,7 +442,7 @@ const _: () = assert!(ironbark::DEFAULT_MAX_DIRTY_BYTES == 536870912);
 
 /// Opens (by default creating) the database at `path`.
 #[pyfunction]
-#[pyo3(signature = (path, *, create=true, read_only=false, durability="immediate", page_size=4096, max_readers=126, logged_commits=true, max_dirty_bytes=536870912))]
+#[pyo3(signature = (path, *, create=true, read_only=false, durability="immediate", page_size=4096, max_readers=126, logged_commits=true, max_dirty_bytes=536870912, checkpoint_log_bytes=None))]
 #[allow(clippy::too_many_arguments)]
 fn open(
     py: Python<'_>,
@@ -451,6 +454,7 @@ fn open(
     max_readers: usize,
     logged_commits: bool,
     max_dirty_bytes: usize,
+    checkpoint_log_bytes: Option<u64>,
 ) -> PyResult<PyDatabase> {
     let durability = match durability {
         "immediate" => Durability::Immediate,
@@ -469,6 +473,7 @@ fn open(
         read_only,
         logged_commits,
         max_dirty_bytes,
+        checkpoint_log_bytes,
         ..Options::default()
     };
     let db = py

@@ -462,6 +462,26 @@ def test_logged_commits_on_by_default_and_off_on_request(tmp_path):
         assert db.stats()["logged_commits"] == 1
 
 
+def test_checkpoint_log_bytes_bounds_the_redo_log(tmp_path):
+    # With a 16 KiB bound, 300 single-put commits of ~140-byte records
+    # (about 42 KiB of log) checkpoint at least twice; with the default
+    # bound (at least 64 MiB) none of them does.
+    def checkpoints(**options):
+        with ironbark.open(tmp_path / ("%d.ib" % len(options)), durability="none", **options) as db:
+            before = db.stats()
+            for i in range(300):
+                with db.begin(write=True) as txn:
+                    txn.put(b"key%03d" % (i % 50), b"v" * 100)
+            after = db.stats()
+            assert after["log_bytes"] > before["log_bytes"]
+            commits = after["commits"] - before["commits"]
+            logged = after["logged_commits"] - before["logged_commits"]
+            return commits - logged - 1  # `stats` checkpoints once
+
+    assert checkpoints() == 0
+    assert checkpoints(checkpoint_log_bytes=16 * 1024) >= 2
+
+
 def test_a_transaction_past_max_dirty_bytes_spills_and_commits(tmp_path):
     path = tmp_path / "spill.ib"
     with ironbark.open(path, max_dirty_bytes=64 * 1024) as db:

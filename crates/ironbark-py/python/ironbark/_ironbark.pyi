@@ -89,6 +89,7 @@ def open(
     max_readers: int = 126,
     logged_commits: bool = True,
     max_dirty_bytes: int = 536870912,
+    checkpoint_log_bytes: Optional[int] = None,
 ) -> Database: ...
 
 @final
