@@ -20,10 +20,27 @@ pub(crate) struct TreeEntry {
 }
 
 /// The named trees of a snapshot, sorted by name.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Catalog {
     pub(crate) next_tree_id: u64,
     pub(crate) trees: Vec<TreeEntry>,
+}
+
+impl Clone for Catalog {
+    fn clone(&self) -> Catalog {
+        Catalog {
+            next_tree_id: self.next_tree_id,
+            trees: self.trees.clone(),
+        }
+    }
+
+    /// Reuses `self`'s vector: a write transaction copies its base's
+    /// catalog into the spare snapshot's, allocating nothing when it has
+    /// room (a tree's name is shared, not copied).
+    fn clone_from(&mut self, source: &Catalog) {
+        self.next_tree_id = source.next_tree_id;
+        self.trees.clone_from(&source.trees);
+    }
 }
 
 impl Catalog {

@@ -1344,13 +1344,51 @@ mod tests {
         let held = db.shared.published.load_full();
         db.shared.bury(db.shared.published.load_full());
         assert_eq!(graveyard(), 0, "not the last reference");
+        // The writer keeps the snapshot a publish replaced as its spare,
+        // and lets it go at the next publish when someone else holds it.
         commit(b"2");
+        commit(b"3");
         let weak = Arc::downgrade(&held);
         db.shared.bury(held);
         assert_eq!(graveyard(), 1, "the last reference");
         assert!(weak.upgrade().is_some(), "kept for the writer");
-        commit(b"3");
+        commit(b"4");
         assert_eq!(graveyard(), 0);
         assert!(weak.upgrade().is_none(), "freed at the publish");
+    }
+
+    /// With no reader holding snapshots, commits take turns between two
+    /// snapshot allocations: a publish writes the new snapshot over the
+    /// one the publish before it replaced. A snapshot a reader holds is
+    /// never written over: the publish allocates instead.
+    #[test]
+    fn a_publish_reuses_the_snapshot_no_one_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path().join("s.ib")).unwrap();
+        let commit = |v: &[u8]| {
+            let mut tx = db.begin_write().unwrap();
+            let t = tx.open_tree("t").unwrap();
+            tx.put(&t, b"k", v).unwrap();
+            tx.commit().unwrap();
+        };
+        let published = || Arc::as_ptr(&db.shared.published.load_full());
+        commit(b"1");
+        let first = published();
+        commit(b"2");
+        let second = published();
+        assert_ne!(first, second);
+        commit(b"3");
+        assert_eq!(published(), first, "the first snapshot's allocation reused");
+        commit(b"4");
+        assert_eq!(published(), second);
+        // A reader holds the newest (the next spare): it is not reused,
+        // and what it reads stays.
+        let rx = db.begin_read().unwrap();
+        let held = published();
+        commit(b"5");
+        commit(b"6");
+        assert_ne!(published(), held, "a held snapshot written over");
+        let t = rx.tree("t").unwrap();
+        assert_eq!(rx.get(&t, b"k").unwrap(), Some(&b"4"[..]));
     }
 }

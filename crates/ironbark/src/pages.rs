@@ -202,11 +202,24 @@ impl Default for DirtyPages {
     }
 }
 
+/// What a write transaction's dirty pages leave to the next one, so that
+/// a transaction in steady state allocates nothing to hold its pages:
+/// page buffers, and the emptied vectors of pages and lent slots.
+#[derive(Default)]
+pub(crate) struct PagePool {
+    buffers: Vec<Box<[u8]>>,
+    pages: Vec<Option<PageBuf>>,
+    slots: Vec<SlotBuf>,
+}
+
 impl DirtyPages {
-    /// Starts with the buffers of `pool`.
-    pub(crate) fn with_pool(pool: Vec<Box<[u8]>>) -> DirtyPages {
+    /// Starts with the buffers and vectors of `pool`.
+    pub(crate) fn with_pool(pool: PagePool) -> DirtyPages {
+        debug_assert!(pool.pages.is_empty() && pool.slots.is_empty());
         DirtyPages {
-            pool,
+            pool: pool.buffers,
+            pages: pool.pages,
+            slots: pool.slots,
             ..DirtyPages::default()
         }
     }
@@ -348,24 +361,30 @@ impl DirtyPages {
         self.add(b)
     }
 
-    /// Every heap page buffer back to `pool` (up to a bound), for the next
-    /// transaction. Lent arena slots are dropped here: the next write
-    /// transaction reclaims them (`ArenaSpace::reclaim_lent`).
-    pub(crate) fn into_pool(self, page_size: usize) -> Vec<Box<[u8]>> {
-        let mut pool = self.pool;
-        let room = POOL_MAX.saturating_sub(pool.len());
-        pool.extend(
+    /// Every heap page buffer back to the pool (up to a bound), and the
+    /// emptied vectors, for the next transaction. Lent arena slots are
+    /// dropped here: the next write transaction reclaims them
+    /// (`ArenaSpace::reclaim_lent`).
+    pub(crate) fn into_pool(mut self, page_size: usize) -> PagePool {
+        let mut buffers = std::mem::take(&mut self.pool);
+        let room = POOL_MAX.saturating_sub(buffers.len());
+        buffers.extend(
             self.pages
-                .into_iter()
+                .drain(..)
                 .flatten()
-                .chain(self.graveyard.into_iter().map(|(_, b)| b))
+                .chain(self.graveyard.drain(..).map(|(_, b)| b))
                 .filter_map(|b| match b {
                     PageBuf::Heap(b) if b.len() == page_size => Some(b),
                     _ => None,
                 })
                 .take(room),
         );
-        pool
+        self.slots.clear();
+        PagePool {
+            buffers,
+            pages: std::mem::take(&mut self.pages),
+            slots: std::mem::take(&mut self.slots),
+        }
     }
 
     /// Whether dirty page `id` is frozen by a savepoint.

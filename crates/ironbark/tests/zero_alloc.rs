@@ -335,3 +335,62 @@ fn write_txn_reads_allocate_nothing() {
     );
     assert_eq!(n, 0, "WriteTxn range steps allocated {n} times");
 }
+
+/// A single-put logged commit in steady state allocates nothing: the
+/// transaction's page vectors, its list of freed pages and its catalog are
+/// the previous transaction's, kept by the writer, and the snapshot it
+/// publishes is written over the one the publish before it replaced. What
+/// is left are vectors of the writer's own bookkeeping reaching a new
+/// length now and then (doubling): at most one allocation per 100 commits.
+#[test]
+fn single_put_logged_commits_allocate_nothing_in_steady_state() {
+    for durability in [Durability::None, Durability::Immediate] {
+        let t = temp_db("commits.ib");
+        let options = Options {
+            durability,
+            logged_commits: true,
+            ..Options::default()
+        };
+        let db = Database::open_with(&t.path, &options).unwrap();
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        for i in 0..20_000u32 {
+            tx.put(&tree, &i.to_be_bytes(), &[1u8; 100]).unwrap();
+        }
+        tx.commit().unwrap();
+        let commit = |i: u32| {
+            let mut tx = db.begin_write().unwrap();
+            tx.put(
+                &tree,
+                &(i.wrapping_mul(7_919) % 20_000).to_be_bytes(),
+                &[i as u8; 100],
+            )
+            .unwrap();
+            tx.commit().unwrap();
+        };
+        let commits = if durability == Durability::None {
+            3_000
+        } else {
+            300
+        };
+        for i in 0..commits {
+            commit(i);
+        }
+        let before = db.stats().unwrap().counters;
+        let ((), n) = counted(|| {
+            for i in commits..2 * commits {
+                commit(i);
+            }
+        });
+        let after = db.stats().unwrap().counters;
+        assert_eq!(
+            after.logged_commits - before.logged_commits,
+            u64::from(commits),
+            "{durability:?}: every commit was logged"
+        );
+        assert!(
+            n <= u64::from(commits) / 100,
+            "{durability:?}: {commits} single-put commits allocated {n} times"
+        );
+    }
+}

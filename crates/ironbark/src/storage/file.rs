@@ -371,13 +371,25 @@ impl DataFile {
         let mut offset = offset;
         let mut index = 0usize; // first buffer not fully written
         let mut skip = 0usize; // bytes of bufs[index] already written
+                               // A few buffers (a log record, a meta page) go on the stack, so that
+                               // a commit's small writes allocate nothing.
+        let mut few = [IoSlice::new(&[]); 8];
+        let mut many: Vec<IoSlice<'_>> = Vec::new();
         while index < bufs.len() {
             let end = (index + IOV_MAX).min(bufs.len());
-            let slices: Vec<IoSlice<'_>> = bufs[index..end]
-                .iter()
-                .enumerate()
-                .map(|(i, b)| IoSlice::new(if i == 0 { &b[skip..] } else { b }))
-                .collect();
+            // The first buffer from `skip` on (a retry after a short write).
+            let from_skip = |i: usize| if i == 0 { skip } else { 0 };
+            let slices: &[IoSlice<'_>] = if end - index <= few.len() {
+                for (i, (slot, b)) in few.iter_mut().zip(&bufs[index..end]).enumerate() {
+                    *slot = IoSlice::new(&b[from_skip(i)..]);
+                }
+                &few[..end - index]
+            } else {
+                many.clear();
+                let rest = bufs[index..end].iter().enumerate();
+                many.extend(rest.map(|(i, b)| IoSlice::new(&b[from_skip(i)..])));
+                &many
+            };
             let offset_arg = libc::off_t::try_from(offset)
                 .map_err(|_| Error::Io(io::Error::other("file offset out of range")))?;
             // SAFETY: IoSlice is ABI-compatible with iovec; the slices borrow

@@ -108,7 +108,8 @@ pub(crate) fn commit(
                 Ok(Logged::Done(snapshot)) => {
                     w.page_pool = dirty.into_pool(shared.limits.page_size);
                     w.redo_buffer = redo.unwrap_or_default();
-                    shared.publish(snapshot);
+                    w.freed_buffer = freed;
+                    shared.publish(w, snapshot);
                     w.state_txn = base.txn() + 1;
                     shared.counters.commits.fetch_add(1, Ordering::Relaxed);
                     return Ok(());
@@ -158,16 +159,19 @@ fn finish(
             w.checkpoint_catalog = None;
             shared.set_logged_by(0);
             let map = shared.map.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            shared.publish(Snapshot {
-                meta,
-                source: MapSource {
-                    map,
-                    page_count: meta.page_count,
-                    page_size: shared.limits.page_size,
-                    arena: None,
+            shared.publish(
+                w,
+                Snapshot {
+                    meta,
+                    source: MapSource {
+                        map,
+                        page_count: meta.page_count,
+                        page_size: shared.limits.page_size,
+                        arena: None,
+                    },
+                    catalog,
                 },
-                catalog,
-            });
+            );
             w.state_txn = meta.txn;
             shared.counters.commits.fetch_add(1, Ordering::Relaxed);
             Ok(())

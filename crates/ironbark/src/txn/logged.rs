@@ -320,8 +320,8 @@ fn to_arena(
     // enough have retired to make the scan worth it, or the arena is full.
     let needed = placement.page_count(dirty, ps as usize);
     release_if_short(shared, w, needed);
-    let mut fresh: Vec<(u64, Fresh)> =
-        Vec::with_capacity(placement.pages.len() + placement.blobs.len());
+    // Empty, so unallocated, while every page is in a lent slot.
+    let mut fresh: Vec<(u64, Fresh)> = Vec::new();
     let mut released = false;
     loop {
         let runs = placement

@@ -25,7 +25,7 @@ use crate::btree::page::Limits;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::options::BrokenProtocol;
-use crate::pages::MapSource;
+use crate::pages::{MapSource, PagePool};
 use crate::state::{self, Chain};
 use crate::storage::arena::{Arena, ArenaSpace};
 use crate::storage::file::DataFile;
@@ -85,7 +85,15 @@ pub(crate) struct WriterState {
     /// `Durability::None`, once per durable txn).
     pub(crate) writeback_for: u64,
     /// Page buffers kept between write transactions (see `DirtyPages`).
-    pub(crate) page_pool: Vec<Box<[u8]>>,
+    pub(crate) page_pool: PagePool,
+    /// The emptied list of pages a write transaction freed, kept for the
+    /// next (as `page_pool` and `redo_buffer` are).
+    pub(crate) freed_buffer: Vec<Freed>,
+    /// The snapshot the last publish replaced, whose allocation (and
+    /// catalog's) the next write transaction and publish reuse once no one
+    /// else holds it (`Shared::publish`, `WriteTxn::begin_on`): a commit
+    /// then allocates no snapshot.
+    pub(crate) spare_snapshot: Option<Arc<Snapshot>>,
     /// The newest commit known durable, and the meta slot that holds it
     /// (mirrored in the lock file for the other processes).
     pub(crate) durable_txn: u64,
@@ -144,7 +152,9 @@ impl WriterState {
             chain,
             protectors: Vec::new(),
             writeback_for: 0,
-            page_pool: Vec::new(),
+            page_pool: PagePool::default(),
+            freed_buffer: Vec::new(),
+            spare_snapshot: None,
             state_txn: txn,
             durable_txn: txn,
             durable_slot,
@@ -636,6 +646,12 @@ impl Shared {
     /// Makes `snapshot` this process's newest known snapshot.
     pub(crate) fn set_published(&self, snapshot: Arc<Snapshot>) {
         self.published.store(snapshot);
+        self.after_publish_change();
+    }
+
+    /// What follows every change of `published`: its count, and the
+    /// graveyard emptied.
+    fn after_publish_change(&self) {
         self.published_epoch.fetch_add(1, StdOrdering::SeqCst);
         self.empty_graveyard();
     }
@@ -644,8 +660,7 @@ impl Shared {
     /// it (`ArcSwap::rcu`: `f` may run more than once).
     pub(crate) fn update_published(&self, f: impl FnMut(&Arc<Snapshot>) -> Arc<Snapshot>) {
         self.published.rcu(f);
-        self.published_epoch.fetch_add(1, StdOrdering::SeqCst);
-        self.empty_graveyard();
+        self.after_publish_change();
     }
 
     /// Frees the snapshots readers gave up (`graveyard`). Called where
@@ -666,14 +681,28 @@ impl Shared {
     }
 
     /// Makes `snapshot` the newest commit: for this process's readers, then
-    /// in the lock file for every process.
-    pub(crate) fn publish(&self, snapshot: Snapshot) {
+    /// in the lock file for every process. Its `Arc` is the writer's spare
+    /// snapshot's when no one else holds that one any more (the snapshot
+    /// is then written over it: no allocation), and the snapshot replaced
+    /// becomes the spare.
+    pub(crate) fn publish(&self, w: &mut WriterState, snapshot: Snapshot) {
         let txn = snapshot.txn();
         let meta = snapshot.meta;
         // A logged commit's meta describes only its file part: other
         // processes must not build a snapshot from it (`foreign_logged`).
         let logged = snapshot.source.arena.is_some();
-        self.set_published(Arc::new(snapshot));
+        let new = match w.spare_snapshot.take() {
+            Some(mut spare) => match Arc::get_mut(&mut spare) {
+                Some(unshared) => {
+                    *unshared = snapshot;
+                    spare
+                }
+                None => Arc::new(snapshot),
+            },
+            None => Arc::new(snapshot),
+        };
+        w.spare_snapshot = Some(self.published.swap(new));
+        self.after_publish_change();
         if let Some(lock) = self.readers.lock_file().filter(|_| !logged) {
             lock.store_meta(&meta);
         }

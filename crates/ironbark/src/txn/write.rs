@@ -151,16 +151,27 @@ impl<'db> WriteTxn<'db> {
         let dirty = DirtyPages::with_pool(std::mem::take(&mut writer.page_pool));
         let mut redo = std::mem::take(&mut writer.redo_buffer);
         redo.clear();
+        let mut freed = std::mem::take(&mut writer.freed_buffer);
+        freed.clear();
         let logging = shared.may_log(&writer);
+        // The spare snapshot's catalog, when no one else holds that
+        // snapshot any more, lends its vector (see `Shared::publish`).
+        let mut catalog = writer
+            .spare_snapshot
+            .as_mut()
+            .and_then(Arc::get_mut)
+            .map(|spare| std::mem::take(&mut spare.catalog))
+            .unwrap_or_default();
+        catalog.clone_from(&base.catalog);
         Ok(WriteTxn {
             redo,
             logging,
             shared,
-            catalog: base.catalog.clone(),
+            catalog,
             base,
             writer,
             dirty,
-            freed: Vec::new(),
+            freed,
             finger: Finger::default(),
             tree_hint: std::sync::atomic::AtomicUsize::new(0),
             changed: false,
@@ -1296,6 +1307,7 @@ impl<'db> WriteTxn<'db> {
         if failed.is_some() || !changed {
             writer.page_pool = dirty.into_pool(shared.limits.page_size);
             writer.redo_buffer = redo;
+            writer.freed_buffer = freed;
             return match failed {
                 Some(why) => Err(Error::TxnFailed(why)),
                 None => Ok(()),
