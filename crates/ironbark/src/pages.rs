@@ -202,6 +202,33 @@ impl Default for DirtyPages {
     }
 }
 
+/// Dirty branches and leaves not found yet by the commit's walk of the
+/// trees (`txn::seal::order_dirty`): the scan of a branch for its dirty
+/// children stops when none of their kind is left.
+#[derive(Default)]
+pub(crate) struct TreePageKinds {
+    branches: usize,
+    leaves: usize,
+}
+
+impl TreePageKinds {
+    /// Counts one dirty page of `kind` found; whether any of that kind is
+    /// left. A count already at zero (which a correct count never reaches
+    /// early) answers `true`: scanning on is always correct.
+    pub(crate) fn take(&mut self, kind: u8) -> bool {
+        let left = match kind {
+            crate::btree::page::KIND_BRANCH => &mut self.branches,
+            crate::btree::page::KIND_LEAF => &mut self.leaves,
+            _ => return true,
+        };
+        if *left == 0 {
+            return true;
+        }
+        *left -= 1;
+        *left > 0
+    }
+}
+
 /// What a write transaction's dirty pages leave to the next one, so that
 /// a transaction in steady state allocates nothing to hold its pages:
 /// page buffers, and the emptied vectors of pages and lent slots.
@@ -556,6 +583,20 @@ impl DirtyPages {
     }
 
     /// Pages live in this transaction: in memory or spilled.
+    /// The dirty branches and leaves in memory, counted (see
+    /// [`TreePageKinds`]).
+    pub(crate) fn tree_page_kinds(&self) -> TreePageKinds {
+        let mut kinds = TreePageKinds::default();
+        for page in self.pages.iter().flatten() {
+            match crate::btree::page::page_kind(page) {
+                crate::btree::page::KIND_BRANCH => kinds.branches += 1,
+                crate::btree::page::KIND_LEAF => kinds.leaves += 1,
+                _ => {}
+            }
+        }
+        kinds
+    }
+
     pub(crate) fn live_count(&self) -> usize {
         self.pages.iter().filter(|p| p.is_some()).count() + self.spilled_count
     }

@@ -309,12 +309,12 @@ impl<'a> Node<'a> {
 
     /// Calls `found(i, pgno)` for each child `i` of this branch whose page
     /// number has any of the bits of `mask` set, from the last child to the
-    /// first: the commit's one scan of a dirty branch for its dirty
-    /// children, a load and a test per child.
+    /// first, until it returns `false`: the commit's one scan of a dirty
+    /// branch for its dirty children, a load and a test per child.
     pub(crate) fn children_marked(
         &self,
         mask: u64,
-        mut found: impl FnMut(usize, u64),
+        mut found: impl FnMut(usize, u64) -> bool,
     ) -> Result<()> {
         debug_assert!(!self.is_leaf);
         let slots = self
@@ -329,8 +329,8 @@ impl<'a> Node<'a> {
                 .filter(|_| off >= HEADER_LEN + self.count * SLOT_LEN)
                 .map(|b| u64_at(b, 0))
                 .ok_or_else(|| self.corrupt("branch cell out of bounds"))?;
-            if pgno & mask != 0 {
-                found(i, pgno);
+            if pgno & mask != 0 && !found(i, pgno) {
+                break;
             }
         }
         Ok(())

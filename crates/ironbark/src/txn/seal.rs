@@ -14,7 +14,11 @@ use crate::btree::page::{
 };
 use crate::catalog::Catalog;
 use crate::error::Result;
-use crate::pages::DirtyPages;
+use crate::pages::{DirtyPages, TreePageKinds};
+
+/// Dirty pages up to which `order_dirty` counts them by kind first, to
+/// stop scanning a branch once it found them all.
+const SMALL_COMMIT_PAGES: usize = 64;
 
 /// Spilled pages read between two calls of `forget_spill_reads`, at most:
 /// placing a transaction larger than memory then reads its spilled pages
@@ -68,9 +72,24 @@ pub(crate) fn order_dirty(catalog: &Catalog, dirty: &DirtyPages, p: &mut Placeme
     p.spans.resize(n, (0, 0));
     p.real.clear();
     p.real.resize(n, 0);
+    // Dirty tree pages not found yet, by kind, for a small transaction:
+    // the scan of a branch for its dirty children stops once no dirty page
+    // of their kind is left to find, so a single put's path is found after
+    // half of each branch's children, on average. (A large transaction has
+    // dirty children everywhere; counting its pages would cost a header
+    // read each.)
+    let mut left =
+        (n <= SMALL_COMMIT_PAGES && !dirty.has_spilled()).then(|| dirty.tree_page_kinds());
+    let take = |left: &mut Option<TreePageKinds>, id: u64| -> bool {
+        match left {
+            Some(left) => left.take(page_kind(dirty.get(id))),
+            None => true,
+        }
+    };
     for t in &catalog.trees {
         if t.state.root.pgno & DIRTY_BIT != 0 {
             p.stack.push(t.state.root.pgno);
+            take(&mut left, t.state.root.pgno);
         }
         while let Some(id) = p.stack.pop() {
             p.pages.push(id);
@@ -85,6 +104,7 @@ pub(crate) fn order_dirty(catalog: &Catalog, dirty: &DirtyPages, p: &mut Placeme
                 node.children_marked(DIRTY_BIT, |i, child| {
                     refs.push((i, child));
                     stack.push(child);
+                    take(&mut left, child)
                 })?;
             } else if dirty.blobs_added > 0 {
                 for i in 0..node.count {
