@@ -149,7 +149,7 @@ pub(crate) fn page_kind(b: &[u8]) -> u8 {
 impl<'a> Node<'a> {
     /// Validates the header of a tree page. `expected_txn` is the txn id the
     /// parent recorded (`None` for dirty pages, which have none yet).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn parse(bytes: &'a [u8], pgno: u64, expected_txn: Option<u64>) -> Result<Node<'a>> {
         if bytes.len() < HEADER_LEN * 2 {
             return Err(Error::corrupted_page(pgno, "page too small"));
@@ -229,7 +229,7 @@ impl<'a> Node<'a> {
             .ok_or_else(|| self.corrupt("cell extends past the page"))
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn key(&self, i: usize) -> Result<&'a [u8]> {
         let off = self.cell_offset(i)?;
         let (start, klen_at) = if self.is_leaf {
@@ -296,7 +296,7 @@ impl<'a> Node<'a> {
     }
 
     /// Child page and its txn id for branch cell `i`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn child(&self, i: usize) -> Result<(u64, u64)> {
         debug_assert!(!self.is_leaf);
         let off = self.cell_offset(i)?;
@@ -365,7 +365,7 @@ impl<'a> Node<'a> {
     /// the keys whose head equals `key`'s (every key before `lo` is below
     /// `key`, every key from `hi` on above it). Reads one cell, to learn
     /// the prefix.
-    #[inline]
+    #[inline(always)]
     fn head_range(
         &self,
         first: usize,
@@ -375,6 +375,22 @@ impl<'a> Node<'a> {
         if first >= count {
             return Ok(Err(first));
         }
+        // The slot array as 6-byte slots: one bounds check a probe, where
+        // reading a head at a computed offset of the page took two.
+        let (slots, _) = self
+            .bytes
+            .get(HEADER_LEN..HEADER_LEN + count * SLOT_LEN)
+            .ok_or_else(|| self.corrupt("slot array out of bounds"))?
+            .as_chunks::<SLOT_LEN>();
+        let head = |i: usize| {
+            let s = &slots[i];
+            u32::from_le_bytes([
+                s[SLOT_HEAD],
+                s[SLOT_HEAD + 1],
+                s[SLOT_HEAD + 2],
+                s[SLOT_HEAD + 3],
+            ])
+        };
         let p = self.prefix_len();
         let h = key_head(key, p);
         // The first slot whose head is not below `h`, by a binary search
@@ -386,10 +402,10 @@ impl<'a> Node<'a> {
         while size > 1 {
             let half = size / 2;
             let mid = base + half;
-            base = if self.head(mid) < h { mid } else { base };
+            base = if head(mid) < h { mid } else { base };
             size -= half;
         }
-        let lo = base + usize::from(self.head(base) < h);
+        let lo = base + usize::from(head(base) < h);
         // The keys share their first `p` bytes: does `key` start with them?
         if p > 0 {
             let probe = self.key(lo.min(count - 1))?;
@@ -409,14 +425,14 @@ impl<'a> Node<'a> {
         // a search past that (a page whose prefix is shorter than its keys
         // share has runs of equal heads).
         let mut end = lo;
-        while end < count && end < lo + 4 && self.head(end) == h {
+        while end < count && end < lo + 4 && head(end) == h {
             end += 1;
         }
         if end == lo + 4 {
             let mut top = count;
             while end < top {
                 let mid = end + (top - end) / 2;
-                if self.head(mid) <= h {
+                if head(mid) <= h {
                     end = mid + 1;
                 } else {
                     top = mid;
@@ -500,25 +516,35 @@ impl<'a> Node<'a> {
 
 /// Byte-wise key order, eight bytes at a time (keys are short; a call to
 /// `memcmp` per comparison costs more than the comparison).
-#[inline]
+#[inline(always)]
 pub(crate) fn compare_keys(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     let n = a.len().min(b.len());
-    let mut i = 0;
-    while i + 8 <= n {
-        let x = u64::from_be_bytes(a[i..i + 8].try_into().expect("8 bytes"));
-        let y = u64::from_be_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        if x != y {
-            return x.cmp(&y);
+    let (x, y) = (&a[..n], &b[..n]);
+    let word = |s: &[u8], at: usize| u64::from_be_bytes(s[at..at + 8].try_into().expect("8 bytes"));
+    if n >= 8 {
+        let mut i = 0;
+        while i + 8 < n {
+            let (p, q) = (word(x, i), word(y, i));
+            if p != q {
+                return p.cmp(&q);
+            }
+            i += 8;
         }
-        i += 8;
-    }
-    // The last 0-7 bytes a byte at a time: a slice compare would call
-    // `memcmp`, which costs more than they do.
-    while i < n {
-        if a[i] != b[i] {
-            return a[i].cmp(&b[i]);
+        // The last eight bytes, overlapping compared ones unless `n` is a
+        // multiple of 8: those are equal, so the first difference in this
+        // window is the first of all. No byte-at-a-time tail.
+        let (p, q) = (word(x, n - 8), word(y, n - 8));
+        if p != q {
+            return p.cmp(&q);
         }
-        i += 1;
+    } else {
+        // A slice compare would call `memcmp`, which costs more than 0-7
+        // bytes do.
+        for (p, q) in x.iter().zip(y) {
+            if p != q {
+                return p.cmp(q);
+            }
+        }
     }
     a.len().cmp(&b.len())
 }
@@ -534,8 +560,11 @@ pub(crate) fn key_head(key: &[u8], prefix: usize) -> u32 {
         // The common case, with no call to copy a variable length.
         return u32::from_be_bytes(*four);
     }
+    // Byte by byte: a copy of a variable length (0-3 bytes) is a call.
     let mut b = [0u8; 4];
-    b[..tail.len()].copy_from_slice(tail);
+    for (to, from) in b.iter_mut().zip(tail) {
+        *to = *from;
+    }
     u32::from_be_bytes(b)
 }
 
@@ -1348,6 +1377,40 @@ mod tests {
         for a in keys {
             for b in keys {
                 assert_eq!(compare_keys(a, b), a.cmp(b), "{a:?} vs {b:?}");
+            }
+        }
+    }
+
+    /// Keys of every length to 25 that differ in one byte, at every
+    /// position and either way, or are a prefix of one another: the
+    /// overlapping last word of a length that is not a multiple of 8 finds
+    /// the first difference.
+    #[test]
+    fn compare_keys_finds_the_first_difference_at_every_position() {
+        for n in 0..=25usize {
+            let base: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(37)).collect();
+            for d in 0..n {
+                for delta in [1u8, 0x80, 0xff] {
+                    let mut other = base.clone();
+                    other[d] = other[d].wrapping_add(delta);
+                    // A later difference the other way must not win.
+                    if d + 1 < n {
+                        other[n - 1] = other[n - 1].wrapping_sub(delta);
+                    }
+                    assert_eq!(compare_keys(&base, &other), base.cmp(&other), "{n} {d}");
+                    assert_eq!(compare_keys(&other, &base), other.cmp(&base), "{n} {d}");
+                }
+            }
+            for m in 0..=n {
+                assert_eq!(
+                    compare_keys(&base[..m], &base),
+                    base[..m].cmp(&base),
+                    "{m}/{n}"
+                );
+                assert_eq!(
+                    compare_keys(&base, &base[..m]),
+                    base.as_slice().cmp(&base[..m])
+                );
             }
         }
     }
