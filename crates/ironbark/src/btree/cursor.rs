@@ -714,6 +714,9 @@ impl<'a> Range<'a> {
 impl<'a> Iterator for Range<'a> {
     type Item = Result<(&'a [u8], &'a [u8])>;
 
+    // Inlined into the caller's loop (across crates, which needs the
+    // attribute): a call per entry cost as much as the step itself.
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
@@ -724,6 +727,7 @@ impl<'a> Iterator for Range<'a> {
 }
 
 impl DoubleEndedIterator for Range<'_> {
+    #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;

@@ -560,12 +560,14 @@ pub(crate) fn key_head(key: &[u8], prefix: usize) -> u32 {
         // The common case, with no call to copy a variable length.
         return u32::from_be_bytes(*four);
     }
-    // Byte by byte: a copy of a variable length (0-3 bytes) is a call.
-    let mut b = [0u8; 4];
-    for (to, from) in b.iter_mut().zip(tail) {
-        *to = *from;
+    // By cases: a copy of a variable length (0-3 bytes), even a loop of
+    // byte copies, compiles to a call to memcpy.
+    match *tail {
+        [] => 0,
+        [a] => u32::from_be_bytes([a, 0, 0, 0]),
+        [a, b] => u32::from_be_bytes([a, b, 0, 0]),
+        [a, b, c, ..] => u32::from_be_bytes([a, b, c, 0]),
     }
-    u32::from_be_bytes(b)
 }
 
 /// The key of a cell of a dirty page (well formed).
