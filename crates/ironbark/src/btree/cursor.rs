@@ -156,6 +156,7 @@ enum Descent<'k> {
 }
 
 impl<'a> Cursor<'a> {
+    #[inline]
     pub(crate) fn new(src: &'a dyn PageSource, root: Root) -> Cursor<'a> {
         Cursor {
             src,
@@ -507,6 +508,7 @@ enum OwnedKey {
 }
 
 impl OwnedKey {
+    #[inline]
     fn new(key: &[u8]) -> OwnedKey {
         if key.len() <= INLINE_KEY {
             let mut bytes = [0u8; INLINE_KEY];
@@ -532,6 +534,9 @@ impl std::ops::Deref for OwnedKey {
 }
 
 impl<'a> Range<'a> {
+    /// Inlined, so that a caller's range is built where it is used rather
+    /// than built, returned and copied (it is about 1 KB).
+    #[inline(always)]
     pub(crate) fn new(
         src: &'a dyn PageSource,
         root: Root,
@@ -601,25 +606,36 @@ impl<'a> Range<'a> {
         }
     }
 
-    fn advance_front(&mut self) -> Result<Option<(&'a [u8], &'a [u8])>> {
-        if !self.front_started {
-            self.front_started = true;
-            if let Some(p) = &self.prefix {
-                // Keys starting with `p` are the keys `>= p` up to the
-                // first one that does not (checked in `below_upper`).
-                self.front.seek_ge(p)?;
-            } else {
-                match &self.lower {
-                    Bound::Unbounded => self.front.seek_first()?,
-                    Bound::Included(k) => self.front.seek_ge(k)?,
-                    Bound::Excluded(k) => {
-                        self.front.seek_ge(k)?;
-                        if self.front.is_valid() && self.front.key()? == &k[..] {
-                            self.front.step_forward()?;
-                        }
+    /// The front cursor's first position: its seek.
+    #[inline(never)]
+    fn start_front(&mut self) -> Result<()> {
+        self.front_started = true;
+        if let Some(p) = &self.prefix {
+            // Keys starting with `p` are the keys `>= p` up to the
+            // first one that does not (checked in `below_upper`).
+            self.front.seek_ge(p)?;
+        } else {
+            match &self.lower {
+                Bound::Unbounded => self.front.seek_first()?,
+                Bound::Included(k) => self.front.seek_ge(k)?,
+                Bound::Excluded(k) => {
+                    self.front.seek_ge(k)?;
+                    if self.front.is_valid() && self.front.key()? == &k[..] {
+                        self.front.step_forward()?;
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Inlined (with `next`) into the caller's loop, its seek and leaf
+    /// crossings out of line: a step within a leaf is then a compare, an
+    /// increment and the decoding of one cell, with no call.
+    #[inline(always)]
+    fn advance_front(&mut self) -> Result<Option<(&'a [u8], &'a [u8])>> {
+        if !self.front_started {
+            self.start_front()?;
         } else {
             self.front.step_forward()?;
         }
@@ -643,33 +659,42 @@ impl<'a> Range<'a> {
         Ok(Some((key, self.front.value(value)?)))
     }
 
-    fn advance_back(&mut self) -> Result<Option<(&'a [u8], &'a [u8])>> {
-        if !self.back_started {
-            self.back_started = true;
-            if let Some(p) = &self.prefix {
-                // The last key starting with `p` is the last one below its
-                // successor, or the last key of all if it has none.
-                match prefix_end(p) {
-                    Some(end) => {
-                        self.back.seek_le(&end)?;
-                        if self.back.is_valid() && self.back.key()? == &end[..] {
-                            self.back.step_back()?;
-                        }
+    /// The back cursor's first position: its seek.
+    #[inline(never)]
+    fn start_back(&mut self) -> Result<()> {
+        self.back_started = true;
+        if let Some(p) = &self.prefix {
+            // The last key starting with `p` is the last one below its
+            // successor, or the last key of all if it has none.
+            match prefix_end(p) {
+                Some(end) => {
+                    self.back.seek_le(&end)?;
+                    if self.back.is_valid() && self.back.key()? == &end[..] {
+                        self.back.step_back()?;
                     }
-                    None => self.back.seek_last()?,
                 }
-            } else {
-                match &self.upper {
-                    Bound::Unbounded => self.back.seek_last()?,
-                    Bound::Included(k) => self.back.seek_le(k)?,
-                    Bound::Excluded(k) => {
-                        self.back.seek_le(k)?;
-                        if self.back.is_valid() && self.back.key()? == &k[..] {
-                            self.back.step_back()?;
-                        }
+                None => self.back.seek_last()?,
+            }
+        } else {
+            match &self.upper {
+                Bound::Unbounded => self.back.seek_last()?,
+                Bound::Included(k) => self.back.seek_le(k)?,
+                Bound::Excluded(k) => {
+                    self.back.seek_le(k)?;
+                    if self.back.is_valid() && self.back.key()? == &k[..] {
+                        self.back.step_back()?;
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// As `advance_front`.
+    #[inline(always)]
+    fn advance_back(&mut self) -> Result<Option<(&'a [u8], &'a [u8])>> {
+        if !self.back_started {
+            self.start_back()?;
         } else {
             self.back.step_back()?;
         }
