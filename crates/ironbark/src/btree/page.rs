@@ -59,7 +59,8 @@ const MAX_PREFIX: usize = u8::MAX as usize;
 
 #[inline]
 pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
+    // One bounds check for both bytes (indexing each took two).
+    u16::from_le_bytes(b[at..at + 2].try_into().expect("2 bytes"))
 }
 #[inline]
 pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
