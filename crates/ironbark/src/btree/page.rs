@@ -383,8 +383,7 @@ impl<'a> Node<'a> {
             .get(HEADER_LEN..HEADER_LEN + count * SLOT_LEN)
             .ok_or_else(|| self.corrupt("slot array out of bounds"))?
             .as_chunks::<SLOT_LEN>();
-        let head = |i: usize| {
-            let s = &slots[i];
+        let slot_head = |s: &[u8; SLOT_LEN]| {
             u32::from_le_bytes([
                 s[SLOT_HEAD],
                 s[SLOT_HEAD + 1],
@@ -392,21 +391,14 @@ impl<'a> Node<'a> {
                 s[SLOT_HEAD + 3],
             ])
         };
+        let head = |i: usize| slot_head(&slots[i]);
         let p = self.prefix_len();
         let h = key_head(key, p);
-        // The first slot whose head is not below `h`, by a binary search
-        // without a branch on the comparison (it compiles to a conditional
-        // move: the outcome of each probe is a coin toss the branch
-        // predictor would lose half the time).
-        let mut base = first;
-        let mut size = count - first;
-        while size > 1 {
-            let half = size / 2;
-            let mid = base + half;
-            base = if head(mid) < h { mid } else { base };
-            size -= half;
-        }
-        let lo = base + usize::from(head(base) < h);
+        // The first slot whose head is not below `h`. The standard
+        // library's binary search has no branch on the comparison (the
+        // outcome of each probe is a coin toss the branch predictor would
+        // lose half the time) and no bounds check a probe.
+        let lo = first + slots[first..].partition_point(|s| slot_head(s) < h);
         // The keys share their first `p` bytes: does `key` start with them?
         if p > 0 {
             let probe = self.key(lo.min(count - 1))?;
