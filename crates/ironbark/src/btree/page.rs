@@ -376,29 +376,23 @@ impl<'a> Node<'a> {
         if first >= count {
             return Ok(Err(first));
         }
-        // The slot array as 6-byte slots: one bounds check a probe, where
-        // reading a head at a computed offset of the page took two.
-        let (slots, _) = self
-            .bytes
-            .get(HEADER_LEN..HEADER_LEN + count * SLOT_LEN)
-            .ok_or_else(|| self.corrupt("slot array out of bounds"))?
-            .as_chunks::<SLOT_LEN>();
-        let slot_head = |s: &[u8; SLOT_LEN]| {
-            u32::from_le_bytes([
-                s[SLOT_HEAD],
-                s[SLOT_HEAD + 1],
-                s[SLOT_HEAD + 2],
-                s[SLOT_HEAD + 3],
-            ])
-        };
-        let head = |i: usize| slot_head(&slots[i]);
         let p = self.prefix_len();
         let h = key_head(key, p);
-        // The first slot whose head is not below `h`. The standard
-        // library's binary search has no branch on the comparison (the
-        // outcome of each probe is a coin toss the branch predictor would
-        // lose half the time) and no bounds check a probe.
-        let lo = first + slots[first..].partition_point(|s| slot_head(s) < h);
+        // The first slot whose head is not below `h`, by a binary search
+        // written as a select, not a branch, on the comparison: its outcome
+        // is a coin toss the branch predictor loses half the time. LLVM's
+        // x86 backend may still make the select a branch in a loop;
+        // `std::hint::select_unpredictable` would keep it, but needs Rust
+        // 1.88, above the MSRV.
+        let mut base = first;
+        let mut size = count - first;
+        while size > 1 {
+            let half = size / 2;
+            let mid = base + half;
+            base = if self.head(mid) < h { mid } else { base };
+            size -= half;
+        }
+        let lo = base + usize::from(self.head(base) < h);
         // The keys share their first `p` bytes: does `key` start with them?
         if p > 0 {
             let probe = self.key(lo.min(count - 1))?;
@@ -418,14 +412,14 @@ impl<'a> Node<'a> {
         // a search past that (a page whose prefix is shorter than its keys
         // share has runs of equal heads).
         let mut end = lo;
-        while end < count && end < lo + 4 && head(end) == h {
+        while end < count && end < lo + 4 && self.head(end) == h {
             end += 1;
         }
         if end == lo + 4 {
             let mut top = count;
             while end < top {
                 let mid = end + (top - end) / 2;
-                if head(mid) <= h {
+                if self.head(mid) <= h {
                     end = mid + 1;
                 } else {
                     top = mid;
