@@ -230,7 +230,12 @@ fn read_seq(ctx: &Ctx<'_>, s: &mut dyn Session, reverse: bool, count: u64) -> Re
     Ok(t)
 }
 
-/// Random seeks, each followed by `seek_nexts` entries.
+/// Random seeks, each followed by `seek_nexts` entries. Never inlined, so
+/// that callgrind can collect exactly this loop
+/// (`--toggle-collect='*workload::seek_random'`, without a trailing `*`,
+/// which would also match the entry callback and toggle collection off in
+/// it); with one caller it was inlined into the thread's closure.
+#[inline(never)]
 fn seek_random(ctx: &Ctx<'_>, s: &mut dyn Session, seed: u64, limit: Limit<'_>) -> Result<Tally> {
     let mut t = Tally::new();
     let mut rng = Rng::new(seed);

@@ -136,11 +136,6 @@ impl Session for IronbarkSession<'_> {
     ) -> Result<u64> {
         let rx = self.e.db.begin_read()?;
         let t = &self.e.tree;
-        let range = match (start, reverse) {
-            (None, _) => rx.iter(t)?,
-            (Some(s), false) => rx.range(t, s..)?,
-            (Some(s), true) => rx.range(t, ..=s)?,
-        };
         let mut n = 0u64;
         let mut visit = |item: ironbark::Result<(&[u8], &[u8])>| -> Result<bool> {
             if n >= limit {
@@ -151,16 +146,36 @@ impl Session for IronbarkSession<'_> {
             n += 1;
             Ok(true)
         };
-        if reverse {
-            for item in range.rev() {
-                if !visit(item)? {
-                    break;
+        // One loop per kind of range, as in the LMDB adapter: each range is
+        // iterated where it is made, not moved out of a `match` first (a
+        // range holds two cursors, about 1 KB).
+        match (start, reverse) {
+            (None, false) => {
+                for item in rx.iter(t)? {
+                    if !visit(item)? {
+                        break;
+                    }
                 }
             }
-        } else {
-            for item in range {
-                if !visit(item)? {
-                    break;
+            (None, true) => {
+                for item in rx.iter(t)?.rev() {
+                    if !visit(item)? {
+                        break;
+                    }
+                }
+            }
+            (Some(s), false) => {
+                for item in rx.range(t, s..)? {
+                    if !visit(item)? {
+                        break;
+                    }
+                }
+            }
+            (Some(s), true) => {
+                for item in rx.range(t, ..=s)?.rev() {
+                    if !visit(item)? {
+                        break;
+                    }
                 }
             }
         }

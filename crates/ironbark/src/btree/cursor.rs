@@ -3,12 +3,18 @@
 //! key to a given one. Both kinds of transaction call these with their own
 //! page source, so a lookup has one implementation.
 //!
-//! A cursor is a stack of (page, slot) frames from the root to a leaf:
-//! stepping allocates nothing, takes no lock and makes no system call. The
-//! first [`INLINE_FRAMES`] frames live inside the cursor, so a cursor (and
-//! a range, which holds two) stays small enough to be made and moved
-//! cheaply; the frames of a deeper tree go on to a vector that the first
-//! seek grows once and later steps reuse.
+//! A cursor is the leaf it is on and its slot there, under a stack of
+//! (branch, slot) frames from the root to the leaf's parent: stepping
+//! allocates nothing, takes no lock and makes no system call. The leaf is
+//! kept apart from the branches because all but one step in a leaf's worth
+//! touch only it (one compare and an increment, no frame lookup); the
+//! branches are read again only to cross into the next leaf. Invariant:
+//! when the cursor is valid, `leaf` is the leaf on the path the frames
+//! describe (each frame's slot is the child taken below it) and `idx <
+//! leaf.count`. The first [`INLINE_FRAMES`] branch frames live inside the
+//! cursor, so a cursor (and a range, which holds two) stays small enough to
+//! be made and moved cheaply; the frames of a deeper tree go on to a vector
+//! that the first seek grows once and later steps reuse.
 //!
 //! A cursor is either fast (the default: pages are checked for structure as
 //! they are read, their checksums are not) or verified. A verified cursor
@@ -25,28 +31,56 @@ use std::ops::Bound;
 use crate::btree::page::{verify_blob, verify_page, LeafValue, Node};
 use crate::btree::search::{check_root, node_at, resolve_value, Root};
 use crate::btree::MAX_DEPTH;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::pages::PageSource;
 
+/// A branch on a cursor's path and the slot of the child taken there.
+/// Compact (32 bytes), because a range holds two cursors' worth and is
+/// moved whole: the page's parsed form is rebuilt from it (`node`) only
+/// when a step crosses into another leaf.
 #[derive(Clone, Copy)]
 struct Frame<'a> {
-    node: Node<'a>,
-    idx: usize,
-    level: u32,
+    bytes: &'a [u8],
+    pgno: u64,
+    /// The branch's cell count (at most `u16::MAX`, from its header).
+    count: u32,
+    idx: u32,
 }
 
-/// Frames a cursor keeps inline. Branches keep shortened separators, so
-/// even long keys leave them a wide fan-out: 100,000 random 293-byte keys
-/// in 1 KiB pages make a tree of depth 5, and with 16-byte keys in 4 KiB
-/// pages a tree of depth 10 would hold over 10^18 entries. A cursor in a
-/// deeper tree allocates its extra frames once, at its first seek. Each
-/// frame costs 56 bytes, and a seek moves the range that holds two
-/// cursors several times: with all `MAX_DEPTH` frames inline a range was
-/// 5.4 KB, and copying it cost 12% of a `seekrandom`'s instructions.
-const INLINE_FRAMES: usize = 10;
+impl<'a> Frame<'a> {
+    fn new(node: &Node<'a>, idx: usize) -> Frame<'a> {
+        debug_assert!(!node.is_leaf && idx < node.count);
+        Frame {
+            bytes: node.bytes,
+            pgno: node.pgno,
+            count: node.count as u32,
+            idx: idx as u32,
+        }
+    }
 
-/// A cursor's stack of frames, root first: the first `N` inline, the rest
-/// of a deeper tree's on the heap.
+    fn node(&self) -> Node<'a> {
+        Node {
+            bytes: self.bytes,
+            pgno: self.pgno,
+            count: self.count as usize,
+            is_leaf: false,
+        }
+    }
+}
+
+/// Branch frames a cursor keeps inline (its leaf is kept apart, so a tree
+/// of depth `INLINE_FRAMES + 1` needs no heap). Branches keep shortened
+/// separators, so even long keys leave them a wide fan-out: 100,000 random
+/// 293-byte keys in 1 KiB pages make a tree of depth 5, and with 16-byte
+/// keys in 4 KiB pages a tree of depth 10 would hold over 10^18 entries.
+/// A cursor in a deeper tree allocates its extra frames once, at its first
+/// seek. A seek moves the range that holds two cursors several times: with
+/// all `MAX_DEPTH` frames inline a range was 5.4 KB, and copying it cost
+/// 12% of a `seekrandom`'s instructions.
+const INLINE_FRAMES: usize = 9;
+
+/// A cursor's stack of branch frames, root first: the first `N` inline,
+/// the rest of a deeper tree's on the heap.
 #[derive(Clone)]
 struct Frames<'a, const N: usize> {
     /// Frames `0..min(len, N)`.
@@ -90,17 +124,11 @@ impl<'a, const N: usize> Frames<'a, N> {
         self.len += 1;
     }
 
-    fn top(&self) -> Frame<'a> {
+    /// The last frame pushed, if any.
+    fn top_mut(&mut self) -> Option<&mut Frame<'a>> {
         match self.len.checked_sub(N + 1) {
-            None => self.inline[self.len - 1].expect("cursor frame"),
-            Some(i) => self.deep[i],
-        }
-    }
-
-    fn top_mut(&mut self) -> &mut Frame<'a> {
-        match self.len.checked_sub(N + 1) {
-            None => self.inline[self.len - 1].as_mut().expect("cursor frame"),
-            Some(i) => &mut self.deep[i],
+            None => self.inline.get_mut(self.len.checked_sub(1)?)?.as_mut(),
+            Some(i) => self.deep.get_mut(i),
         }
     }
 }
@@ -110,7 +138,11 @@ impl<'a, const N: usize> Frames<'a, N> {
 pub(crate) struct Cursor<'a> {
     src: &'a dyn PageSource,
     root: Root,
-    frames: Frames<'a, INLINE_FRAMES>,
+    /// The branches above `leaf`, root first.
+    path: Frames<'a, INLINE_FRAMES>,
+    /// The leaf the cursor is on (when valid), and its slot there.
+    leaf: Node<'a>,
+    idx: usize,
     valid: bool,
     /// Verify each page's checksum as it is entered (see the module doc).
     verify: bool,
@@ -124,11 +156,19 @@ enum Descent<'k> {
 }
 
 impl<'a> Cursor<'a> {
+    #[inline]
     pub(crate) fn new(src: &'a dyn PageSource, root: Root) -> Cursor<'a> {
         Cursor {
             src,
             root,
-            frames: Frames::new(),
+            path: Frames::new(),
+            leaf: Node {
+                bytes: &[],
+                pgno: 0,
+                count: 0,
+                is_leaf: true,
+            },
+            idx: 0,
             valid: false,
             verify: false,
         }
@@ -141,25 +181,6 @@ impl<'a> Cursor<'a> {
 
     pub(crate) fn is_valid(&self) -> bool {
         self.valid
-    }
-
-    fn top(&self) -> Frame<'a> {
-        self.frames.top()
-    }
-
-    fn top_mut(&mut self) -> &mut Frame<'a> {
-        self.frames.top_mut()
-    }
-
-    fn push(&mut self, frame: Frame<'a>) -> Result<()> {
-        if self.frames.len() == MAX_DEPTH {
-            return Err(Error::corrupted_page(
-                frame.node.pgno,
-                "tree deeper than the limit",
-            ));
-        }
-        self.frames.push(frame);
-        Ok(())
     }
 
     /// Descends from child `(pgno, txn)` at `level` to a leaf, choosing the
@@ -180,8 +201,8 @@ impl<'a> Cursor<'a> {
                 verify_page(self.src.page(pgno)?, pgno, txn, sum)?;
             }
             let node = node_at(self.src, pgno, txn, level)?;
-            let idx = if node.is_leaf {
-                match how {
+            if node.is_leaf {
+                self.idx = match how {
                     Descent::First => 0,
                     Descent::Last => node.count.wrapping_sub(1),
                     Descent::AtOrAfter(k) => match node.search_leaf(k)? {
@@ -191,18 +212,20 @@ impl<'a> Cursor<'a> {
                         Ok(i) => i,
                         Err(i) => i.wrapping_sub(1),
                     },
-                }
-            } else {
-                match how {
-                    Descent::First => 0,
-                    Descent::Last => node.count - 1,
-                    Descent::AtOrAfter(k) | Descent::AtOrBefore(k) => node.search_branch(k)?,
-                }
-            };
-            self.push(Frame { node, idx, level })?;
-            if node.is_leaf {
+                };
+                self.leaf = node;
                 return Ok(());
             }
+            let idx = match how {
+                Descent::First => 0,
+                Descent::Last => node.count - 1,
+                Descent::AtOrAfter(k) | Descent::AtOrBefore(k) => node.search_branch(k)?,
+            };
+            // Levels fall by one a page from a root depth of at most
+            // `MAX_DEPTH` (`check_root`), and `node_at` requires a leaf at
+            // level 1: a path never outgrows the limit.
+            debug_assert!(self.path.len() < MAX_DEPTH);
+            self.path.push(Frame::new(&node, idx));
             (pgno, txn) = node.child(idx)?;
             sum = self.child_sum(&node, idx)?;
             level -= 1;
@@ -219,7 +242,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn seek(&mut self, how: Descent<'_>) -> Result<()> {
-        self.frames.clear();
+        self.path.clear();
         self.valid = false;
         if self.root.is_empty() {
             return Ok(());
@@ -232,23 +255,20 @@ impl<'a> Cursor<'a> {
             self.root.depth,
             &how,
         )?;
-        let top = self.top();
+        self.valid = true;
         // A leaf slot of `count` (or "-1" as wrapping) means: not in this
         // leaf; step to the neighbour.
-        if top.idx >= top.node.count {
-            self.valid = true;
+        if self.idx >= self.leaf.count {
             match how {
                 Descent::First | Descent::AtOrAfter(_) => {
-                    self.top_mut().idx = top.node.count.wrapping_sub(1);
+                    self.idx = self.leaf.count.wrapping_sub(1);
                     self.step_forward()?;
                 }
                 Descent::Last | Descent::AtOrBefore(_) => {
-                    self.top_mut().idx = 0;
+                    self.idx = 0;
                     self.step_back()?;
                 }
             }
-        } else {
-            self.valid = true;
         }
         Ok(())
     }
@@ -276,10 +296,10 @@ impl<'a> Cursor<'a> {
     pub(crate) fn step_forward(&mut self) -> Result<()> {
         debug_assert!(self.valid);
         // Within the leaf (all but one step in a leaf's worth): no loop,
-        // no call.
-        let top = self.top_mut();
-        if top.node.is_leaf && top.idx.wrapping_add(1) < top.node.count {
-            top.idx = top.idx.wrapping_add(1);
+        // no call, no frame.
+        let next = self.idx.wrapping_add(1);
+        if next < self.leaf.count {
+            self.idx = next;
             return Ok(());
         }
         self.step_forward_across()
@@ -289,22 +309,16 @@ impl<'a> Cursor<'a> {
     /// child, then down its left edge.
     fn step_forward_across(&mut self) -> Result<()> {
         loop {
-            let top = self.top_mut();
-            if top.idx.wrapping_add(1) < top.node.count {
-                top.idx = top.idx.wrapping_add(1);
-                if top.node.is_leaf {
-                    return Ok(());
-                }
-                let (node, idx, level) = (top.node, top.idx, top.level - 1);
-                let (child, txn) = node.child(idx)?;
-                let sum = self.child_sum(&node, idx)?;
-                return self.descend_edge(child, txn, sum, level, true);
-            }
-            self.frames.pop();
-            if self.frames.len() == 0 {
+            let Some(top) = self.path.top_mut() else {
                 self.valid = false;
                 return Ok(());
+            };
+            if top.idx + 1 < top.count {
+                top.idx += 1;
+                let (node, idx) = (top.node(), top.idx as usize);
+                return self.descend_child(&node, idx, true);
             }
+            self.path.pop();
         }
     }
 
@@ -312,9 +326,8 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     pub(crate) fn step_back(&mut self) -> Result<()> {
         debug_assert!(self.valid);
-        let top = self.top_mut();
-        if top.node.is_leaf && top.idx > 0 && top.idx <= top.node.count {
-            top.idx -= 1;
+        if self.idx > 0 && self.idx <= self.leaf.count {
+            self.idx -= 1;
             return Ok(());
         }
         self.step_back_across()
@@ -324,23 +337,34 @@ impl<'a> Cursor<'a> {
     /// child, then down its right edge.
     fn step_back_across(&mut self) -> Result<()> {
         loop {
-            let top = self.top_mut();
-            if top.idx > 0 && top.idx <= top.node.count {
-                top.idx -= 1;
-                if top.node.is_leaf {
-                    return Ok(());
-                }
-                let (node, idx, level) = (top.node, top.idx, top.level - 1);
-                let (child, txn) = node.child(idx)?;
-                let sum = self.child_sum(&node, idx)?;
-                return self.descend_edge(child, txn, sum, level, false);
-            }
-            self.frames.pop();
-            if self.frames.len() == 0 {
+            let Some(top) = self.path.top_mut() else {
                 self.valid = false;
                 return Ok(());
+            };
+            if top.idx > 0 {
+                top.idx -= 1;
+                let (node, idx) = (top.node(), top.idx as usize);
+                return self.descend_child(&node, idx, false);
             }
+            self.path.pop();
         }
+    }
+
+    /// Down child `idx` of `node`, the deepest frame on the path, to its
+    /// first key (its last unless `forward`).
+    fn descend_child(&mut self, node: &Node<'a>, idx: usize, forward: bool) -> Result<()> {
+        // The path holds the branches from the root (at `root.depth`) down
+        // to `node`, so `node`'s child is one level below the last of them.
+        let level = self.root.depth - self.path.len() as u32;
+        let r = node
+            .child(idx)
+            .and_then(|(child, txn)| Ok((child, txn, self.child_sum(node, idx)?)))
+            .and_then(|(child, txn, sum)| self.descend_edge(child, txn, sum, level, forward));
+        if r.is_err() {
+            // The path is half rebuilt: no step may go on from it.
+            self.valid = false;
+        }
+        r
     }
 
     /// After moving to a new subtree: its first (or last) key, skipping
@@ -364,10 +388,9 @@ impl<'a> Cursor<'a> {
                 &Descent::Last
             },
         )?;
-        let top = self.top();
-        if top.node.count == 0 {
+        if self.leaf.count == 0 {
             // An empty leaf (only transiently possible): keep moving.
-            self.top_mut().idx = if forward { usize::MAX } else { 0 };
+            self.idx = if forward { usize::MAX } else { 0 };
             return if forward {
                 self.step_forward()
             } else {
@@ -380,13 +403,12 @@ impl<'a> Cursor<'a> {
     /// The leaf the cursor is on and its slot there (when valid), so that a
     /// caller that must drop the cursor can step on from the same leaf.
     pub(crate) fn leaf(&self) -> Option<(Node<'a>, usize)> {
-        self.valid.then(|| (self.top().node, self.top().idx))
+        self.valid.then_some((self.leaf, self.idx))
     }
 
     pub(crate) fn key(&self) -> Result<&'a [u8]> {
         debug_assert!(self.valid);
-        let top = self.top();
-        top.node.key(top.idx)
+        self.leaf.key(self.idx)
     }
 
     pub(crate) fn entry(&self) -> Result<(&'a [u8], &'a [u8])> {
@@ -400,8 +422,7 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     fn leaf_entry(&self) -> Result<(&'a [u8], LeafValue<'a>)> {
         debug_assert!(self.valid);
-        let top = self.top();
-        top.node.leaf_entry(top.idx)
+        self.leaf.leaf_entry(self.idx)
     }
 
     /// The bytes of a value found by `leaf_entry` (its blob verified first
@@ -421,7 +442,7 @@ impl<'a> Cursor<'a> {
         if !self.valid {
             return Ok(None);
         }
-        let node = self.top().node;
+        let node = self.leaf;
         let i = if last { node.count - 1 } else { 0 };
         Ok(Some((node.pgno, node.key(i)?)))
     }
@@ -464,6 +485,11 @@ pub struct Range<'a> {
     front_clear_leaf: u64,
     /// The same for the back cursor and the lower bound.
     back_clear_leaf: u64,
+    /// Some key can fail `below_upper` (`above_lower`): if not, a scan
+    /// does not read a leaf's last (first) key to skip the check, one cache
+    /// miss per leaf. Fixed when the range is made, tested at every step.
+    bounded_above: bool,
+    bounded_below: bool,
     /// For a prefix scan: the prefix every key must start with, owned so
     /// that the entries borrow only the source, never the caller's prefix.
     prefix: Option<OwnedKey>,
@@ -482,6 +508,7 @@ enum OwnedKey {
 }
 
 impl OwnedKey {
+    #[inline]
     fn new(key: &[u8]) -> OwnedKey {
         if key.len() <= INLINE_KEY {
             let mut bytes = [0u8; INLINE_KEY];
@@ -507,16 +534,18 @@ impl std::ops::Deref for OwnedKey {
 }
 
 impl<'a> Range<'a> {
+    /// Inlined, so that a caller's range is built where it is used rather
+    /// than built, returned and copied (it is about 1 KB).
+    #[inline(always)]
     pub(crate) fn new(
         src: &'a dyn PageSource,
         root: Root,
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
     ) -> Range<'a> {
-        let cursor = Cursor::new(src, root);
         Range {
-            front: cursor.clone(),
-            back: cursor,
+            front: Cursor::new(src, root),
+            back: Cursor::new(src, root),
             lower: lower.map(OwnedKey::new),
             upper: upper.map(OwnedKey::new),
             front_started: false,
@@ -525,6 +554,8 @@ impl<'a> Range<'a> {
             last_back: None,
             front_clear_leaf: u64::MAX,
             back_clear_leaf: u64::MAX,
+            bounded_above: !matches!(upper, Bound::Unbounded),
+            bounded_below: !matches!(lower, Bound::Unbounded),
             prefix: None,
             done: false,
         }
@@ -536,6 +567,8 @@ impl<'a> Range<'a> {
     pub(crate) fn prefix(src: &'a dyn PageSource, root: Root, prefix: &[u8]) -> Range<'a> {
         let mut range = Range::new(src, root, Bound::Unbounded, Bound::Unbounded);
         range.prefix = Some(OwnedKey::new(prefix));
+        range.bounded_above = true;
+        range.bounded_below = true;
         range
     }
 
@@ -545,17 +578,6 @@ impl<'a> Range<'a> {
         self.front.set_verify(true);
         self.back.set_verify(true);
         self
-    }
-
-    /// Whether some key can fail `below_upper`: if not, a scan does not
-    /// read a leaf's last key to skip the check (one cache miss per leaf).
-    fn bounded_above(&self) -> bool {
-        self.prefix.is_some() || !matches!(self.upper, Bound::Unbounded)
-    }
-
-    /// Whether some key can fail `above_lower`.
-    fn bounded_below(&self) -> bool {
-        self.prefix.is_some() || !matches!(self.lower, Bound::Unbounded)
     }
 
     fn within_prefix(&self, key: &[u8]) -> bool {
@@ -584,25 +606,36 @@ impl<'a> Range<'a> {
         }
     }
 
-    fn advance_front(&mut self) -> Result<Option<(&'a [u8], &'a [u8])>> {
-        if !self.front_started {
-            self.front_started = true;
-            if let Some(p) = &self.prefix {
-                // Keys starting with `p` are the keys `>= p` up to the
-                // first one that does not (checked in `below_upper`).
-                self.front.seek_ge(p)?;
-            } else {
-                match &self.lower {
-                    Bound::Unbounded => self.front.seek_first()?,
-                    Bound::Included(k) => self.front.seek_ge(k)?,
-                    Bound::Excluded(k) => {
-                        self.front.seek_ge(k)?;
-                        if self.front.is_valid() && self.front.key()? == &k[..] {
-                            self.front.step_forward()?;
-                        }
+    /// The front cursor's first position: its seek.
+    #[inline(never)]
+    fn start_front(&mut self) -> Result<()> {
+        self.front_started = true;
+        if let Some(p) = &self.prefix {
+            // Keys starting with `p` are the keys `>= p` up to the
+            // first one that does not (checked in `below_upper`).
+            self.front.seek_ge(p)?;
+        } else {
+            match &self.lower {
+                Bound::Unbounded => self.front.seek_first()?,
+                Bound::Included(k) => self.front.seek_ge(k)?,
+                Bound::Excluded(k) => {
+                    self.front.seek_ge(k)?;
+                    if self.front.is_valid() && self.front.key()? == &k[..] {
+                        self.front.step_forward()?;
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Inlined (with `next`) into the caller's loop, its seek and leaf
+    /// crossings out of line: a step within a leaf is then a compare, an
+    /// increment and the decoding of one cell, with no call.
+    #[inline(always)]
+    fn advance_front(&mut self) -> Result<Option<(&'a [u8], &'a [u8])>> {
+        if !self.front_started {
+            self.start_front()?;
         } else {
             self.front.step_forward()?;
         }
@@ -610,7 +643,7 @@ impl<'a> Range<'a> {
             return Ok(None);
         }
         let (key, value) = self.front.leaf_entry()?;
-        if self.front.top().node.pgno != self.front_clear_leaf && self.bounded_above() {
+        if self.bounded_above && self.front.leaf.pgno != self.front_clear_leaf {
             if let Some((leaf, last)) = self.front.leaf_edge_key(true)? {
                 if self.below_upper(last) {
                     self.front_clear_leaf = leaf;
@@ -626,33 +659,42 @@ impl<'a> Range<'a> {
         Ok(Some((key, self.front.value(value)?)))
     }
 
-    fn advance_back(&mut self) -> Result<Option<(&'a [u8], &'a [u8])>> {
-        if !self.back_started {
-            self.back_started = true;
-            if let Some(p) = &self.prefix {
-                // The last key starting with `p` is the last one below its
-                // successor, or the last key of all if it has none.
-                match prefix_end(p) {
-                    Some(end) => {
-                        self.back.seek_le(&end)?;
-                        if self.back.is_valid() && self.back.key()? == &end[..] {
-                            self.back.step_back()?;
-                        }
+    /// The back cursor's first position: its seek.
+    #[inline(never)]
+    fn start_back(&mut self) -> Result<()> {
+        self.back_started = true;
+        if let Some(p) = &self.prefix {
+            // The last key starting with `p` is the last one below its
+            // successor, or the last key of all if it has none.
+            match prefix_end(p) {
+                Some(end) => {
+                    self.back.seek_le(&end)?;
+                    if self.back.is_valid() && self.back.key()? == &end[..] {
+                        self.back.step_back()?;
                     }
-                    None => self.back.seek_last()?,
                 }
-            } else {
-                match &self.upper {
-                    Bound::Unbounded => self.back.seek_last()?,
-                    Bound::Included(k) => self.back.seek_le(k)?,
-                    Bound::Excluded(k) => {
-                        self.back.seek_le(k)?;
-                        if self.back.is_valid() && self.back.key()? == &k[..] {
-                            self.back.step_back()?;
-                        }
+                None => self.back.seek_last()?,
+            }
+        } else {
+            match &self.upper {
+                Bound::Unbounded => self.back.seek_last()?,
+                Bound::Included(k) => self.back.seek_le(k)?,
+                Bound::Excluded(k) => {
+                    self.back.seek_le(k)?;
+                    if self.back.is_valid() && self.back.key()? == &k[..] {
+                        self.back.step_back()?;
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// As `advance_front`.
+    #[inline(always)]
+    fn advance_back(&mut self) -> Result<Option<(&'a [u8], &'a [u8])>> {
+        if !self.back_started {
+            self.start_back()?;
         } else {
             self.back.step_back()?;
         }
@@ -660,7 +702,7 @@ impl<'a> Range<'a> {
             return Ok(None);
         }
         let (key, value) = self.back.leaf_entry()?;
-        if self.back.top().node.pgno != self.back_clear_leaf && self.bounded_below() {
+        if self.bounded_below && self.back.leaf.pgno != self.back_clear_leaf {
             if let Some((leaf, first)) = self.back.leaf_edge_key(false)? {
                 if self.above_lower(first) {
                     self.back_clear_leaf = leaf;
@@ -697,6 +739,9 @@ impl<'a> Range<'a> {
 impl<'a> Iterator for Range<'a> {
     type Item = Result<(&'a [u8], &'a [u8])>;
 
+    // Inlined into the caller's loop (across crates, which needs the
+    // attribute): a call per entry cost as much as the step itself.
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
@@ -707,6 +752,7 @@ impl<'a> Iterator for Range<'a> {
 }
 
 impl DoubleEndedIterator for Range<'_> {
+    #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
@@ -803,7 +849,7 @@ pub(crate) fn count_between(
         if node.key(last)? < upper {
             n += (node.count - idx) as u64;
             // Straight to the next leaf's first entry.
-            cursor.top_mut().idx = last;
+            cursor.idx = last;
             cursor.step_forward()?;
         } else {
             let end = match node.search_leaf(upper)? {
@@ -827,18 +873,13 @@ fn current<'a>(cursor: &Cursor<'a>) -> Result<Option<Entry<'a>>> {
 #[cfg(test)]
 mod tests {
     use super::{prefix_end, Frame, Frames};
-    use crate::btree::page::Node;
 
     fn frame(pgno: u64) -> Frame<'static> {
         Frame {
-            node: Node {
-                bytes: &[],
-                pgno,
-                count: 0,
-                is_leaf: false,
-            },
-            idx: pgno as usize * 3,
-            level: pgno as u32,
+            bytes: &[],
+            pgno,
+            count: 0,
+            idx: pgno as u32 * 3,
         }
     }
 
@@ -848,7 +889,7 @@ mod tests {
     #[test]
     fn frames_beyond_the_inline_ones_agree_with_a_vector() {
         let mut frames: Frames<'static, 3> = Frames::new();
-        let mut model: Vec<(u64, usize)> = Vec::new();
+        let mut model: Vec<(u64, u32)> = Vec::new();
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut deepest = 0;
         for step in 0..20_000u64 {
@@ -858,14 +899,14 @@ mod tests {
             match x % 5 {
                 0..=2 if model.len() < 12 => {
                     frames.push(frame(step));
-                    model.push((step, step as usize * 3));
+                    model.push((step, step as u32 * 3));
                 }
                 4 if x % 7 == 0 => {
                     frames.clear();
                     model.clear();
                 }
                 _ if !model.is_empty() => {
-                    frames.top_mut().idx += 1;
+                    frames.top_mut().expect("a frame").idx += 1;
                     model.last_mut().unwrap().1 += 1;
                     if x % 2 == 0 {
                         frames.pop();
@@ -875,9 +916,12 @@ mod tests {
                 _ => {}
             }
             assert_eq!(frames.len(), model.len(), "step {step}");
-            if let Some(&(pgno, idx)) = model.last() {
-                let top = frames.top();
-                assert_eq!((top.node.pgno, top.idx), (pgno, idx), "step {step}");
+            match model.last() {
+                Some(&(pgno, idx)) => {
+                    let top = frames.top_mut().expect("a frame");
+                    assert_eq!((top.pgno, top.idx), (pgno, idx), "step {step}");
+                }
+                None => assert!(frames.top_mut().is_none(), "step {step}"),
             }
             deepest = deepest.max(model.len());
         }

@@ -59,7 +59,8 @@ const MAX_PREFIX: usize = u8::MAX as usize;
 
 #[inline]
 pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
+    // One bounds check for both bytes (indexing each took two).
+    u16::from_le_bytes(b[at..at + 2].try_into().expect("2 bytes"))
 }
 #[inline]
 pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -149,7 +150,7 @@ pub(crate) fn page_kind(b: &[u8]) -> u8 {
 impl<'a> Node<'a> {
     /// Validates the header of a tree page. `expected_txn` is the txn id the
     /// parent recorded (`None` for dirty pages, which have none yet).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn parse(bytes: &'a [u8], pgno: u64, expected_txn: Option<u64>) -> Result<Node<'a>> {
         if bytes.len() < HEADER_LEN * 2 {
             return Err(Error::corrupted_page(pgno, "page too small"));
@@ -229,7 +230,7 @@ impl<'a> Node<'a> {
             .ok_or_else(|| self.corrupt("cell extends past the page"))
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn key(&self, i: usize) -> Result<&'a [u8]> {
         let off = self.cell_offset(i)?;
         let (start, klen_at) = if self.is_leaf {
@@ -296,7 +297,7 @@ impl<'a> Node<'a> {
     }
 
     /// Child page and its txn id for branch cell `i`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn child(&self, i: usize) -> Result<(u64, u64)> {
         debug_assert!(!self.is_leaf);
         let off = self.cell_offset(i)?;
@@ -365,7 +366,7 @@ impl<'a> Node<'a> {
     /// the keys whose head equals `key`'s (every key before `lo` is below
     /// `key`, every key from `hi` on above it). Reads one cell, to learn
     /// the prefix.
-    #[inline]
+    #[inline(always)]
     fn head_range(
         &self,
         first: usize,
@@ -378,9 +379,11 @@ impl<'a> Node<'a> {
         let p = self.prefix_len();
         let h = key_head(key, p);
         // The first slot whose head is not below `h`, by a binary search
-        // without a branch on the comparison (it compiles to a conditional
-        // move: the outcome of each probe is a coin toss the branch
-        // predictor would lose half the time).
+        // written as a select, not a branch, on the comparison: its outcome
+        // is a coin toss the branch predictor loses half the time. LLVM's
+        // x86 backend may still make the select a branch in a loop;
+        // `std::hint::select_unpredictable` would keep it, but needs Rust
+        // 1.88, above the MSRV.
         let mut base = first;
         let mut size = count - first;
         while size > 1 {
@@ -500,25 +503,35 @@ impl<'a> Node<'a> {
 
 /// Byte-wise key order, eight bytes at a time (keys are short; a call to
 /// `memcmp` per comparison costs more than the comparison).
-#[inline]
+#[inline(always)]
 pub(crate) fn compare_keys(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     let n = a.len().min(b.len());
-    let mut i = 0;
-    while i + 8 <= n {
-        let x = u64::from_be_bytes(a[i..i + 8].try_into().expect("8 bytes"));
-        let y = u64::from_be_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        if x != y {
-            return x.cmp(&y);
+    let (x, y) = (&a[..n], &b[..n]);
+    let word = |s: &[u8], at: usize| u64::from_be_bytes(s[at..at + 8].try_into().expect("8 bytes"));
+    if n >= 8 {
+        let mut i = 0;
+        while i + 8 < n {
+            let (p, q) = (word(x, i), word(y, i));
+            if p != q {
+                return p.cmp(&q);
+            }
+            i += 8;
         }
-        i += 8;
-    }
-    // The last 0-7 bytes a byte at a time: a slice compare would call
-    // `memcmp`, which costs more than they do.
-    while i < n {
-        if a[i] != b[i] {
-            return a[i].cmp(&b[i]);
+        // The last eight bytes, overlapping compared ones unless `n` is a
+        // multiple of 8: those are equal, so the first difference in this
+        // window is the first of all. No byte-at-a-time tail.
+        let (p, q) = (word(x, n - 8), word(y, n - 8));
+        if p != q {
+            return p.cmp(&q);
         }
-        i += 1;
+    } else {
+        // A slice compare would call `memcmp`, which costs more than 0-7
+        // bytes do.
+        for (p, q) in x.iter().zip(y) {
+            if p != q {
+                return p.cmp(q);
+            }
+        }
     }
     a.len().cmp(&b.len())
 }
@@ -534,9 +547,14 @@ pub(crate) fn key_head(key: &[u8], prefix: usize) -> u32 {
         // The common case, with no call to copy a variable length.
         return u32::from_be_bytes(*four);
     }
-    let mut b = [0u8; 4];
-    b[..tail.len()].copy_from_slice(tail);
-    u32::from_be_bytes(b)
+    // By cases: a copy of a variable length (0-3 bytes), even a loop of
+    // byte copies, compiles to a call to memcpy.
+    match *tail {
+        [] => 0,
+        [a] => u32::from_be_bytes([a, 0, 0, 0]),
+        [a, b] => u32::from_be_bytes([a, b, 0, 0]),
+        [a, b, c, ..] => u32::from_be_bytes([a, b, c, 0]),
+    }
 }
 
 /// The key of a cell of a dirty page (well formed).
@@ -1348,6 +1366,40 @@ mod tests {
         for a in keys {
             for b in keys {
                 assert_eq!(compare_keys(a, b), a.cmp(b), "{a:?} vs {b:?}");
+            }
+        }
+    }
+
+    /// Keys of every length to 25 that differ in one byte, at every
+    /// position and either way, or are a prefix of one another: the
+    /// overlapping last word of a length that is not a multiple of 8 finds
+    /// the first difference.
+    #[test]
+    fn compare_keys_finds_the_first_difference_at_every_position() {
+        for n in 0..=25usize {
+            let base: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(37)).collect();
+            for d in 0..n {
+                for delta in [1u8, 0x80, 0xff] {
+                    let mut other = base.clone();
+                    other[d] = other[d].wrapping_add(delta);
+                    // A later difference the other way must not win.
+                    if d + 1 < n {
+                        other[n - 1] = other[n - 1].wrapping_sub(delta);
+                    }
+                    assert_eq!(compare_keys(&base, &other), base.cmp(&other), "{n} {d}");
+                    assert_eq!(compare_keys(&other, &base), other.cmp(&base), "{n} {d}");
+                }
+            }
+            for m in 0..=n {
+                assert_eq!(
+                    compare_keys(&base[..m], &base),
+                    base[..m].cmp(&base),
+                    "{m}/{n}"
+                );
+                assert_eq!(
+                    compare_keys(&base, &base[..m]),
+                    base.as_slice().cmp(&base[..m])
+                );
             }
         }
     }

@@ -332,6 +332,7 @@ impl ReadTxn {
     /// # Ok(())
     /// # }
     /// ```
+    #[inline]
     pub fn range<R: KeyRange>(&self, tree: &Tree, range: R) -> Result<Range<'_>> {
         let root = self.root(tree)?;
         let (lower, upper) = range.key_bounds();
