@@ -67,10 +67,21 @@ pub(crate) const LOG_RATIO: u64 = 2;
 const RELEASE_BATCH: u64 = 256;
 
 /// Arena bytes in use after which the next commit checkpoints instead, at
-/// least; a larger database may use as many as the file has (the bound
-/// sets how often a checkpoint rewrites the pages that changed: rarely,
-/// when the arena can hold the whole working set).
+/// least (see [`arena_bound`]).
 pub(crate) const ARENA_MIN_BOUND_BYTES: u64 = 64 << 20;
+
+/// Arena slots in use after which the next commit checkpoints instead,
+/// for a data file of `page_count` pages at its last checkpoint: twice
+/// its pages, at least [`ARENA_MIN_BOUND_BYTES`]. The bound sets how often
+/// a checkpoint rewrites the pages that changed: rarely, when the arena
+/// can hold the whole working set. Twice, because a tree that grows
+/// (random inserts) outgrows the file of its last checkpoint: with the
+/// file's own size, 1M random inserts in transactions of 1,000 wrote 5.9
+/// times their bytes; with twice it, 4.3 times, and the peak memory fell
+/// (from 703 to 538 MiB: each checkpoint copies the arena's pages).
+fn arena_bound(page_size: u64, page_count: u64) -> u64 {
+    (ARENA_MIN_BOUND_BYTES / page_size).max(page_count.saturating_mul(2))
+}
 
 /// Arena slots a write transaction is lent at most (4 MiB of 4 KiB
 /// pages): a transaction that changes more pages is unlikely to be logged,
@@ -90,7 +101,7 @@ pub(crate) fn lend(shared: &Shared, w: &mut WriterState, base: &Snapshot, dirty:
         return;
     };
     let ps = shared.limits.page_size as u64;
-    let limit = (ARENA_MIN_BOUND_BYTES / ps).max(base.meta.page_count);
+    let limit = arena_bound(ps, base.meta.page_count);
     release_if_short(shared, w, 8);
     let space = &mut w.arena_space;
     dirty.lend_slots(|| space.lend(&arena, limit));
@@ -196,7 +207,7 @@ fn write_placed(
         return Ok(Logged::No);
     }
 
-    let limit = (ARENA_MIN_BOUND_BYTES / ps).max(base.meta.page_count);
+    let limit = arena_bound(ps, base.meta.page_count);
     let zeros_before = log.zeros_written();
     let mapped = std::cell::Cell::new(false);
     let placed = to_arena(
