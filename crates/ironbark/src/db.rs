@@ -1326,6 +1326,14 @@ mod tests {
         assert!(page_of(&db, 2).is_ok());
     }
 
+    /// One commit of `k` = `v` in tree `t`.
+    fn put_k(db: &Database, v: &[u8]) {
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        tx.put(&t, b"k", v).unwrap();
+        tx.commit().unwrap();
+    }
+
     /// A reader's last reference to a snapshot goes to the graveyard and is
     /// freed at the writer's next publish; a reference that is not the
     /// last is simply dropped.
@@ -1333,12 +1341,7 @@ mod tests {
     fn the_writer_frees_the_snapshots_readers_give_up() {
         let dir = tempfile::tempdir().unwrap();
         let db = Database::open(dir.path().join("g.ib")).unwrap();
-        let commit = |v: &[u8]| {
-            let mut tx = db.begin_write().unwrap();
-            let t = tx.open_tree("t").unwrap();
-            tx.put(&t, b"k", v).unwrap();
-            tx.commit().unwrap();
-        };
+        let commit = |v: &[u8]| put_k(&db, v);
         let graveyard = || db.shared.graveyard.lock().unwrap().len();
         commit(b"1");
         let held = db.shared.published.load_full();
@@ -1365,12 +1368,7 @@ mod tests {
     fn a_publish_reuses_the_snapshot_no_one_holds() {
         let dir = tempfile::tempdir().unwrap();
         let db = Database::open(dir.path().join("s.ib")).unwrap();
-        let commit = |v: &[u8]| {
-            let mut tx = db.begin_write().unwrap();
-            let t = tx.open_tree("t").unwrap();
-            tx.put(&t, b"k", v).unwrap();
-            tx.commit().unwrap();
-        };
+        let commit = |v: &[u8]| put_k(&db, v);
         let published = || Arc::as_ptr(&db.shared.published.load_full());
         commit(b"1");
         let first = published();

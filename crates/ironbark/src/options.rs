@@ -87,7 +87,7 @@ pub struct Options {
     /// every page the logged commits changed, up to the whole file, so a
     /// log twice the file keeps the checkpoints' bytes below half the
     /// log's own; the
-    /// upper end bounds the replay after a crash (about 25 ms per MiB of
+    /// upper end bounds the replay after a crash (10-25 ms per MiB of
     /// log, measured: docs/benchmarks.md). A smaller bound checkpoints more
     /// often: shorter recovery, more bytes written. Decided by the first
     /// open of the file in a process.

@@ -582,7 +582,6 @@ impl DirtyPages {
         self.recycle(page);
     }
 
-    /// Pages live in this transaction: in memory or spilled.
     /// The dirty branches and leaves in memory, counted (see
     /// [`TreePageKinds`]).
     pub(crate) fn tree_page_kinds(&self) -> TreePageKinds {
@@ -597,6 +596,7 @@ impl DirtyPages {
         kinds
     }
 
+    /// Pages live in this transaction: in memory or spilled.
     pub(crate) fn live_count(&self) -> usize {
         self.pages.iter().filter(|p| p.is_some()).count() + self.spilled_count
     }

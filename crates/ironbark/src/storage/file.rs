@@ -371,8 +371,9 @@ impl DataFile {
         let mut offset = offset;
         let mut index = 0usize; // first buffer not fully written
         let mut skip = 0usize; // bytes of bufs[index] already written
-                               // A few buffers (a log record, a meta page) go on the stack, so that
-                               // a commit's small writes allocate nothing.
+
+        // A few buffers (a log record, a meta page) go on the stack, so that
+        // a commit's small writes allocate nothing.
         let mut few = [IoSlice::new(&[]); 8];
         let mut many: Vec<IoSlice<'_>> = Vec::new();
         while index < bufs.len() {

@@ -48,7 +48,8 @@ pub(crate) const LOG_BOUND_MAX_BYTES: u64 = 256 << 20;
 /// twice the file the checkpoints write at most half the bytes the log
 /// does: 1M single-put overwrites into 1M records (a 124 MiB file) wrote
 /// 5.5 times their bytes under a fixed 64 MiB, 5.0 under the file's size
-/// and 4.2 under twice it. The upper end bounds the replay after a crash.
+/// and 4.2 under twice it (2.6 once the log grew without writing zeros).
+/// The upper end bounds the replay after a crash.
 pub(crate) fn log_bound(shared: &Shared, page_count: u64) -> u64 {
     shared.checkpoint_log_bytes.unwrap_or_else(|| {
         let file = page_count.saturating_mul(shared.limits.page_size as u64);
