@@ -725,6 +725,7 @@ impl Database {
                 state_seals: c.state_seals.load(Ordering::Relaxed),
                 logged_commits: c.logged_commits.load(Ordering::Relaxed),
                 spills: c.spills.load(Ordering::Relaxed),
+                checkpoint_steps: c.checkpoint_steps.load(Ordering::Relaxed),
             },
         })
     }
@@ -882,7 +883,7 @@ fn open_instance(
         // already), so nothing it reads is ever overwritten.
         file.lockless_reader_lock()?;
         let loaded = load(&file, options.map_reservation)?;
-        if log_end(path, None)?.is_some_and(|end| end > loaded.meta.txn) {
+        if loaded.meta.replay_end(log_end(path, None)?)?.is_some() {
             // Commits a crash left in the log: only a writer can replay
             // them, and this reader keeps writers out.
             return Err(Error::Locked);
@@ -920,6 +921,16 @@ fn open_instance(
                 return Err(e);
             }
         };
+        let log = open_log(path, options)?;
+        // Before the lock file is laid out: a step of a checkpoint whose
+        // log is damaged does not open, and leaves no lock file behind.
+        let end = match log_end(path, log.as_ref()).and_then(|end| loaded.meta.replay_end(end)) {
+            Ok(end) => end,
+            Err(e) => {
+                gated.discard();
+                return Err(e);
+            }
+        };
         let lock = gated.initialize(
             !options.read_only,
             options.max_readers,
@@ -928,11 +939,9 @@ fn open_instance(
             loaded.meta.txn,
             loaded.slot,
         )?;
-        let log = open_log(path, options)?;
         let lock = Arc::new(lock);
-        let end = log_end(path, log.as_ref())?;
         let readers = ReaderTable::shared(lock.clone());
-        if let Some(end) = end.filter(|&end| end > loaded.meta.txn) {
+        if let Some(end) = end {
             // A crash left logged commits past the file's newest commit,
             // the newest being the log's last: `open_with` replays them
             // (the writer of any process would), and until then a
@@ -967,6 +976,8 @@ fn open_instance(
             state_txn: 0,
             state_sum: 0,
             last_synced_txn: 0,
+            log_base: 0,
+            replay_to: 0,
         },
         source: MapSource {
             map: map.clone(),
@@ -984,6 +995,7 @@ fn open_instance(
         map_reservation: options.map_reservation,
         max_dirty_bytes: options.max_dirty_bytes,
         checkpoint_log_bytes: options.checkpoint_log_bytes,
+        checkpoint_step_pages: options.checkpoint_step_pages,
         read_only: options.read_only,
         db_id,
         max_readers_option: options.max_readers,
@@ -1071,6 +1083,7 @@ fn assemble(
         map_reservation: options.map_reservation,
         max_dirty_bytes: options.max_dirty_bytes,
         checkpoint_log_bytes: options.checkpoint_log_bytes,
+        checkpoint_step_pages: options.checkpoint_step_pages,
         read_only: options.read_only,
         db_id,
         max_readers_option: options.max_readers,
@@ -1079,7 +1092,14 @@ fn assemble(
         published_epoch: StdAtomicU64::new(0),
         graveyard: Mutex::new(Vec::with_capacity(GRAVEYARD_CAPACITY)),
         published: ArcSwap::from_pointee(Snapshot {
-            meta,
+            // A step of a checkpoint is no commit a reader may see: txn 0
+            // sends the first reader to the log's newest commit, which the
+            // open replays (a read-only process rebuilds it from the log).
+            meta: if meta.is_partial() {
+                Meta { txn: 0, ..meta }
+            } else {
+                meta
+            },
             source,
             catalog,
         }),
@@ -1112,6 +1132,8 @@ fn initial_image(page_size: usize) -> Vec<u8> {
         state_txn: 1,
         state_sum,
         last_synced_txn: 1,
+        log_base: 1,
+        replay_to: 1,
     }
     .encode();
     let mut image = vec![0u8; page_size * META_SLOTS as usize];

@@ -92,6 +92,16 @@ pub struct Options {
     /// often: shorter recovery, more bytes written. Decided by the first
     /// open of the file in a process.
     pub checkpoint_log_bytes: Option<u64>,
+    /// The pages a checkpoint writes per step when it goes in steps: a
+    /// checkpoint whose pages do not fit in the file's free pages and one
+    /// step is written as several durable commits of about this many pages
+    /// each, so the file grows by about one step instead of by a copy of
+    /// every page the logged commits changed (docs/design.md, "Partial
+    /// checkpoints"). `None` (the default) sizes it from the data: 1/64 of
+    /// the file, at least 64 pages. Smaller steps keep the file smaller
+    /// and cost a sync each. Decided by the first open of the file in a
+    /// process.
+    pub checkpoint_step_pages: Option<u64>,
     /// Fault injection for the engine's own tests: every write, sync, length
     /// change and read of the data file is first offered to this hook.
     #[doc(hidden)]
@@ -125,6 +135,7 @@ impl Default for Options {
             map_reservation: DEFAULT_MAP_RESERVATION,
             max_dirty_bytes: DEFAULT_MAX_DIRTY_BYTES,
             checkpoint_log_bytes: None,
+            checkpoint_step_pages: None,
             io_hook: None,
             broken_protocol: None,
         }

@@ -84,6 +84,11 @@ pub struct CommitCounters {
     /// Times a write transaction outgrew `Options::max_dirty_bytes` and
     /// spilled pages to its spill file.
     pub spills: u64,
+    /// Steps of checkpoints written in steps (all but the last step of
+    /// each, which counts as a commit): a checkpoint whose pages would not
+    /// fit in the file's free pages is written a share of the file at a
+    /// time, each share a durable commit.
+    pub checkpoint_steps: u64,
 }
 
 /// One live read transaction, in any process (`Database::readers`).

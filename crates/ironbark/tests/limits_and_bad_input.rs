@@ -50,8 +50,8 @@ fn meta_txn(image: &[u8], slot: usize, page_size: usize) -> u64 {
 
 fn reseal_meta(image: &mut [u8], slot: usize, page_size: usize) {
     let base = slot * page_size;
-    let sum = xxhash_rust::xxh3::xxh3_64(&image[base..base + 64]);
-    image[base + 64..base + 72].copy_from_slice(&sum.to_le_bytes());
+    let sum = xxhash_rust::xxh3::xxh3_64(&image[base..base + 80]);
+    image[base + 80..base + 88].copy_from_slice(&sum.to_le_bytes());
 }
 
 /// Opens `image` written to a fresh file, catching panics.
@@ -432,7 +432,7 @@ fn version_changed_is_incompatible() {
     populate(&db, 2, 2);
     drop(db);
     let image = std::fs::read(&t.path).unwrap();
-    for version in [0u32, 1, 2, 3, 5, 99, u32::MAX] {
+    for version in [0u32, 1, 2, 3, 6, 99, u32::MAX] {
         let mut bad = image.clone();
         for slot in 0..2 {
             bad[slot * PS + 8..slot * PS + 12].copy_from_slice(&version.to_le_bytes());
@@ -442,7 +442,7 @@ fn version_changed_is_incompatible() {
         match r {
             Err(Error::IncompatibleVersion { found, supported }) => {
                 assert_eq!(found, version);
-                assert_eq!(supported, 4);
+                assert_eq!(supported, 5);
             }
             other => panic!("version {version}: {other:?}"),
         }
@@ -465,6 +465,45 @@ fn version_changed_is_incompatible() {
     }
     let (_t, r) = open_image(&bad, "page size");
     assert!(r.is_err(), "page size 3000 in the file opened");
+}
+
+/// A file whose metas are format 4 (no log base; the checksum at byte 64
+/// covers bytes 0..64) opens with its data, and its next commit writes
+/// format 5.
+#[test]
+fn a_format_4_meta_opens_as_one_whose_log_base_is_its_txn() {
+    let t = temp_db("v4.ib");
+    let db = Database::open(&t.path).unwrap();
+    populate(&db, 2, 2);
+    let before = dump(&db).unwrap();
+    drop(db);
+    let mut image = std::fs::read(&t.path).unwrap();
+    for slot in 0..2 {
+        let base = slot * PS;
+        image[base + 8..base + 12].copy_from_slice(&4u32.to_le_bytes());
+        image[base + 64..base + 88].fill(0);
+        let sum = xxhash_rust::xxh3::xxh3_64(&image[base..base + 64]);
+        image[base + 64..base + 72].copy_from_slice(&sum.to_le_bytes());
+    }
+    let (k, r) = open_image(&image, "format 4");
+    let db = r.unwrap_or_else(|e| panic!("a format 4 file did not open: {e}"));
+    assert_eq!(dump(&db).unwrap(), before);
+    db.check().unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tr = tx.open_tree("after").unwrap();
+    tx.put(&tr, b"k", b"v").unwrap();
+    tx.commit().unwrap();
+    drop(db);
+    let image = std::fs::read(&k.path).unwrap();
+    let versions: Vec<u32> = (0..2)
+        .map(|slot| u32::from_le_bytes(image[slot * PS + 8..slot * PS + 12].try_into().unwrap()))
+        .collect();
+    assert!(
+        versions.contains(&5),
+        "no format 5 meta after a commit: {versions:?}"
+    );
+    let db = Database::open_with(&k.path, &opts(PS, Durability::None)).unwrap();
+    db.check().unwrap();
 }
 
 #[test]
@@ -529,7 +568,7 @@ fn meta_fallback(ps: usize, commits: usize) {
     }
     // The newest meta page zeroed (a torn write of the whole page).
     let mut bad = image.clone();
-    bad[newest * ps..newest * ps + 64].fill(0);
+    bad[newest * ps..newest * ps + 88].fill(0);
     let (_k, r) = open_image(&bad, "zeroed");
     let db = r.unwrap_or_else(|e| panic!("{what_ps}: zeroed newest meta: {e}"));
     assert_eq!(

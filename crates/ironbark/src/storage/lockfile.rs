@@ -73,7 +73,7 @@ pub(crate) struct TableHeader {
 }
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ibLOCK\0\0");
-const LOCK_FORMAT_VERSION: u64 = 4;
+const LOCK_FORMAT_VERSION: u64 = 5;
 /// Bytes before the first reader slot.
 pub(crate) const HEADER_LEN: usize = 4096;
 const SLOT_LEN: usize = 64;

@@ -172,15 +172,20 @@ impl RedoLog {
         Ok(self.scan()?.records.last().map(|r| r.txn))
     }
 
-    /// Restarts the chain after the durable checkpoint `epoch` and zeroes
-    /// the first record's header, so that the next open finds no record
-    /// without reading further (a clean close). Not synced: if the zeros
-    /// are lost, the next open reads the old records and skips them, as
-    /// the checkpoint covers them.
+    /// Restarts the chain after the durable checkpoint `epoch` and empties
+    /// the file, giving its blocks back (a clean close of the last process:
+    /// the log holds nothing the file does not, and an empty log is found
+    /// empty without reading). Not synced: if the truncation is lost, the
+    /// next open reads the old records and skips them, as the checkpoint
+    /// covers them. Only with no other handle on the file (a process
+    /// reading it through a map would fault).
     pub(crate) fn clear(&mut self, epoch: u64) -> Result<()> {
         self.restart(epoch);
-        if self.file_len >= HEADER_LEN as u64 {
-            self.file.write_vectored_at(&[&ZEROS[..HEADER_LEN]], 0)?;
+        if self.file_len > 0 {
+            // The map covers bytes that are about to go.
+            self.map = None;
+            self.file.set_len(0)?;
+            self.file_len = 0;
         }
         Ok(())
     }
@@ -447,8 +452,8 @@ impl RedoLog {
         self.last_txn
     }
 
-    #[cfg(test)]
-    /// The epoch of the chain being written.
+    /// The epoch of the chain being written: the durable file commit its
+    /// records continue.
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch
     }

@@ -18,15 +18,24 @@
 //! | 40 | 8 | txn id that wrote it |
 //! | 48 | 8 | newest txn id known durable before this meta was written |
 //! | 56 | 8 | XXH3-64 checksum of that blob (as in its header) |
-//! | 64 | 8 | XXH3-64 of bytes 0..64 |
+//! | 64 | 8 | log base: the txn after which the redo log's records apply to this commit's trees (its own txn, except for the steps of a partial checkpoint) |
+//! | 72 | 8 | replay to: the txn the log's records must reach to complete this commit (its own txn, except for those steps) |
+//! | 80 | 8 | XXH3-64 of bytes 0..80 |
+//!
+//! Format 4 had neither log field (its checksum at 64 covered bytes
+//! 0..64); such a meta reads as one whose log base and replay target are
+//! its txn, and the next commit writes format 5.
 
 use crate::checksum::checksum;
 use crate::error::{Error, Result};
 
 pub(crate) const MAGIC: [u8; 8] = *b"IRONBARK";
-pub(crate) const FORMAT_VERSION: u32 = 4;
+pub(crate) const FORMAT_VERSION: u32 = 5;
+/// The format before the meta had a log base; read as one whose log base
+/// is its txn (pages are laid out alike in both).
+const FORMAT_VERSION_WITHOUT_LOG_BASE: u32 = 4;
 /// Bytes of a meta page that carry data.
-pub(crate) const META_LEN: usize = 72;
+pub(crate) const META_LEN: usize = 88;
 /// Pages 0 and 1 are the meta slots.
 pub(crate) const META_SLOTS: u64 = 2;
 pub(crate) const MIN_PAGE_SIZE: usize = 1024;
@@ -42,6 +51,16 @@ pub(crate) struct Meta {
     pub(crate) state_txn: u64,
     pub(crate) state_sum: u64,
     pub(crate) last_synced_txn: u64,
+    /// The redo log's records after this txn, applied in order to this
+    /// commit's trees, give the newest commit. Equal to `txn` for every
+    /// commit but the steps of a partial checkpoint, whose trees hold each
+    /// key's value at some commit between the log base and the newest
+    /// (`txn::checkpoint_steps`).
+    pub(crate) log_base: u64,
+    /// The newest commit, whose log record a replay from `log_base` must
+    /// reach: a log that ends before it cannot complete these trees.
+    /// Equal to `txn` but for the steps of a partial checkpoint.
+    pub(crate) replay_to: u64,
 }
 
 pub(crate) fn page_size_is_valid(size: u64) -> bool {
@@ -57,6 +76,37 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 }
 
 impl Meta {
+    /// Whether this is a step of a partial checkpoint: its trees are the
+    /// newest commit only once the log's records after `log_base` (up to
+    /// `replay_to`) are applied to them.
+    pub(crate) fn is_partial(&self) -> bool {
+        self.log_base < self.txn
+    }
+
+    /// From the txn of the redo log's last record (`None`: no record), the
+    /// one up to which the log must be replayed on this commit, if any:
+    /// records past the commit, or a step of a partial checkpoint, whose
+    /// log must reach the commit it completes (else `Corrupted`: the log
+    /// that would finish it is damaged or gone).
+    pub(crate) fn replay_end(&self, log_end: Option<u64>) -> Result<Option<u64>> {
+        if !self.is_partial() {
+            return Ok(log_end.filter(|&end| end > self.txn));
+        }
+        match log_end {
+            Some(end) if end >= self.replay_to => Ok(Some(end)),
+            _ => Err(Error::Corrupted {
+                page: None,
+                detail: format!(
+                    "the durable commit {} is a step of a checkpoint that the redo log \
+                     completes, and the log ends at {}, before commit {}",
+                    self.txn,
+                    log_end.map_or("its start".to_string(), |e| format!("commit {e}")),
+                    self.replay_to
+                ),
+            }),
+        }
+    }
+
     pub(crate) fn encode(&self) -> [u8; META_LEN] {
         let mut b = [0u8; META_LEN];
         b[0..8].copy_from_slice(&MAGIC);
@@ -68,8 +118,10 @@ impl Meta {
         b[40..48].copy_from_slice(&self.state_txn.to_le_bytes());
         b[48..56].copy_from_slice(&self.last_synced_txn.to_le_bytes());
         b[56..64].copy_from_slice(&self.state_sum.to_le_bytes());
-        let sum = checksum(&b[0..64]);
-        b[64..72].copy_from_slice(&sum.to_le_bytes());
+        b[64..72].copy_from_slice(&self.log_base.to_le_bytes());
+        b[72..80].copy_from_slice(&self.replay_to.to_le_bytes());
+        let sum = checksum(&b[0..80]);
+        b[80..88].copy_from_slice(&sum.to_le_bytes());
         b
     }
 
@@ -80,16 +132,23 @@ impl Meta {
         if b.len() < META_LEN || b[0..8] != MAGIC {
             return Err(Error::NotAnIronbarkFile);
         }
-        let stored = u64_at(b, 64);
-        if checksum(&b[0..64]) != stored {
-            return Err(Error::corrupted_page(slot, "meta page checksum mismatch"));
-        }
         let version = u32_at(b, 8);
-        if version != FORMAT_VERSION {
-            return Err(Error::IncompatibleVersion {
-                found: version,
-                supported: FORMAT_VERSION,
-            });
+        let summed_ok = |len: usize| checksum(&b[0..len]) == u64_at(b, len);
+        let summed = match version {
+            FORMAT_VERSION => 80,
+            FORMAT_VERSION_WITHOUT_LOG_BASE => 64,
+            // A damaged version field is damage (the other slot is tried);
+            // a whole meta of another version is another format.
+            _ if !summed_ok(64) && !summed_ok(80) => 0,
+            _ => {
+                return Err(Error::IncompatibleVersion {
+                    found: version,
+                    supported: FORMAT_VERSION,
+                })
+            }
+        };
+        if summed == 0 || !summed_ok(summed) {
+            return Err(Error::corrupted_page(slot, "meta page checksum mismatch"));
         }
         let page_size = u32_at(b, 12);
         if !page_size_is_valid(page_size as u64) {
@@ -103,6 +162,16 @@ impl Meta {
             state_txn: u64_at(b, 40),
             last_synced_txn: u64_at(b, 48),
             state_sum: u64_at(b, 56),
+            log_base: if summed == 80 {
+                u64_at(b, 64)
+            } else {
+                u64_at(b, 16)
+            },
+            replay_to: if summed == 80 {
+                u64_at(b, 72)
+            } else {
+                u64_at(b, 16)
+            },
         };
         let bad = |d: &str| Err(Error::corrupted_page(slot, d.to_string()));
         if meta.txn == 0 {
@@ -114,7 +183,11 @@ impl Meta {
         if meta.state_pgno < META_SLOTS || meta.state_pgno >= meta.page_count {
             return bad("meta state page out of range");
         }
-        if meta.state_txn > meta.txn || meta.last_synced_txn > meta.txn {
+        if meta.state_txn > meta.txn
+            || meta.last_synced_txn > meta.txn
+            || meta.log_base > meta.replay_to
+            || meta.replay_to > meta.txn
+        {
             return bad("meta txn ids out of order");
         }
         Ok(meta)

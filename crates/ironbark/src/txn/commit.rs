@@ -32,6 +32,7 @@ use crate::state::{self, BlobRef, Chain, Plan};
 use crate::storage::arena::ARENA_BIT;
 use crate::storage::freespace::{Extent, FreeSpace, Freed, Pending};
 use crate::storage::meta::Meta;
+use crate::txn::checkpoint_steps::{self, StepPlan, Steps};
 use crate::txn::logged::{self, Logged};
 use crate::txn::seal::{order_dirty, seal_all};
 use crate::txn::shared::{Shared, Snapshot, WriterGuard, WriterState, THOROUGH_INTERVAL};
@@ -136,6 +137,7 @@ pub(crate) fn commit(
         &mut dirty,
         &mut space,
         durability,
+        Part::Whole,
     );
     w.page_pool = dirty.into_pool(shared.limits.page_size);
     finish(shared, w, base, catalog, &space, result)
@@ -157,6 +159,7 @@ fn finish(
             w.arena_space.retire_all(meta.txn);
             w.logged_freed.clear();
             w.checkpoint_catalog = None;
+            w.checkpoint_steps = None;
             shared.set_logged_by(0);
             let map = shared.map.lock().unwrap_or_else(|e| e.into_inner()).clone();
             shared.publish(
@@ -297,6 +300,18 @@ impl Allocator<'_> {
     }
 }
 
+/// What `write_commit` writes.
+#[derive(Clone, Copy)]
+enum Part {
+    /// The newest trees whole (a commit, or a checkpoint at once): the file
+    /// pages the logged commits stopped using are freed with it.
+    Whole,
+    /// A step of a checkpoint (`txn::checkpoint_steps`), which chose what
+    /// it frees; its meta names the log's records it needs.
+    Step { log_base: u64, replay_to: u64 },
+}
+
+#[allow(clippy::too_many_arguments)]
 fn write_commit(
     shared: &Shared,
     w: &mut WriterState,
@@ -305,6 +320,7 @@ fn write_commit(
     dirty: &mut DirtyPages,
     space: &mut SpaceLog,
     durability: Durability,
+    part: Part,
 ) -> Result<(Meta, Chain)> {
     let limits = shared.limits;
     let ps = limits.page_size;
@@ -320,7 +336,9 @@ fn write_commit(
         logged::pull_arena(catalog, dirty, &base.source)?;
     }
     space.freed.retain(|f| f.extent.start & ARENA_BIT == 0);
-    space.freed.extend_from_slice(&w.logged_freed);
+    if let Part::Whole = part {
+        space.freed.extend_from_slice(&w.logged_freed);
+    }
 
     // 2. Page numbers. A shrinking commit first takes the free tail off
     // the end of the file (given back if the commit fails).
@@ -492,6 +510,19 @@ fn write_commit(
         state_txn: txn,
         state_sum,
         last_synced_txn: w.durable_txn,
+        log_base: txn,
+        replay_to: txn,
+    };
+    let meta = match part {
+        Part::Whole => meta,
+        Part::Step {
+            log_base,
+            replay_to,
+        } => Meta {
+            log_base,
+            replay_to,
+            ..meta
+        },
     };
     let meta_bytes = meta.encode();
     calls += shared
@@ -664,6 +695,9 @@ fn commit_of_newest(
     shrink: bool,
     durability: Durability,
 ) -> Result<()> {
+    if !shrink && wants_steps(shared, w) {
+        return checkpoint_in_steps(shared, w);
+    }
     let base = shared.published.load_full();
     let mut catalog = base.catalog.clone();
     let mut space = SpaceLog {
@@ -679,8 +713,162 @@ fn commit_of_newest(
         &mut DirtyPages::default(),
         &mut space,
         durability,
+        Part::Whole,
     );
     finish(shared, w, &base, catalog, &space, result)
+}
+
+/// The pages a step of a checkpoint may write in a file of `page_count`
+/// pages (more if that many are free).
+fn step_pages(shared: &Shared, page_count: u64) -> u64 {
+    shared
+        .checkpoint_step_pages
+        .unwrap_or_else(|| {
+            (page_count / checkpoint_steps::STEP_SHARE).max(checkpoint_steps::MIN_STEP_PAGES)
+        })
+        .max(1)
+}
+
+/// Whether the pending checkpoint goes in steps: one is under way, or the
+/// pages of the logged commits do not fit in the free pages and a step's
+/// share of the file (the file would grow by nearly all of them), and the
+/// trees are the same as at the last file commit.
+fn wants_steps(shared: &Shared, w: &mut WriterState) -> bool {
+    if w.checkpoint_steps.is_some() {
+        return true;
+    }
+    let Some(last) = w.checkpoint_catalog.as_ref() else {
+        return false;
+    };
+    let newest = shared.published.load_full();
+    if w.log.is_none() || !checkpoint_steps::same_trees(last, &newest.catalog) {
+        return false;
+    }
+    release(shared, w);
+    w.arena_space.live_pages()
+        > w.free.reusable_pages() + step_pages(shared, newest.meta.page_count)
+}
+
+/// Writes the pending checkpoint in steps (`txn::checkpoint_steps`), each
+/// a durable file commit; the last, which holds the newest trees whole, is
+/// published as the checkpoint. A step that fails leaves the steps before
+/// it durable, and the next call goes on from there.
+fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
+    let newest = shared.published.load_full();
+    if w.checkpoint_steps.is_none() {
+        let log = w.log.as_ref().expect("logged commits have a log");
+        // A step's trees are a commit only with the log's records: those
+        // must be durable before any step is.
+        shared.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = log.sync() {
+            w.poisoned = true;
+            return Err(e);
+        }
+        let last = Meta {
+            txn: log.epoch(),
+            ..newest.meta
+        };
+        debug_assert_eq!(
+            last.txn, w.durable_txn,
+            "the log continues the durable commit"
+        );
+        w.checkpoint_steps = Some(Steps::begin(last, newest.txn(), &mut w.logged_freed));
+    }
+    let ps = shared.limits.page_size;
+    loop {
+        release(shared, w);
+        let steps = w.checkpoint_steps.as_ref().expect("begun above");
+        let page_count = steps.last.page_count;
+        let budget = w.free.reusable_pages().max(step_pages(shared, page_count));
+        let file = MapSource {
+            map: shared.map.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            page_count,
+            page_size: ps,
+            arena: None,
+        };
+        let last_catalog = w
+            .checkpoint_catalog
+            .as_ref()
+            .expect("logged commits pending");
+        let plan = checkpoint_steps::plan(
+            steps,
+            last_catalog,
+            &newest.catalog,
+            &file,
+            &newest.source,
+            budget,
+            &w.logged_freed,
+        )?;
+        let txn = steps.txn + 1;
+        let part = if plan.complete {
+            Part::Step {
+                log_base: txn,
+                replay_to: txn,
+            }
+        } else {
+            Part::Step {
+                log_base: steps.log_base,
+                replay_to: steps.replay_to,
+            }
+        };
+        let base = Snapshot {
+            meta: Meta {
+                txn: txn - 1,
+                page_count,
+                ..newest.meta
+            },
+            source: MapSource {
+                page_count,
+                ..newest.source.clone()
+            },
+            catalog: Catalog::default(),
+        };
+        let StepPlan {
+            mut catalog,
+            mut dirty,
+            freed,
+            complete,
+            record,
+        } = plan;
+        let mut space = SpaceLog {
+            freed,
+            taken: Vec::new(),
+            shrink: false,
+        };
+        let result = write_commit(
+            shared,
+            w,
+            &base,
+            &mut catalog,
+            &mut dirty,
+            &mut space,
+            Durability::Immediate,
+            part,
+        );
+        if complete {
+            return finish(shared, w, &base, catalog, &space, result);
+        }
+        match result {
+            Ok((meta, chain)) => {
+                w.chain = chain;
+                w.checkpoint_catalog = Some(catalog);
+                w.checkpoint_steps
+                    .as_mut()
+                    .expect("begun above")
+                    .stepped(record, meta);
+                shared
+                    .counters
+                    .checkpoint_steps
+                    .fetch_add(1, Ordering::Relaxed);
+                shared.save_durable(w);
+            }
+            Err(e) => {
+                w.free.roll_back(txn, &space.taken);
+                shared.save_durable(w);
+                return Err(e);
+            }
+        }
+    }
 }
 
 /// At close: writes the pending logged commits to the file (a checkpoint);

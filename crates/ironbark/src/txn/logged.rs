@@ -84,6 +84,25 @@ fn arena_bound(page_size: u64, page_count: u64) -> u64 {
     (ARENA_MIN_BOUND_BYTES / page_size).max(page_count.saturating_mul(2))
 }
 
+/// Whether the log or the arena is so near its bound that the next write
+/// transaction should checkpoint before it begins (`WriteTxn::begin`): a
+/// checkpoint there may go in steps (`txn::checkpoint_steps`), while one a
+/// commit falls back to when a bound is passed is written at once, with
+/// that commit's pages (and so needs free pages for all of them). Near:
+/// within 1/16 of either bound (for the log, at the default bounds, more
+/// than the largest record a commit may log).
+pub(crate) fn checkpoint_due(shared: &Shared, w: &WriterState, page_count: u64) -> bool {
+    if w.checkpoint_catalog.is_none() {
+        return false;
+    }
+    let log_full = w.log.as_ref().is_some_and(|log| {
+        let bound = log_bound(shared, page_count);
+        log.len_used() > bound - bound / 16
+    });
+    let limit = arena_bound(shared.limits.page_size as u64, page_count);
+    log_full || w.arena_space.live_pages() > limit - limit / 16
+}
+
 /// Arena slots a write transaction is lent at most (4 MiB of 4 KiB
 /// pages): a transaction that changes more pages is unlikely to be logged,
 /// and its further pages take heap buffers (copied into the arena at a

@@ -7,6 +7,7 @@
 //! handle is only resolved in the database it came from, and only to the
 //! tree it was made for (its id), never to a later tree of the same name.
 
+pub(crate) mod checkpoint_steps;
 pub(crate) mod commit;
 pub(crate) mod cursor_mut;
 pub(crate) mod logged;

@@ -692,6 +692,8 @@ impl ReadTxn {
         }
         let meta = Meta {
             last_synced_txn: self.snapshot.txn(),
+            log_base: self.snapshot.txn(),
+            replay_to: self.snapshot.txn(),
             ..self.snapshot.meta
         };
         let source = &self.snapshot.source;

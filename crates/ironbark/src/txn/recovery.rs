@@ -39,7 +39,7 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
             }
         },
     };
-    if !scan.records.is_empty() && scan.epoch > meta.txn {
+    if !scan.records.is_empty() && scan.epoch > meta.log_base {
         return Err(Error::Corrupted {
             page: None,
             detail: format!(
@@ -48,10 +48,11 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
             ),
         });
     }
+    meta.replay_end(scan.records.last().map(|r| r.txn))?;
     let records: Vec<_> = scan
         .records
         .into_iter()
-        .filter(|r| r.txn > meta.txn)
+        .filter(|r| r.txn > meta.log_base)
         .collect();
     let source = shared.file_source(&meta)?;
     let loaded = state::load(&source, &meta, true)?;
@@ -87,6 +88,7 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
     w.arena_space.retire_all(commit_txn);
     w.logged_freed.clear();
     w.checkpoint_catalog = None;
+    w.checkpoint_steps = None;
     let previous = shared.published.load_full();
     shared.set_published(Arc::new(Snapshot {
         meta: Meta { txn: top, ..meta },
@@ -198,21 +200,24 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
         Err(Error::Corrupted { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
-    if meta.txn >= txn {
+    if meta.log_base >= txn {
         return Ok(None);
     }
     let Some(log) = RedoLog::open_read_only(&log_path(&shared.path))? else {
         return Ok(None);
     };
     let scan = log.scan_from(None, txn)?;
-    if scan.epoch > meta.txn || scan.records.last().is_none_or(|r| r.txn != txn) {
+    if scan.epoch > meta.log_base
+        || scan.records.last().is_none_or(|r| r.txn != txn)
+        || txn < meta.replay_to
+    {
         return Ok(None);
     }
     let at = scan.chain_end(None).expect("records");
     let records: Vec<_> = scan
         .records
         .into_iter()
-        .filter(|r| r.txn > meta.txn)
+        .filter(|r| r.txn > meta.log_base)
         .collect();
     let source = shared.file_source(&meta)?;
     let loaded = state::load(&source, &meta, false)?;

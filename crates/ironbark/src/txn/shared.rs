@@ -116,6 +116,10 @@ pub(crate) struct WriterState {
     /// The catalog of the last file commit, while logged commits followed
     /// it (the state chain records changes against it).
     pub(crate) checkpoint_catalog: Option<Catalog>,
+    /// A checkpoint being written in steps, between its first step and its
+    /// last (`txn::checkpoint_steps`); `checkpoint_catalog` is then the
+    /// last step's.
+    pub(crate) checkpoint_steps: Option<crate::txn::checkpoint_steps::Steps>,
     /// The redo buffer kept between write transactions.
     pub(crate) redo_buffer: Vec<u8>,
     /// The commit's placement buffers, kept between commits.
@@ -165,6 +169,7 @@ impl WriterState {
             arena_space: ArenaSpace::default(),
             logged_freed: Vec::new(),
             checkpoint_catalog: None,
+            checkpoint_steps: None,
             redo_buffer: Vec::new(),
             placement: Placement::default(),
             following: None,
@@ -179,6 +184,7 @@ impl WriterState {
         self.arena_space.retire_all(txn);
         self.logged_freed.clear();
         self.checkpoint_catalog = None;
+        self.checkpoint_steps = None;
     }
 }
 
@@ -196,6 +202,8 @@ pub(crate) struct Counters {
     pub(crate) state_seals: AtomicU64,
     pub(crate) logged_commits: AtomicU64,
     pub(crate) spills: AtomicU64,
+    /// Steps of checkpoints written in steps, but for the last of each.
+    pub(crate) checkpoint_steps: AtomicU64,
 }
 
 // Aligned to a cache line for the reason `Snapshot` is: each read
@@ -215,6 +223,8 @@ pub(crate) struct Shared {
     pub(crate) max_dirty_bytes: usize,
     /// `Options::checkpoint_log_bytes` of the first open in this process.
     pub(crate) checkpoint_log_bytes: Option<u64>,
+    /// `Options::checkpoint_step_pages` of the first open in this process.
+    pub(crate) checkpoint_step_pages: Option<u64>,
     /// The instance has no write access (the first open was read-only).
     pub(crate) read_only: bool,
     /// This database's identity in this process, carried by its tree

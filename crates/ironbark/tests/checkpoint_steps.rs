@@ -1,0 +1,256 @@
+//! Checkpoints written in steps: when the pages of the logged commits do
+//! not fit in the file's free pages, a checkpoint writes a share of them at
+//! a time, each share a durable commit that frees the pages the next one
+//! reuses. What is checked: the file grows by a share of itself instead of
+//! a second copy of the changed pages; the steps happened (counted); every
+//! commit reads back before and after reopening; `check` passes, so the
+//! trees' counters (entries, pages by kind) are exact after splicing;
+//! splits, merges, deletes and large values (overflow pages) on the way;
+//! a reader's snapshot taken before the steps stays whole.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use common::{temp_db, Rng};
+use ironbark::{Database, Durability, IoHook, IoHookHandle, Options};
+
+fn options() -> Options {
+    Options {
+        durability: Durability::None,
+        logged_commits: true,
+        ..Options::default()
+    }
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{i:013}").into_bytes()
+}
+
+fn read_all(db: &Database) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let rx = db.begin_read().unwrap();
+    let tree = rx.tree("t").unwrap();
+    rx.range(&tree, ..)
+        .unwrap()
+        .map(|e| {
+            let (k, v) = e.unwrap();
+            (k.to_vec(), v.to_vec())
+        })
+        .collect()
+}
+
+/// Loads `n` records in batches (file commits), checkpoints, and returns
+/// the model and the page count.
+fn load(db: &Database, n: u64) -> (BTreeMap<Vec<u8>, Vec<u8>>, u64) {
+    let mut model = BTreeMap::new();
+    for start in (0..n).step_by(1000) {
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        for i in start..(start + 1000).min(n) {
+            let v = vec![b'a' + (i % 26) as u8; 100];
+            tx.put(&tree, &key(i), &v).unwrap();
+            model.insert(key(i), v);
+        }
+        tx.commit().unwrap();
+    }
+    db.checkpoint().unwrap();
+    let pages = db.stats().unwrap().page_count;
+    (model, pages)
+}
+
+/// Single-put commits: with `shape_changes`, also inserts and deletes
+/// (splits and merges) and values past a page (overflow runs).
+fn churn(
+    db: &Database,
+    model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+    n: u64,
+    commits: u32,
+    shape_changes: bool,
+    rng: &mut Rng,
+) {
+    for c in 0..commits {
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        let k = key(rng.below(n));
+        let roll = rng.below(100);
+        if shape_changes && roll < 15 {
+            tx.delete(&tree, &k).unwrap();
+            model.remove(&k);
+        } else {
+            let (k, len) = if shape_changes && roll < 30 {
+                (key(n + rng.below(n)), 100)
+            } else if shape_changes && roll < 33 {
+                (k, 9000)
+            } else {
+                (k, 100)
+            };
+            let v = vec![(c % 251) as u8; len];
+            tx.put(&tree, &k, &v).unwrap();
+            model.insert(k, v);
+        }
+        tx.commit().unwrap();
+    }
+}
+
+#[test]
+fn a_checkpoint_of_overwrites_to_every_leaf_grows_the_file_by_a_share_of_it() {
+    let t = temp_db("steps.ib");
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    let n = 30_000;
+    let (mut model, loaded_pages) = load(&db, n);
+    let mut rng = Rng::new(5);
+    // (`stats` checkpoints first: taken before the logged commits.)
+    let before = db.stats().unwrap().counters;
+    // ~860 leaves; 6,000 random overwrites leave hardly one unchanged.
+    churn(&db, &mut model, n, 6_000, false, &mut rng);
+    db.checkpoint().unwrap();
+    let stats = db.stats().unwrap();
+    let steps = stats.counters.checkpoint_steps - before.checkpoint_steps;
+    eprintln!(
+        "{steps} steps: {loaded_pages} -> {} pages",
+        stats.page_count
+    );
+    assert!(steps >= 4, "the checkpoint went in {steps} steps");
+    assert!(
+        stats.page_count * 100 <= loaded_pages * 112,
+        "the file grew from {loaded_pages} to {} pages in {steps} steps",
+        stats.page_count
+    );
+    assert!(read_all(&db) == model);
+    db.check().unwrap();
+    drop(db);
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    assert!(read_all(&db) == model, "reopened");
+    db.check().unwrap();
+}
+
+#[test]
+fn steps_keep_counters_exact_through_splits_merges_and_overflow_runs() {
+    for seed in 1..=4 {
+        let t = temp_db("shapes.ib");
+        let db = Database::open_with(&t.path, &options()).unwrap();
+        let n = 20_000;
+        let (mut model, _) = load(&db, n);
+        let mut rng = Rng::new(seed);
+        for round in 0..3 {
+            let before = db.stats().unwrap().counters;
+            churn(&db, &mut model, n, 3_000, true, &mut rng);
+            // A reader from before the steps keeps its snapshot.
+            let rx = db.begin_read().unwrap();
+            let tree = rx.tree("t").unwrap();
+            let seen: Vec<(Vec<u8>, Vec<u8>)> = rx
+                .range(&tree, ..)
+                .unwrap()
+                .take(300)
+                .map(|e| {
+                    let (k, v) = e.unwrap();
+                    (k.to_vec(), v.to_vec())
+                })
+                .collect();
+            db.checkpoint().unwrap();
+            let again: Vec<(Vec<u8>, Vec<u8>)> = rx
+                .range(&tree, ..)
+                .unwrap()
+                .take(300)
+                .map(|e| {
+                    let (k, v) = e.unwrap();
+                    (k.to_vec(), v.to_vec())
+                })
+                .collect();
+            assert_eq!(
+                seen, again,
+                "seed {seed} round {round}: a reader's snapshot changed"
+            );
+            drop(rx);
+            let counters = db.stats().unwrap().counters;
+            eprintln!(
+                "seed {seed} round {round}: {} steps",
+                counters.checkpoint_steps - before.checkpoint_steps
+            );
+            assert!(read_all(&db) == model, "seed {seed} round {round}");
+            let report = db.check().unwrap();
+            assert_eq!(
+                report.entries,
+                model.len() as u64,
+                "seed {seed} round {round}"
+            );
+        }
+        drop(db);
+        let db = Database::open_with(&t.path, &options()).unwrap();
+        assert!(read_all(&db) == model, "seed {seed}: reopened");
+        db.check().unwrap();
+    }
+}
+
+/// Fails the data file's writes once `countdown` is set to `n`: the
+/// `n`-th write from then on fails, and every one after it until it is
+/// reset to 0 (a full disk).
+#[derive(Default)]
+struct FailWrites {
+    countdown: AtomicU64,
+}
+
+impl IoHook for FailWrites {
+    fn on_write(&self, _offset: u64, _bufs: &[&[u8]]) -> io::Result<()> {
+        match self.countdown.load(Ordering::SeqCst) {
+            0 => Ok(()),
+            1 => Err(io::Error::from_raw_os_error(libc::ENOSPC)),
+            n => {
+                self.countdown.store(n - 1, Ordering::SeqCst);
+                Ok(())
+            }
+        }
+    }
+}
+
+#[test]
+fn a_step_that_fails_is_taken_up_again_and_loses_nothing() {
+    for fail_at in [1, 2, 5, 9] {
+        let t = temp_db("fail.ib");
+        let hook = Arc::new(FailWrites::default());
+        let faulty = Options {
+            io_hook: Some(IoHookHandle(hook.clone())),
+            ..options()
+        };
+        let db = Database::open_with(&t.path, &faulty).unwrap();
+        let n = 20_000;
+        let (mut model, _) = load(&db, n);
+        let before = db.stats().unwrap().counters;
+        churn(&db, &mut model, n, 4_000, false, &mut Rng::new(fail_at));
+        hook.countdown.store(fail_at, Ordering::SeqCst);
+        let failed = db.checkpoint();
+        assert!(
+            failed.is_err(),
+            "write {fail_at} of the checkpoint failed, and it succeeded"
+        );
+        let done = db.stats();
+        // Still failing: the steps cannot go on, and nothing is lost.
+        assert!(done.is_err(), "fail at {fail_at}: {done:?}");
+        assert!(
+            read_all(&db) == model,
+            "fail at {fail_at}: a failed step lost commits"
+        );
+        hook.countdown.store(0, Ordering::SeqCst);
+        // The next write transaction finishes the steps first.
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        tx.put(&tree, b"after", b"the steps").unwrap();
+        tx.commit().unwrap();
+        model.insert(b"after".to_vec(), b"the steps".to_vec());
+        let after = db.stats().unwrap().counters;
+        assert!(
+            after.checkpoint_steps > before.checkpoint_steps,
+            "fail at {fail_at}: no step was written"
+        );
+        assert!(read_all(&db) == model, "fail at {fail_at}");
+        db.check().unwrap();
+        drop(db);
+        let db = Database::open_with(&t.path, &options()).unwrap();
+        assert!(read_all(&db) == model, "fail at {fail_at}: reopened");
+        db.check().unwrap();
+    }
+}
