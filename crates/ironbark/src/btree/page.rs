@@ -204,6 +204,7 @@ impl<'a> Node<'a> {
     }
 
     /// The bytes of cell `i`, exactly.
+    #[inline(always)]
     pub(crate) fn cell(&self, i: usize) -> Result<&'a [u8]> {
         let off = self.cell_offset(i)?;
         let len = if self.is_leaf {
@@ -498,6 +499,19 @@ impl<'a> Node<'a> {
             used += self.cell(i)?.len() + SLOT_LEN;
         }
         Ok(used)
+    }
+
+    /// Whether cells and slots use at least `bytes`: counted in slot order
+    /// up to the first cells that reach it.
+    pub(crate) fn uses_at_least(&self, bytes: usize) -> Result<bool> {
+        let mut used = 0;
+        for i in 0..self.count {
+            if used >= bytes {
+                return Ok(true);
+            }
+            used += self.cell(i)?.len() + SLOT_LEN;
+        }
+        Ok(used >= bytes)
     }
 }
 

@@ -24,7 +24,7 @@ impl Root {
 }
 
 /// Reads a tree page at the given level (1 = leaf), checking its kind.
-#[inline]
+#[inline(always)]
 pub(crate) fn node_at<'a, S: PageSource + ?Sized>(
     src: &'a S,
     pgno: u64,
