@@ -13,6 +13,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -241,4 +242,52 @@ fn a_step_that_fails_is_taken_up_again_and_loses_nothing() {
         assert!(read_all(&db) == model, "fail at {fail_at}: reopened");
         db.check().unwrap();
     }
+}
+
+/// Checkpoints that the log's bound brings run before the write
+/// transaction that finds the log near it, so they go in steps too: under
+/// a stream of single-put overwrites with a small log bound, the file
+/// stays near its loaded size instead of doubling at each checkpoint.
+#[test]
+fn checkpoints_the_log_bound_brings_go_in_steps_and_keep_the_file_small() {
+    let t = temp_db("bound.ib");
+    let bounded = Options {
+        checkpoint_log_bytes: Some(512 << 10),
+        ..options()
+    };
+    let db = Database::open_with(&t.path, &bounded).unwrap();
+    let n = 30_000;
+    let (mut model, loaded_pages) = load(&db, n);
+    let before = db.stats().unwrap().counters;
+    let mut rng = Rng::new(9);
+    let mut largest = 0;
+    for _ in 0..8 {
+        // ~2,500 records of ~140 bytes: 350 KiB of log, most of the
+        // bound; eight rounds cross it several times.
+        churn(&db, &mut model, n, 2_500, false, &mut rng);
+        // Allocated blocks: the file's length runs ahead of its pages in
+        // chunks of at least 1 MiB.
+        largest = largest.max(std::fs::metadata(&t.path).unwrap().blocks() * 512);
+    }
+    let after = db.stats().unwrap().counters;
+    let checkpoints =
+        after.commits - after.logged_commits - (before.commits - before.logged_commits);
+    let steps = after.checkpoint_steps - before.checkpoint_steps;
+    let page_size = db.stats().unwrap().page_size as u64;
+    eprintln!(
+        "{checkpoints} checkpoints in {steps} steps; the file reached {largest} bytes from {}",
+        loaded_pages * page_size
+    );
+    assert!(checkpoints >= 4, "{checkpoints} checkpoints");
+    assert!(
+        steps >= 4 * 3,
+        "{steps} steps over {checkpoints} checkpoints"
+    );
+    assert!(
+        largest <= loaded_pages * page_size * 125 / 100,
+        "the file reached {largest} bytes from {} loaded",
+        loaded_pages * page_size
+    );
+    assert!(read_all(&db) == model);
+    db.check().unwrap();
 }
