@@ -10,7 +10,9 @@
 
 use std::sync::Arc;
 
-use crate::btree::page::{blob_run_pages, page_kind, BLOB_HEADER_LEN, DIRTY_BIT, KIND_BRANCH};
+use crate::btree::page::{
+    blob_run_pages, page_kind, set_child, BLOB_HEADER_LEN, DIRTY_BIT, KIND_BRANCH,
+};
 use crate::error::{Error, Result};
 use crate::storage::arena::{Arena, SlotBuf, ARENA_BIT};
 use crate::storage::map::Map;
@@ -170,6 +172,12 @@ pub(crate) struct DirtyPages {
     slots_lent: usize,
     /// Set when the arena could lend no more: the transaction stops asking.
     slots_refused: bool,
+    /// By index: the dirty parent and slot a descent last linked each
+    /// dirty page into (`link_child`), `(0, 0)` for none. Hints only: a
+    /// split, merge or savepoint may have moved the page since, so the
+    /// commit checks each against its parent (`seal::order_dirty`), and
+    /// scans the dirty branches for their dirty children when one fails.
+    parent_hints: Vec<(u64, u32)>,
 }
 
 /// Buffers kept for reuse at most (16 MiB of 4 KiB pages): a larger
@@ -198,6 +206,7 @@ impl Default for DirtyPages {
             slots: Vec::new(),
             slots_lent: 0,
             slots_refused: false,
+            parent_hints: Vec::new(),
         }
     }
 }
@@ -237,17 +246,44 @@ pub(crate) struct PagePool {
     buffers: Vec<Box<[u8]>>,
     pages: Vec<Option<PageBuf>>,
     slots: Vec<SlotBuf>,
+    parent_hints: Vec<(u64, u32)>,
 }
 
 impl DirtyPages {
     /// Starts with the buffers and vectors of `pool`.
     pub(crate) fn with_pool(pool: PagePool) -> DirtyPages {
-        debug_assert!(pool.pages.is_empty() && pool.slots.is_empty());
+        debug_assert!(
+            pool.pages.is_empty() && pool.slots.is_empty() && pool.parent_hints.is_empty()
+        );
         DirtyPages {
             pool: pool.buffers,
             pages: pool.pages,
             slots: pool.slots,
+            parent_hints: pool.parent_hints,
             ..DirtyPages::default()
+        }
+    }
+
+    /// Points slot `slot` of dirty branch `parent` at dirty page `child`
+    /// (a copy the descent just made), remembering the link as `child`'s
+    /// parent hint.
+    pub(crate) fn link_child(&mut self, parent: u64, slot: usize, child: u64) {
+        debug_assert!(parent & DIRTY_BIT != 0 && child & DIRTY_BIT != 0);
+        set_child(self.get_mut(parent), slot, child, 0, 0);
+        let index = (child & !DIRTY_BIT) as usize;
+        if self.parent_hints.len() <= index {
+            self.parent_hints.resize(index + 1, (0, 0));
+        }
+        self.parent_hints[index] = (parent, slot as u32);
+    }
+
+    /// The dirty parent and slot page `index` was last linked into, if any
+    /// (a hint: see `parent_hints`).
+    #[inline]
+    pub(crate) fn parent_hint(&self, index: usize) -> Option<(u64, usize)> {
+        match self.parent_hints.get(index) {
+            Some(&(parent, slot)) if parent != 0 => Some((parent, slot as usize)),
+            _ => None,
         }
     }
 
@@ -407,10 +443,12 @@ impl DirtyPages {
                 .take(room),
         );
         self.slots.clear();
+        self.parent_hints.clear();
         PagePool {
             buffers,
             pages: std::mem::take(&mut self.pages),
             slots: std::mem::take(&mut self.slots),
+            parent_hints: std::mem::take(&mut self.parent_hints),
         }
     }
 

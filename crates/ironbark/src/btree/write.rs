@@ -330,7 +330,7 @@ impl<'a> TreeWriter<'a> {
             let child_sum = node.child_sum(slot)?;
             let child_id = self.touch(child, child_txn, child_sum, level - 1)?;
             if child_id != child {
-                set_child(self.dirty.get_mut(id), slot, child_id, 0, 0);
+                self.dirty.link_child(id, slot, child_id);
             }
             path[(tree.root.depth - level) as usize] = Step { page: id, slot };
             id = child_id;
@@ -817,7 +817,7 @@ impl<'a> TreeWriter<'a> {
             match d.checked_sub(1) {
                 None => tree.root.pgno = id,
                 Some(up) if id != pgno => {
-                    set_child(self.dirty.get_mut(path[up].page), path[up].slot, id, 0, 0);
+                    self.dirty.link_child(path[up].page, path[up].slot, id);
                 }
                 Some(_) => {}
             }
