@@ -41,7 +41,7 @@ pub(crate) struct MapSource {
 }
 
 impl MapSource {
-    #[inline]
+    #[inline(never)]
     fn range(&self, pgno: u64, pages: u64) -> Result<&[u8]> {
         let end = pgno.checked_add(pages);
         if pgno < META_SLOTS || pages == 0 || end.is_none_or(|e| e > self.page_count) {
@@ -68,8 +68,18 @@ impl MapSource {
 }
 
 impl PageSource for MapSource {
-    #[inline]
+    #[inline(always)]
     fn page(&self, pgno: u64) -> Result<&[u8]> {
+        // A file page in range, inlined into the descent: one compare (the
+        // subtraction wraps the meta pages to above any count) and the
+        // map's own. The rest (arena pages, damage) goes the general way.
+        if pgno.wrapping_sub(META_SLOTS) < self.page_count.saturating_sub(META_SLOTS) {
+            if let Some(offset) = pgno.checked_mul(self.page_size as u64) {
+                if let Some(page) = self.map.slice(offset, self.page_size) {
+                    return Ok(page);
+                }
+            }
+        }
         self.range(pgno, 1)
     }
 

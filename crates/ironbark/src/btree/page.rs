@@ -354,11 +354,16 @@ impl<'a> Node<'a> {
         usize::from(self.bytes[17])
     }
 
-    /// The head of key `i` (see the module doc). The slot array lies within
-    /// the page (checked by `parse`).
+    /// The slot array: `count` slots, within the page (checked by `parse`).
+    #[inline(always)]
+    fn slots(&self) -> &'a [u8] {
+        &self.bytes[HEADER_LEN..HEADER_LEN + self.count * SLOT_LEN]
+    }
+
+    /// The head of key `i` (see the module doc).
     #[inline]
     fn head(&self, i: usize) -> u32 {
-        u32_at(self.bytes, HEADER_LEN + i * SLOT_LEN + SLOT_HEAD)
+        slot_head(self.slots(), i as u32)
     }
 
     /// Where `key` falls among keys `first..self.count`, by their heads:
@@ -385,15 +390,20 @@ impl<'a> Node<'a> {
         // x86 backend may still make the select a branch in a loop;
         // `std::hint::select_unpredictable` would keep it, but needs Rust
         // 1.88, above the MSRV.
-        let mut base = first;
-        let mut size = count - first;
+        // The probes index the slot array sliced once, with `u32` indices
+        // (a count is a `u16`): their offsets cannot overflow, so each costs
+        // one bounds check against the array's length, not two against the
+        // page's.
+        let slots = self.slots();
+        let mut base = first as u32;
+        let mut size = (count - first) as u32;
         while size > 1 {
             let half = size / 2;
             let mid = base + half;
-            base = if self.head(mid) < h { mid } else { base };
+            base = if slot_head(slots, mid) < h { mid } else { base };
             size -= half;
         }
-        let lo = base + usize::from(self.head(base) < h);
+        let lo = base as usize + usize::from(slot_head(slots, base) < h);
         // The keys share their first `p` bytes: does `key` start with them?
         if p > 0 {
             let probe = self.key(lo.min(count - 1))?;
@@ -413,14 +423,14 @@ impl<'a> Node<'a> {
         // a search past that (a page whose prefix is shorter than its keys
         // share has runs of equal heads).
         let mut end = lo;
-        while end < count && end < lo + 4 && self.head(end) == h {
+        while end < count && end < lo + 4 && slot_head(slots, end as u32) == h {
             end += 1;
         }
         if end == lo + 4 {
             let mut top = count;
             while end < top {
                 let mid = end + (top - end) / 2;
-                if self.head(mid) <= h {
+                if slot_head(slots, mid as u32) <= h {
                     end = mid + 1;
                 } else {
                     top = mid;
@@ -457,6 +467,8 @@ impl<'a> Node<'a> {
     }
 
     /// Leaf: `Ok(i)` if key `i` equals `key`, else `Err(i)` where it would go.
+    /// Inlined, as `search_branch` is.
+    #[inline(always)]
     pub(crate) fn search_leaf(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
         let (mut lo, mut hi) = match self.head_range(0, key)? {
             Ok(range) => range,
@@ -473,7 +485,9 @@ impl<'a> Node<'a> {
         Ok(Err(lo))
     }
 
-    /// Branch: the index of the child whose range holds `key`.
+    /// Branch: the index of the child whose range holds `key`. Inlined
+    /// into the descents, which call it once a level.
+    #[inline(always)]
     pub(crate) fn search_branch(&self, key: &[u8]) -> Result<usize> {
         // The largest i >= 1 with key[i] <= key, else 0 (key 0 is empty and
         // never compared).
@@ -548,6 +562,14 @@ pub(crate) fn compare_keys(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
         }
     }
     a.len().cmp(&b.len())
+}
+
+/// The head in slot `i` of a slot array (`Node::slots`): one bounds check,
+/// which the callers' indices (below the slot count) always pass.
+#[inline(always)]
+fn slot_head(slots: &[u8], i: u32) -> u32 {
+    let at = i as usize * SLOT_LEN + SLOT_HEAD;
+    u32_at(slots, at)
 }
 
 /// The head of `key` in a page whose keys share a prefix of `prefix`

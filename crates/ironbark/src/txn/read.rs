@@ -190,7 +190,7 @@ impl ReadTxn {
 
     fn entry(&self, tree: &Tree) -> Result<&TreeEntry> {
         let catalog = &self.snapshot.catalog;
-        match catalog.find(&tree.name) {
+        match catalog.find_shared(&tree.name) {
             Some(e) if e.id == tree.id && tree.db == self.shared().db_id => Ok(e),
             _ => Err(tree.unresolved(self.shared().db_id, catalog, None)),
         }
