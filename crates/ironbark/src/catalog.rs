@@ -125,3 +125,37 @@ impl Catalog {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name found by address (the catalog's own allocation) or, held in
+    /// another allocation (a handle from before the catalog was loaded
+    /// again), by its bytes; a missing name, neither.
+    #[test]
+    fn find_shared_finds_by_address_or_by_bytes() {
+        let mut catalog = Catalog::default();
+        for (id, name) in ["alpha", "beta", "delta", "gamma"].into_iter().enumerate() {
+            catalog.upsert(TreeEntry {
+                id: id as u64,
+                name: Arc::from(name),
+                state: TreeState::default(),
+                kind: TreeKind::default(),
+            });
+        }
+        for entry in &catalog.trees {
+            let shared = entry.name.clone();
+            assert_eq!(catalog.find_shared(&shared).map(|e| e.id), Some(entry.id));
+            let copy: Arc<str> = Arc::from(&*entry.name);
+            assert!(!Arc::ptr_eq(&copy, &entry.name));
+            assert_eq!(catalog.find_shared(&copy).map(|e| e.id), Some(entry.id));
+        }
+        for missing in ["", "aaa", "beta2", "zeta"] {
+            assert!(
+                catalog.find_shared(&Arc::from(missing)).is_none(),
+                "{missing}"
+            );
+        }
+    }
+}
