@@ -291,3 +291,39 @@ fn checkpoints_the_log_bound_brings_go_in_steps_and_keep_the_file_small() {
     assert!(read_all(&db) == model);
     db.check().unwrap();
 }
+
+/// A step copies the branches of the last checkpoint it splices into; a
+/// damaged one is an error, never copied under a fresh checksum (which
+/// would launder the damage into a page that verifies).
+#[test]
+fn a_damaged_branch_of_the_last_checkpoint_fails_the_step_and_is_not_laundered() {
+    let t = temp_db("damaged.ib");
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    let n = 30_000;
+    let (mut model, _) = load(&db, n);
+    // (Before the logged commits: `stats` checkpoints them.)
+    let page_size = db.stats().unwrap().page_size;
+    churn(&db, &mut model, n, 6_000, false, &mut Rng::new(3));
+    // Every branch page of the file (byte 16: the page kind, 1 for a
+    // branch) gets its stored checksum damaged. The newest commit reads
+    // none of them: every path changed, so its branches are in memory.
+    let mut file = std::fs::read(&t.path).unwrap();
+    let mut damaged = 0;
+    for page in file.chunks_exact_mut(page_size).skip(2) {
+        if page[16] == 1 {
+            page[0] ^= 0x40;
+            damaged += 1;
+        }
+    }
+    assert!(damaged >= 2, "{damaged} branch pages");
+    std::fs::write(&t.path, &file).unwrap();
+    assert!(
+        read_all(&db) == model,
+        "the newest commit read a damaged page"
+    );
+    match db.checkpoint() {
+        Err(ironbark::Error::Corrupted { .. }) => {}
+        other => panic!("a checkpoint over damaged branches gave {other:?}"),
+    }
+    assert!(read_all(&db) == model, "a failed step lost commits");
+}

@@ -32,11 +32,14 @@
 //!   that a reader of any snapshot since `C`, or a read-only process
 //!   rebuilding `T` on a step, keeps them);
 //! - the counters of a step's trees (entries, pages by kind) are exact:
-//!   they change by those of the subtrees it replaced.
+//!   they change by those of the subtrees it replaced;
+//! - a file page a step copies (a branch it splices into) is verified
+//!   against the checksum its parent records before the copy is sealed,
+//!   as the write path does: damage is never laundered.
 
 use std::collections::HashSet;
 
-use crate::btree::page::{blob_run_pages, set_child, LeafValue, Node, DIRTY_BIT};
+use crate::btree::page::{blob_run_pages, set_child, verify_page, LeafValue, Node, DIRTY_BIT};
 use crate::btree::search::Root;
 use crate::btree::write::TreeState;
 use crate::catalog::Catalog;
@@ -345,6 +348,9 @@ impl Splicer<'_> {
             let id = match copy {
                 Some(id) => id,
                 None => {
+                    // The copy gets a fresh checksum: damage in the file
+                    // page must not be laundered into it.
+                    verify_page(m_bytes, m.pgno, m.txn, m.sum)?;
                     self.budget -= 1;
                     let id = self.dirty.add_copy(m_bytes);
                     copy = Some(id);
