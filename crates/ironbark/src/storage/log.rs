@@ -924,17 +924,23 @@ mod tests {
             log.file_len(),
             "every growth wrote zeros"
         );
-        let meta = fs::metadata(&path).unwrap();
-        assert_eq!(meta.len(), log.file_len());
+        assert_eq!(fs::metadata(&path).unwrap().len(), log.file_len());
+        assert_allocated_and_zero_past_records(&path, &log);
+        assert_eq!(scan_of(&path).records.len(), 30);
+    }
+
+    /// Every block of the log at `path` is allocated (no holes), and the
+    /// bytes past `log`'s records read as zeros.
+    fn assert_allocated_and_zero_past_records(path: &Path, log: &RedoLog) {
+        let meta = fs::metadata(path).unwrap();
         assert!(
             meta.blocks() * 512 >= meta.len(),
             "{} blocks",
             meta.blocks()
         );
-        assert!(fs::read(&path).unwrap()[log.len_used() as usize..]
+        assert!(fs::read(path).unwrap()[log.len_used() as usize..]
             .iter()
             .all(|&b| b == 0));
-        assert_eq!(scan_of(&path).records.len(), 30);
     }
 
     #[test]
@@ -973,16 +979,7 @@ mod tests {
         // Allocated, not written: the filesystem of the test's directory
         // (ext4, xfs, btrfs or tmpfs on Linux) allocates without writing.
         assert_eq!(log.zeros_written(), 0, "the growth wrote zeros");
-        // Allocated, not holes.
-        let meta = fs::metadata(&path).unwrap();
-        assert!(
-            meta.blocks() * 512 >= meta.len(),
-            "{} blocks",
-            meta.blocks()
-        );
-        assert!(fs::read(&path).unwrap()[log.len_used() as usize..]
-            .iter()
-            .all(|&b| b == 0));
+        assert_allocated_and_zero_past_records(&path, &log);
 
         // A record bigger than a step grows the file past it at once.
         let big = vec![1u8; 9 << 20];

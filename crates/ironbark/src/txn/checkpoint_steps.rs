@@ -66,9 +66,9 @@ pub(crate) struct Steps {
     pub(crate) log_base: u64,
     /// The newest commit, which the steps write: every step's replay target.
     pub(crate) replay_to: u64,
-    /// The meta of the last step written, or of `log_base`'s commit before
-    /// the first: the next step's page count follows it.
-    pub(crate) last: Meta,
+    /// The page count of the last step written, or of `log_base`'s commit
+    /// before the first: the next step's starts from it.
+    pub(crate) page_count: u64,
     /// The txn of the last step written, or `replay_to` before the first:
     /// the next step's is the one after it.
     pub(crate) txn: u64,
@@ -103,13 +103,19 @@ pub(crate) struct StepRecord {
 
 impl Steps {
     /// Begins a checkpoint in steps of the newest commit `replay_to`, whose
-    /// logged commits continue the durable file commit `last`.
-    pub(crate) fn begin(last: Meta, replay_to: u64, logged_freed: &mut [Freed]) -> Steps {
+    /// logged commits continue the durable file commit `log_base` of
+    /// `page_count` pages.
+    pub(crate) fn begin(
+        log_base: u64,
+        page_count: u64,
+        replay_to: u64,
+        logged_freed: &mut [Freed],
+    ) -> Steps {
         logged_freed.sort_unstable_by_key(|f| f.extent.start);
         Steps {
-            log_base: last.txn,
+            log_base,
             replay_to,
-            last,
+            page_count,
             txn: replay_to,
             freed_by_step: vec![false; logged_freed.len()],
             taken: HashSet::new(),
@@ -121,7 +127,7 @@ impl Steps {
         self.freed_by_step = record.freed_by_step;
         self.taken.extend(record.taken);
         self.txn = meta.txn;
-        self.last = meta;
+        self.page_count = meta.page_count;
     }
 }
 

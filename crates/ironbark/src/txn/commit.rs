@@ -764,21 +764,24 @@ fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
             w.poisoned = true;
             return Err(e);
         }
-        let last = Meta {
-            txn: log.epoch(),
-            ..newest.meta
-        };
+        let log_base = log.epoch();
         debug_assert_eq!(
-            last.txn, w.durable_txn,
+            log_base, w.durable_txn,
             "the log continues the durable commit"
         );
-        w.checkpoint_steps = Some(Steps::begin(last, newest.txn(), &mut w.logged_freed));
+        // A logged commit's meta is its base file commit's, but for its txn.
+        w.checkpoint_steps = Some(Steps::begin(
+            log_base,
+            newest.meta.page_count,
+            newest.txn(),
+            &mut w.logged_freed,
+        ));
     }
     let ps = shared.limits.page_size;
     loop {
         release(shared, w);
         let steps = w.checkpoint_steps.as_ref().expect("begun above");
-        let page_count = steps.last.page_count;
+        let page_count = steps.page_count;
         let budget = w.free.reusable_pages().max(step_pages(shared, page_count));
         let file = MapSource {
             map: shared.map.lock().unwrap_or_else(|e| e.into_inner()).clone(),
@@ -845,29 +848,23 @@ fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
             Durability::Immediate,
             part,
         );
-        if complete {
-            return finish(shared, w, &base, catalog, &space, result);
-        }
-        match result {
-            Ok((meta, chain)) => {
-                w.chain = chain;
-                w.checkpoint_catalog = Some(catalog);
-                w.checkpoint_steps
-                    .as_mut()
-                    .expect("begun above")
-                    .stepped(record, meta);
-                shared
-                    .counters
-                    .checkpoint_steps
-                    .fetch_add(1, Ordering::Relaxed);
-                shared.save_durable(w);
-            }
-            Err(e) => {
-                w.free.roll_back(txn, &space.taken);
-                shared.save_durable(w);
-                return Err(e);
-            }
-        }
+        // The last step is published as the checkpoint; a failed step,
+        // like a failed commit, gives back what it took.
+        let (meta, chain) = match result {
+            Ok(written) if !complete => written,
+            _ => return finish(shared, w, &base, catalog, &space, result),
+        };
+        w.chain = chain;
+        w.checkpoint_catalog = Some(catalog);
+        w.checkpoint_steps
+            .as_mut()
+            .expect("begun above")
+            .stepped(record, meta);
+        shared
+            .counters
+            .checkpoint_steps
+            .fetch_add(1, Ordering::Relaxed);
+        shared.save_durable(w);
     }
 }
 
