@@ -2,7 +2,7 @@
 //! No allocation, no lock, no system call: only page resolution and
 //! bounds-checked reads.
 
-use crate::btree::page::{blob_data, LeafValue, Node};
+use crate::btree::page::{blob_data, prefetch_search_lines, LeafValue, Node};
 use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
 use crate::pages::{expected_txn, PageSource};
@@ -31,7 +31,9 @@ pub(crate) fn node_at<'a, S: PageSource + ?Sized>(
     txn: u64,
     level: u32,
 ) -> Result<Node<'a>> {
-    let node = Node::parse(src.page(pgno)?, pgno, expected_txn(pgno, txn))?;
+    let page = src.page(pgno)?;
+    prefetch_search_lines(page);
+    let node = Node::parse(page, pgno, expected_txn(pgno, txn))?;
     if node.is_leaf != (level == 1) {
         return Err(Error::corrupted_page(
             pgno,
