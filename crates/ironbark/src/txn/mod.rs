@@ -20,6 +20,7 @@ pub(crate) mod savepoint;
 pub(crate) mod savepoint_stack;
 pub(crate) mod seal;
 pub(crate) mod shared;
+pub(crate) mod snapshot_lender;
 pub(crate) mod stream;
 pub(crate) mod tree_kind;
 pub(crate) mod write;

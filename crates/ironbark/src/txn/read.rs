@@ -73,9 +73,15 @@ impl ReadTxn {
                         .into(),
                 });
             }
-            // The common case: the stripe caches this process's newest
-            // snapshot, which is the newest commit; taken without writing a
-            // reference count that other threads write.
+            // The common case in a process that writes: its writer lends
+            // the newest commit's snapshot; taken without writing anything
+            // but the reader slot.
+            if let Some(lent) = shared.lender.borrow_newest(&shared.readers, slot) {
+                break SnapshotRef::Borrowed(lent);
+            }
+            // Else the stripe may cache this process's newest snapshot,
+            // taken without writing a reference count that other threads
+            // write.
             let epoch = shared.published_epoch();
             if let Some(cached) = stripe.cached(epoch) {
                 let txn = cached.txn();
@@ -163,6 +169,13 @@ impl ReadTxn {
 
     pub(crate) fn snapshot(&self) -> &Snapshot {
         &self.snapshot
+    }
+
+    /// Whether the snapshot is lent by this process's writer (the fast
+    /// path of `begin`).
+    #[cfg(test)]
+    pub(crate) fn borrows_its_snapshot(&self) -> bool {
+        matches!(self.snapshot, SnapshotRef::Borrowed(_))
     }
 
     /// The reader-table slot this transaction holds.

@@ -40,6 +40,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 
 use crate::txn::shared::{Shared, Snapshot};
+use crate::txn::snapshot_lender::Borrowed;
 
 /// Stripes per database handle: as many reader threads as this take
 /// distinct stripes (threads are numbered in the order they first read).
@@ -79,6 +80,9 @@ pub(crate) enum SnapshotRef {
     Cached(Arc<StripeSnapshot>),
     /// By the snapshot's own count (the cache held another commit).
     Own(Arc<Snapshot>),
+    /// Lent by this process's writer, without a count: valid while the
+    /// transaction's reader slot stays registered (`txn::snapshot_lender`).
+    Borrowed(Borrowed),
     /// Nothing: given up (`release`), as the transaction ends.
     Released,
 }
@@ -90,7 +94,7 @@ impl SnapshotRef {
         match self {
             SnapshotRef::Cached(wrapper) => release_wrapper(wrapper, shared),
             SnapshotRef::Own(snapshot) => shared.bury(snapshot),
-            SnapshotRef::Released => {}
+            SnapshotRef::Borrowed(_) | SnapshotRef::Released => {}
         }
     }
 }
@@ -111,6 +115,7 @@ impl std::ops::Deref for SnapshotRef {
         match self {
             SnapshotRef::Cached(c) => &c.snapshot,
             SnapshotRef::Own(s) => s,
+            SnapshotRef::Borrowed(s) => s,
             SnapshotRef::Released => unreachable!("a released snapshot is not read"),
         }
     }

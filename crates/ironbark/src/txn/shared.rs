@@ -37,6 +37,7 @@ use crate::storage::map::Map;
 use crate::storage::meta::Meta;
 use crate::txn::readers::ReaderTable;
 use crate::txn::seal::Placement;
+use crate::txn::snapshot_lender::Lender;
 
 /// Snapshots the graveyard holds at most (`Shared::graveyard`): readers
 /// give up at most one per commit per stripe, and the writer empties it at
@@ -89,11 +90,6 @@ pub(crate) struct WriterState {
     /// The emptied list of pages a write transaction freed, kept for the
     /// next (as `page_pool` and `redo_buffer` are).
     pub(crate) freed_buffer: Vec<Freed>,
-    /// The snapshot the last publish replaced, whose allocation (and
-    /// catalog's) the next write transaction and publish reuse once no one
-    /// else holds it (`Shared::publish`, `WriteTxn::begin_on`): a commit
-    /// then allocates no snapshot.
-    pub(crate) spare_snapshot: Option<Arc<Snapshot>>,
     /// The newest commit known durable, and the meta slot that holds it
     /// (mirrored in the lock file for the other processes).
     pub(crate) durable_txn: u64,
@@ -158,7 +154,6 @@ impl WriterState {
             writeback_for: 0,
             page_pool: PagePool::default(),
             freed_buffer: Vec::new(),
-            spare_snapshot: None,
             state_txn: txn,
             durable_txn: txn,
             durable_slot,
@@ -250,6 +245,9 @@ pub(crate) struct Shared {
     /// (a reader beside a fast writer blocked on it thousands of times a
     /// second). Never grows past its capacity.
     pub(crate) graveyard: Mutex<Vec<Arc<Snapshot>>>,
+    /// The snapshots this process's writer published, lent to readers
+    /// without a reference count (`txn::snapshot_lender`).
+    pub(crate) lender: Lender,
     /// The map new snapshots are read through; replaced by a larger one when
     /// the file outgrows it.
     pub(crate) map: Mutex<Arc<Map>>,
@@ -655,6 +653,7 @@ impl Shared {
 
     /// Makes `snapshot` this process's newest known snapshot.
     pub(crate) fn set_published(&self, snapshot: Arc<Snapshot>) {
+        self.lender.withdraw();
         self.published.store(snapshot);
         self.after_publish_change();
     }
@@ -669,6 +668,7 @@ impl Shared {
     /// Replaces this process's newest known snapshot by what `f` makes of
     /// it (`ArcSwap::rcu`: `f` may run more than once).
     pub(crate) fn update_published(&self, f: impl FnMut(&Arc<Snapshot>) -> Arc<Snapshot>) {
+        self.lender.withdraw();
         self.published.rcu(f);
         self.after_publish_change();
     }
@@ -691,17 +691,17 @@ impl Shared {
     }
 
     /// Makes `snapshot` the newest commit: for this process's readers, then
-    /// in the lock file for every process. Its `Arc` is the writer's spare
-    /// snapshot's when no one else holds that one any more (the snapshot
-    /// is then written over it: no allocation), and the snapshot replaced
-    /// becomes the spare.
-    pub(crate) fn publish(&self, w: &mut WriterState, snapshot: Snapshot) {
+    /// in the lock file for every process. Its `Arc` is a spare of the
+    /// lender's when it has one (a lent snapshot no one can hold any more:
+    /// the snapshot is written over it, no allocation), and it is lent to
+    /// this process's readers (`txn::snapshot_lender`).
+    pub(crate) fn publish(&self, _writer: &mut WriterState, snapshot: Snapshot) {
         let txn = snapshot.txn();
         let meta = snapshot.meta;
         // A logged commit's meta describes only its file part: other
         // processes must not build a snapshot from it (`foreign_logged`).
         let logged = snapshot.source.arena.is_some();
-        let new = match w.spare_snapshot.take() {
+        let new = match self.lender.take_spare(&self.readers) {
             Some(mut spare) => match Arc::get_mut(&mut spare) {
                 Some(unshared) => {
                     *unshared = snapshot;
@@ -711,7 +711,11 @@ impl Shared {
             },
             None => Arc::new(snapshot),
         };
-        w.spare_snapshot = Some(self.published.swap(new));
+        // Lent before the reader table shows the txn, so that a reader who
+        // sees it there finds it lent (`txn::snapshot_lender`).
+        self.lender.lend(&new, &self.readers);
+        // The replaced snapshot stays lent until no reader can hold it.
+        drop(self.published.swap(new));
         self.after_publish_change();
         if let Some(lock) = self.readers.lock_file().filter(|_| !logged) {
             lock.store_meta(&meta);

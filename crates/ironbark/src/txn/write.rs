@@ -169,13 +169,11 @@ impl<'db> WriteTxn<'db> {
         let mut freed = std::mem::take(&mut writer.freed_buffer);
         freed.clear();
         let logging = shared.may_log(&writer);
-        // The spare snapshot's catalog, when no one else holds that
-        // snapshot any more, lends its vector (see `Shared::publish`).
-        let mut catalog = writer
-            .spare_snapshot
-            .as_mut()
-            .and_then(Arc::get_mut)
-            .map(|spare| std::mem::take(&mut spare.catalog))
+        // A spare snapshot's catalog lends its vector (see
+        // `Shared::publish`).
+        let mut catalog = shared
+            .lender
+            .spare_catalog(&shared.readers)
             .unwrap_or_default();
         catalog.clone_from(&base.catalog);
         Ok(WriteTxn {

@@ -1,0 +1,258 @@
+//! Snapshots lent to read transactions without a reference count: the
+//! reader protocol of LMDB, applied to the snapshot object as well as to
+//! its pages.
+//!
+//! A read transaction that held its snapshot by an `Arc` wrote the
+//! snapshot's reference count twice; beside a writer that publishes a new
+//! snapshot between most reads, that count's cache line moved between the
+//! reader's and the writer's cores on every read, and loading the newest
+//! `Arc` went through `arc_swap`'s slow path (about a fifth of the reader's
+//! time in `readwhilewriting`). Here a reader writes only its own reader
+//! slot: it registers at the newest txn `T` (`ReaderTable::try_register`,
+//! unchanged) and then borrows the snapshot this process published for
+//! `T`, which the writer keeps alive for as long as any registered slot
+//! can lead to it.
+//!
+//! Invariants:
+//! - the lender holds an `Arc` of every snapshot it ever made lendable
+//!   (`Retained::lent`) until a scan of the reader table, made after that
+//!   snapshot stopped being the newest, found no slot registered at its
+//!   txn; only then is it freed or kept as a spare;
+//! - a reader dereferences a lent snapshot only if it read it, consistently
+//!   with its txn (a sequence lock: `seq` is odd while the pair changes),
+//!   after registering at that very txn; so a scan that did not see the
+//!   slot ran after the reader's loads, or the reader saw the newer pair
+//!   and did not take the old one (the Dekker argument of `txn::readers`:
+//!   every access here is `SeqCst`);
+//! - the pair and `lent` change only under the `retained` mutex, so every
+//!   swap is ordered before the scans that may free what it retired;
+//! - a long-lived reader keeps only the snapshots of its own txn, not one
+//!   per commit since.
+
+use std::collections::VecDeque;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::catalog::Catalog;
+use crate::txn::readers::ReaderTable;
+use crate::txn::shared::Snapshot;
+
+/// Lent snapshots at which a publish first scans the reader table to free
+/// those no reader can hold (a scan reads every slot: not once a commit).
+const SCAN_AT_LEAST: usize = 8;
+
+/// Lent snapshots at which a write transaction that finds no spare scans
+/// the reader table to free some.
+const REFILL_AT: usize = 4;
+
+/// Freed snapshots kept for the next publishes to reuse (their allocation
+/// and their catalog's vector), so that a commit allocates nothing: as
+/// many as a scan frees when no reader holds any.
+const SPARES_MAX: usize = SCAN_AT_LEAST;
+
+/// The snapshots this process's writer published, lent to its readers.
+pub(crate) struct Lender {
+    /// Even while `newest` and `newest_txn` are a consistent pair.
+    seq: AtomicU64,
+    /// The newest lendable snapshot (null: none, the slow path).
+    newest: AtomicPtr<Snapshot>,
+    /// Its txn (0 with a null `newest`).
+    newest_txn: AtomicU64,
+    retained: Mutex<Retained>,
+}
+
+#[derive(Default)]
+struct Retained {
+    /// Every lendable snapshot not yet freed, oldest first.
+    lent: VecDeque<Arc<Snapshot>>,
+    /// Whether the last of `lent` is `newest` (not after `withdraw`).
+    last_is_newest: bool,
+    /// Freed snapshots no one else holds, for reuse.
+    spares: Vec<Arc<Snapshot>>,
+    /// `lent`'s length at which the next publish scans.
+    scan_at: usize,
+    /// The scan's buffer (kept: a commit allocates nothing).
+    seen: Vec<u64>,
+}
+
+/// A snapshot borrowed from the lender: valid while the reader slot that
+/// was registered at its txn before it was borrowed stays registered.
+pub(crate) struct Borrowed(NonNull<Snapshot>);
+
+// SAFETY: a `Borrowed` only ever gives out `&Snapshot`, and `Snapshot` is
+// `Sync` (it holds `Arc`s, plain data and a catalog vector, none with
+// interior mutability); the lender keeps the snapshot alive whatever thread
+// the borrowing transaction moves to, since its reader slot, not its
+// thread, is what protects it.
+unsafe impl Send for Borrowed {}
+// SAFETY: as for `Send`: shared access to a `Sync` snapshot.
+unsafe impl Sync for Borrowed {}
+
+impl std::ops::Deref for Borrowed {
+    type Target = Snapshot;
+    #[inline]
+    fn deref(&self) -> &Snapshot {
+        // SAFETY: the pointer came from an `Arc<Snapshot>` that the lender
+        // holds in `lent`; it is freed only after a scan of the reader
+        // table made after it stopped being the newest found no slot at
+        // its txn (module doc), and the transaction owning this `Borrowed`
+        // keeps its slot registered at that txn until after dropping it
+        // (`ReadTxn`'s `Drop` releases the slot, then the borrow, which is
+        // never read again). No `&mut` to a lent snapshot exists: the
+        // lender reuses one (`take_spare`) only once it is out of `lent`
+        // and unshared.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl Lender {
+    pub(crate) fn new() -> Lender {
+        Lender {
+            seq: AtomicU64::new(0),
+            newest: AtomicPtr::new(std::ptr::null_mut()),
+            newest_txn: AtomicU64::new(0),
+            retained: Mutex::new(Retained {
+                scan_at: SCAN_AT_LEAST,
+                ..Retained::default()
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Retained> {
+        // Nothing panics while it is held: a poisoned one is consistent.
+        self.retained.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The txn of the newest lendable snapshot (0: none). A hint: the
+    /// reader checks it again under the sequence lock.
+    #[inline]
+    pub(crate) fn newest_txn(&self) -> u64 {
+        self.newest_txn.load(SeqCst)
+    }
+
+    /// Writes the pair under the sequence lock. The caller holds `retained`.
+    fn set_newest(&self, _held: &mut Retained, snapshot: *const Snapshot, txn: u64) {
+        let s = self.seq.load(SeqCst);
+        debug_assert!(s % 2 == 0, "the sequence lock has one writer");
+        self.seq.store(s + 1, SeqCst);
+        self.newest.store(snapshot.cast_mut(), SeqCst);
+        self.newest_txn.store(txn, SeqCst);
+        self.seq.store(s + 2, SeqCst);
+    }
+
+    /// Makes `snapshot` the one readers registered at its txn borrow
+    /// (called by the writer's publish, before it publishes the txn in the
+    /// reader table), and frees what no reader can hold once enough has
+    /// accumulated.
+    pub(crate) fn lend(&self, snapshot: &Arc<Snapshot>, readers: &ReaderTable) {
+        let mut r = self.lock();
+        if let Some(last) = r.lent.back() {
+            assert!(
+                snapshot.txn() >= last.txn(),
+                "lent snapshots come in commit order"
+            );
+        }
+        r.lent.push_back(snapshot.clone());
+        r.last_is_newest = true;
+        self.set_newest(&mut r, Arc::as_ptr(snapshot), snapshot.txn());
+        if r.lent.len() >= r.scan_at {
+            Self::release_unseen(&mut r, readers);
+        }
+    }
+
+    /// Stops lending: the process's newest snapshot was made elsewhere
+    /// (another process's commit, recovery), so readers take the slow
+    /// path until the next `lend`.
+    pub(crate) fn withdraw(&self) {
+        let mut r = self.lock();
+        r.last_is_newest = false;
+        self.set_newest(&mut r, std::ptr::null(), 0);
+    }
+
+    /// Frees (or keeps as spares) the lent snapshots that are not the
+    /// newest and whose txn no registered reader slot holds.
+    fn release_unseen(r: &mut Retained, readers: &ReaderTable) {
+        let mut seen = std::mem::take(&mut r.seen);
+        // After every swap made so far (they were made under this lock):
+        // a slot this scan misses belongs to a reader that will see them.
+        readers.snapshots(&mut seen);
+        let newest = if r.last_is_newest {
+            r.lent.pop_back()
+        } else {
+            None
+        };
+        for _ in 0..r.lent.len() {
+            let Some(mut snapshot) = r.lent.pop_front() else {
+                break;
+            };
+            if seen.binary_search(&snapshot.txn()).is_ok() {
+                r.lent.push_back(snapshot);
+            } else if r.spares.len() < SPARES_MAX && Arc::get_mut(&mut snapshot).is_some() {
+                r.spares.push(snapshot);
+            }
+        }
+        if let Some(newest) = newest {
+            r.lent.push_back(newest);
+        }
+        r.scan_at = SCAN_AT_LEAST.max(r.lent.len() * 2);
+        r.seen = seen;
+    }
+
+    /// Frees the lent snapshots no reader can hold when there is no spare,
+    /// so that the same few allocations go round: once a few are lent, so
+    /// that a scan frees several (until then a publish allocates).
+    fn refill_spares(r: &mut Retained, readers: &ReaderTable) {
+        if r.spares.is_empty() && r.lent.len() >= REFILL_AT {
+            Self::release_unseen(r, readers);
+        }
+    }
+
+    /// A freed snapshot whose allocation a publish may overwrite.
+    pub(crate) fn take_spare(&self, readers: &ReaderTable) -> Option<Arc<Snapshot>> {
+        let mut r = self.lock();
+        Self::refill_spares(&mut r, readers);
+        let mut spare = r.spares.pop()?;
+        Arc::get_mut(&mut spare).is_some().then_some(spare)
+    }
+
+    /// A spare's catalog vector, for a write transaction to fill (its
+    /// allocation reused: `WriteTxn::begin_on`); the publish that ends the
+    /// transaction then takes that spare (the last).
+    pub(crate) fn spare_catalog(&self, readers: &ReaderTable) -> Option<Catalog> {
+        let mut r = self.lock();
+        Self::refill_spares(&mut r, readers);
+        let spare = r.spares.last_mut()?;
+        Arc::get_mut(spare).map(|s| std::mem::take(&mut s.catalog))
+    }
+
+    /// Registers `slot` at the newest txn and borrows this process's
+    /// snapshot of it, if it lends one (else `None`, the slot possibly
+    /// registered at some txn: the caller registers it again). The borrow
+    /// is valid while the slot stays registered.
+    #[inline]
+    pub(crate) fn borrow_newest(&self, readers: &ReaderTable, slot: usize) -> Option<Borrowed> {
+        let txn = readers.published_txn();
+        if self.newest_txn() != txn || !readers.try_register(slot, txn) {
+            return None;
+        }
+        // Read after registering: a snapshot freed since cannot be read
+        // here (module doc).
+        let s = self.seq.load(SeqCst);
+        if s % 2 != 0 {
+            return None;
+        }
+        let snapshot = self.newest.load(SeqCst);
+        let lent_txn = self.newest_txn.load(SeqCst);
+        if self.seq.load(SeqCst) != s || lent_txn != txn {
+            return None;
+        }
+        NonNull::new(snapshot).map(Borrowed)
+    }
+
+    /// How many snapshots are lent (for tests).
+    #[cfg(test)]
+    pub(crate) fn lent_len(&self) -> usize {
+        self.lock().lent.len()
+    }
+}
