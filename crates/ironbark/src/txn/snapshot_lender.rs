@@ -31,8 +31,9 @@
 
 use std::collections::VecDeque;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+
+use crate::sync::{AtomicPtr, AtomicU64, Mutex, MutexGuard, Ordering::SeqCst};
 
 use crate::catalog::Catalog;
 use crate::txn::readers::ReaderTable;
@@ -51,25 +52,36 @@ const REFILL_AT: usize = 4;
 /// many as a scan frees when no reader holds any.
 const SPARES_MAX: usize = SCAN_AT_LEAST;
 
+/// What a lender lends: `Snapshot`, or a stand-in in the model check.
+pub(crate) trait Lendable: Send + Sync {
+    /// The txn of the commit it shows.
+    fn txn(&self) -> u64;
+}
+
+impl Lendable for Snapshot {
+    fn txn(&self) -> u64 {
+        Snapshot::txn(self)
+    }
+}
+
 /// The snapshots this process's writer published, lent to its readers.
-pub(crate) struct Lender {
+pub(crate) struct Lender<T: Lendable = Snapshot> {
     /// Even while `newest` and `newest_txn` are a consistent pair.
     seq: AtomicU64,
     /// The newest lendable snapshot (null: none, the slow path).
-    newest: AtomicPtr<Snapshot>,
+    newest: AtomicPtr<T>,
     /// Its txn (0 with a null `newest`).
     newest_txn: AtomicU64,
-    retained: Mutex<Retained>,
+    retained: Mutex<Retained<T>>,
 }
 
-#[derive(Default)]
-struct Retained {
+struct Retained<T> {
     /// Every lendable snapshot not yet freed, oldest first.
-    lent: VecDeque<Arc<Snapshot>>,
+    lent: VecDeque<Arc<T>>,
     /// Whether the last of `lent` is `newest` (not after `withdraw`).
     last_is_newest: bool,
     /// Freed snapshots no one else holds, for reuse.
-    spares: Vec<Arc<Snapshot>>,
+    spares: Vec<Arc<T>>,
     /// `lent`'s length at which the next publish scans.
     scan_at: usize,
     /// The scan's buffer (kept: a commit allocates nothing).
@@ -78,21 +90,21 @@ struct Retained {
 
 /// A snapshot borrowed from the lender: valid while the reader slot that
 /// was registered at its txn before it was borrowed stays registered.
-pub(crate) struct Borrowed(NonNull<Snapshot>);
+pub(crate) struct Borrowed<T = Snapshot>(NonNull<T>);
 
 // SAFETY: a `Borrowed` only ever gives out `&Snapshot`, and `Snapshot` is
 // `Sync` (it holds `Arc`s, plain data and a catalog vector, none with
 // interior mutability); the lender keeps the snapshot alive whatever thread
 // the borrowing transaction moves to, since its reader slot, not its
 // thread, is what protects it.
-unsafe impl Send for Borrowed {}
+unsafe impl<T: Sync> Send for Borrowed<T> {}
 // SAFETY: as for `Send`: shared access to a `Sync` snapshot.
-unsafe impl Sync for Borrowed {}
+unsafe impl<T: Sync> Sync for Borrowed<T> {}
 
-impl std::ops::Deref for Borrowed {
-    type Target = Snapshot;
+impl<T> std::ops::Deref for Borrowed<T> {
+    type Target = T;
     #[inline]
-    fn deref(&self) -> &Snapshot {
+    fn deref(&self) -> &T {
         // SAFETY: the pointer came from an `Arc<Snapshot>` that the lender
         // holds in `lent`; it is freed only after a scan of the reader
         // table made after it stopped being the newest found no slot at
@@ -106,20 +118,23 @@ impl std::ops::Deref for Borrowed {
     }
 }
 
-impl Lender {
-    pub(crate) fn new() -> Lender {
+impl<T: Lendable> Lender<T> {
+    pub(crate) fn new() -> Lender<T> {
         Lender {
             seq: AtomicU64::new(0),
             newest: AtomicPtr::new(std::ptr::null_mut()),
             newest_txn: AtomicU64::new(0),
             retained: Mutex::new(Retained {
+                lent: VecDeque::new(),
+                last_is_newest: false,
+                spares: Vec::new(),
                 scan_at: SCAN_AT_LEAST,
-                ..Retained::default()
+                seen: Vec::new(),
             }),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Retained> {
+    fn lock(&self) -> MutexGuard<'_, Retained<T>> {
         // Nothing panics while it is held: a poisoned one is consistent.
         self.retained.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -132,7 +147,7 @@ impl Lender {
     }
 
     /// Writes the pair under the sequence lock. The caller holds `retained`.
-    fn set_newest(&self, _held: &mut Retained, snapshot: *const Snapshot, txn: u64) {
+    fn set_newest(&self, _held: &mut Retained<T>, snapshot: *const T, txn: u64) {
         let s = self.seq.load(SeqCst);
         debug_assert!(s % 2 == 0, "the sequence lock has one writer");
         self.seq.store(s + 1, SeqCst);
@@ -145,7 +160,7 @@ impl Lender {
     /// (called by the writer's publish, before it publishes the txn in the
     /// reader table), and frees what no reader can hold once enough has
     /// accumulated.
-    pub(crate) fn lend(&self, snapshot: &Arc<Snapshot>, readers: &ReaderTable) {
+    pub(crate) fn lend(&self, snapshot: &Arc<T>, readers: &ReaderTable) {
         let mut r = self.lock();
         if let Some(last) = r.lent.back() {
             assert!(
@@ -172,7 +187,7 @@ impl Lender {
 
     /// Frees (or keeps as spares) the lent snapshots that are not the
     /// newest and whose txn no registered reader slot holds.
-    fn release_unseen(r: &mut Retained, readers: &ReaderTable) {
+    fn release_unseen(r: &mut Retained<T>, readers: &ReaderTable) {
         let mut seen = std::mem::take(&mut r.seen);
         // After every swap made so far (they were made under this lock):
         // a slot this scan misses belongs to a reader that will see them.
@@ -202,28 +217,18 @@ impl Lender {
     /// Frees the lent snapshots no reader can hold when there is no spare,
     /// so that the same few allocations go round: once a few are lent, so
     /// that a scan frees several (until then a publish allocates).
-    fn refill_spares(r: &mut Retained, readers: &ReaderTable) {
+    fn refill_spares(r: &mut Retained<T>, readers: &ReaderTable) {
         if r.spares.is_empty() && r.lent.len() >= REFILL_AT {
             Self::release_unseen(r, readers);
         }
     }
 
     /// A freed snapshot whose allocation a publish may overwrite.
-    pub(crate) fn take_spare(&self, readers: &ReaderTable) -> Option<Arc<Snapshot>> {
+    pub(crate) fn take_spare(&self, readers: &ReaderTable) -> Option<Arc<T>> {
         let mut r = self.lock();
         Self::refill_spares(&mut r, readers);
         let mut spare = r.spares.pop()?;
         Arc::get_mut(&mut spare).is_some().then_some(spare)
-    }
-
-    /// A spare's catalog vector, for a write transaction to fill (its
-    /// allocation reused: `WriteTxn::begin_on`); the publish that ends the
-    /// transaction then takes that spare (the last).
-    pub(crate) fn spare_catalog(&self, readers: &ReaderTable) -> Option<Catalog> {
-        let mut r = self.lock();
-        Self::refill_spares(&mut r, readers);
-        let spare = r.spares.last_mut()?;
-        Arc::get_mut(spare).map(|s| std::mem::take(&mut s.catalog))
     }
 
     /// Registers `slot` at the newest txn and borrows this process's
@@ -231,7 +236,7 @@ impl Lender {
     /// registered at some txn: the caller registers it again). The borrow
     /// is valid while the slot stays registered.
     #[inline]
-    pub(crate) fn borrow_newest(&self, readers: &ReaderTable, slot: usize) -> Option<Borrowed> {
+    pub(crate) fn borrow_newest(&self, readers: &ReaderTable, slot: usize) -> Option<Borrowed<T>> {
         let txn = readers.published_txn();
         if self.newest_txn() != txn || !readers.try_register(slot, txn) {
             return None;
@@ -254,5 +259,98 @@ impl Lender {
     #[cfg(test)]
     pub(crate) fn lent_len(&self) -> usize {
         self.lock().lent.len()
+    }
+
+    /// Frees what no reader can hold now (for the model check).
+    #[cfg(all(test, loom))]
+    fn scan(&self, readers: &ReaderTable) {
+        Self::release_unseen(&mut self.lock(), readers);
+    }
+}
+
+impl Lender<Snapshot> {
+    /// A spare's catalog vector, for a write transaction to fill (its
+    /// allocation reused: `WriteTxn::begin_on`); the publish that ends the
+    /// transaction then takes that spare (the last).
+    pub(crate) fn spare_catalog(&self, readers: &ReaderTable) -> Option<Catalog> {
+        let mut r = self.lock();
+        Self::refill_spares(&mut r, readers);
+        let spare = r.spares.last_mut()?;
+        Arc::get_mut(spare).map(|s| std::mem::take(&mut s.catalog))
+    }
+}
+
+/// The lending protocol under every interleaving loom explores: a reader
+/// registers and borrows while the writer lends txn 2 over txn 1,
+/// publishes it, scans and drops the spares (a publish would write over
+/// them). The stand-in snapshots record, apart from themselves, when they
+/// are freed: a reader that borrowed one must never find it freed while
+/// its slot is registered.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::atomic::AtomicBool;
+
+    struct Stand {
+        txn: u64,
+        freed: Arc<AtomicBool>,
+    }
+
+    impl Lendable for Stand {
+        fn txn(&self) -> u64 {
+            self.txn
+        }
+    }
+
+    impl Drop for Stand {
+        fn drop(&mut self) {
+            self.freed.store(true, SeqCst);
+        }
+    }
+
+    #[test]
+    fn loom_a_lent_snapshot_is_not_freed_under_its_borrower() {
+        loom::model(|| {
+            let table = loom::sync::Arc::new(ReaderTable::private(2, 1));
+            let lender = loom::sync::Arc::new(Lender::<Stand>::new());
+            let freed = [
+                Arc::new(AtomicBool::new(false)),
+                Arc::new(AtomicBool::new(false)),
+            ];
+            let first = Arc::new(Stand {
+                txn: 1,
+                freed: freed[0].clone(),
+            });
+            let first_ptr = Arc::as_ptr(&first) as usize;
+            lender.lend(&first, &table);
+            drop(first);
+            let reader = {
+                let (table, lender, freed) = (table.clone(), lender.clone(), freed.clone());
+                loom::thread::spawn(move || {
+                    let slot = table.claim().unwrap();
+                    if let Some(lent) = lender.borrow_newest(&table, slot) {
+                        // Which one, by address: reading it is what is
+                        // being checked.
+                        let which = usize::from(&*lent as *const Stand as usize != first_ptr);
+                        assert!(!freed[which].load(SeqCst), "a borrowed snapshot was freed");
+                        assert_eq!(lent.txn, which as u64 + 1);
+                    }
+                    table.release(slot);
+                })
+            };
+            let second = Arc::new(Stand {
+                txn: 2,
+                freed: freed[1].clone(),
+            });
+            lender.lend(&second, &table);
+            drop(second);
+            table.publish(2);
+            lender.scan(&table);
+            // A spare is written over by the next publish: here, dropped.
+            while let Some(spare) = lender.take_spare(&table) {
+                drop(spare);
+            }
+            reader.join().unwrap();
+        });
     }
 }
