@@ -82,7 +82,7 @@ pub(crate) enum SnapshotRef {
     Own(Arc<Snapshot>),
     /// Lent by this process's writer, without a count: valid while the
     /// transaction's reader slot stays registered (`txn::snapshot_lender`).
-    Borrowed(Borrowed),
+    Borrowed(Borrowed<Snapshot>),
     /// Nothing: given up (`release`), as the transaction ends.
     Released,
 }

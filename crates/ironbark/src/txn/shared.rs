@@ -37,7 +37,7 @@ use crate::storage::map::Map;
 use crate::storage::meta::Meta;
 use crate::txn::readers::ReaderTable;
 use crate::txn::seal::Placement;
-use crate::txn::snapshot_lender::Lender;
+use crate::txn::snapshot_lender::{Lendable, Lender};
 
 /// Snapshots the graveyard holds at most (`Shared::graveyard`): readers
 /// give up at most one per commit per stripe, and the writer empties it at
@@ -61,6 +61,12 @@ pub(crate) struct Snapshot {
 impl Snapshot {
     pub(crate) fn txn(&self) -> u64 {
         self.meta.txn
+    }
+}
+
+impl Lendable for Snapshot {
+    fn txn(&self) -> u64 {
+        Snapshot::txn(self)
     }
 }
 
@@ -247,7 +253,7 @@ pub(crate) struct Shared {
     pub(crate) graveyard: Mutex<Vec<Arc<Snapshot>>>,
     /// The snapshots this process's writer published, lent to readers
     /// without a reference count (`txn::snapshot_lender`).
-    pub(crate) lender: Lender,
+    pub(crate) lender: Lender<Snapshot>,
     /// The map new snapshots are read through; replaced by a larger one when
     /// the file outgrows it.
     pub(crate) map: Mutex<Arc<Map>>,

@@ -35,9 +35,7 @@ use std::sync::Arc;
 
 use crate::sync::{AtomicPtr, AtomicU64, Mutex, MutexGuard, Ordering::SeqCst};
 
-use crate::catalog::Catalog;
 use crate::txn::readers::ReaderTable;
-use crate::txn::shared::Snapshot;
 
 /// Lent snapshots at which a publish first scans the reader table to free
 /// those no reader can hold (a scan reads every slot: not once a commit).
@@ -52,20 +50,15 @@ const REFILL_AT: usize = 4;
 /// many as a scan frees when no reader holds any.
 const SPARES_MAX: usize = SCAN_AT_LEAST;
 
-/// What a lender lends: `Snapshot`, or a stand-in in the model check.
+/// What a lender lends: `txn::shared::Snapshot`, or a stand-in in the
+/// model check.
 pub(crate) trait Lendable: Send + Sync {
     /// The txn of the commit it shows.
     fn txn(&self) -> u64;
 }
 
-impl Lendable for Snapshot {
-    fn txn(&self) -> u64 {
-        Snapshot::txn(self)
-    }
-}
-
 /// The snapshots this process's writer published, lent to its readers.
-pub(crate) struct Lender<T: Lendable = Snapshot> {
+pub(crate) struct Lender<T: Lendable> {
     /// Even while `newest` and `newest_txn` are a consistent pair.
     seq: AtomicU64,
     /// The newest lendable snapshot (null: none, the slow path).
@@ -90,7 +83,7 @@ struct Retained<T> {
 
 /// A snapshot borrowed from the lender: valid while the reader slot that
 /// was registered at its txn before it was borrowed stays registered.
-pub(crate) struct Borrowed<T = Snapshot>(NonNull<T>);
+pub(crate) struct Borrowed<T>(NonNull<T>);
 
 // SAFETY: a `Borrowed` only ever gives out `&Snapshot`, and `Snapshot` is
 // `Sync` (it holds `Arc`s, plain data and a catalog vector, none with
@@ -231,6 +224,20 @@ impl<T: Lendable> Lender<T> {
         Arc::get_mut(&mut spare).is_some().then_some(spare)
     }
 
+    /// What `take` makes of a spare (a write transaction takes its
+    /// catalog's vector to fill: `WriteTxn::begin_on`); the publish that
+    /// ends the transaction then takes that spare (the last).
+    pub(crate) fn with_spare<R>(
+        &self,
+        readers: &ReaderTable,
+        take: impl FnOnce(&mut T) -> R,
+    ) -> Option<R> {
+        let mut r = self.lock();
+        Self::refill_spares(&mut r, readers);
+        let spare = r.spares.last_mut()?;
+        Arc::get_mut(spare).map(take)
+    }
+
     /// Registers `slot` at the newest txn and borrows this process's
     /// snapshot of it, if it lends one (else `None`, the slot possibly
     /// registered at some txn: the caller registers it again). The borrow
@@ -265,18 +272,6 @@ impl<T: Lendable> Lender<T> {
     #[cfg(all(test, loom))]
     fn scan(&self, readers: &ReaderTable) {
         Self::release_unseen(&mut self.lock(), readers);
-    }
-}
-
-impl Lender<Snapshot> {
-    /// A spare's catalog vector, for a write transaction to fill (its
-    /// allocation reused: `WriteTxn::begin_on`); the publish that ends the
-    /// transaction then takes that spare (the last).
-    pub(crate) fn spare_catalog(&self, readers: &ReaderTable) -> Option<Catalog> {
-        let mut r = self.lock();
-        Self::refill_spares(&mut r, readers);
-        let spare = r.spares.last_mut()?;
-        Arc::get_mut(spare).map(|s| std::mem::take(&mut s.catalog))
     }
 }
 

@@ -173,7 +173,7 @@ impl<'db> WriteTxn<'db> {
         // `Shared::publish`).
         let mut catalog = shared
             .lender
-            .spare_catalog(&shared.readers)
+            .with_spare(&shared.readers, |spare| std::mem::take(&mut spare.catalog))
             .unwrap_or_default();
         catalog.clone_from(&base.catalog);
         Ok(WriteTxn {
