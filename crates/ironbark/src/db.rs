@@ -688,7 +688,6 @@ impl Database {
             .writer
             .inspect(false, |w| w.arena_space.pinned_by(&snapshots))
             .unwrap_or(0);
-        let c = &self.shared.counters;
         Ok(Stats {
             page_size: self.shared.limits.page_size,
             file_size_bytes: self.shared.file.len()?,
@@ -714,21 +713,43 @@ impl Database {
                     overflow_pages: t.state.overflow_pages,
                 })
                 .collect(),
-            counters: CommitCounters {
-                commits: c.commits.load(Ordering::Relaxed),
-                pages_written: c.pages_written.load(Ordering::Relaxed),
-                write_calls: c.write_calls.load(Ordering::Relaxed),
-                bytes_written: c.bytes_written.load(Ordering::Relaxed),
-                bytes_mapped: c.bytes_mapped.load(Ordering::Relaxed),
-                log_bytes: c.log_bytes.load(Ordering::Relaxed),
-                syncs: c.syncs.load(Ordering::Relaxed),
-                state_bases: c.state_bases.load(Ordering::Relaxed),
-                state_seals: c.state_seals.load(Ordering::Relaxed),
-                logged_commits: c.logged_commits.load(Ordering::Relaxed),
-                spills: c.spills.load(Ordering::Relaxed),
-                checkpoint_steps: c.checkpoint_steps.load(Ordering::Relaxed),
-            },
+            counters: self.counters(),
         })
+    }
+
+    /// What this process's commits have done so far (the `counters` of
+    /// [`Database::stats`]), read without touching the file: unlike
+    /// `stats`, this never checkpoints logged commits, so it costs a few
+    /// atomic loads and leaves the work of the next checkpoint (or of the
+    /// close) where it is.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let before = db.counters();
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// tx.put(&t, b"k", b"v")?;
+    /// tx.commit()?;
+    /// assert_eq!(db.counters().commits, before.commits + 1);
+    /// # Ok::<(), ironbark::Error>(())
+    /// ```
+    pub fn counters(&self) -> CommitCounters {
+        let c = &self.shared.counters;
+        CommitCounters {
+            commits: c.commits.load(Ordering::Relaxed),
+            pages_written: c.pages_written.load(Ordering::Relaxed),
+            write_calls: c.write_calls.load(Ordering::Relaxed),
+            bytes_written: c.bytes_written.load(Ordering::Relaxed),
+            bytes_mapped: c.bytes_mapped.load(Ordering::Relaxed),
+            log_bytes: c.log_bytes.load(Ordering::Relaxed),
+            syncs: c.syncs.load(Ordering::Relaxed),
+            state_bases: c.state_bases.load(Ordering::Relaxed),
+            state_seals: c.state_seals.load(Ordering::Relaxed),
+            logged_commits: c.logged_commits.load(Ordering::Relaxed),
+            spills: c.spills.load(Ordering::Relaxed),
+            checkpoint_steps: c.checkpoint_steps.load(Ordering::Relaxed),
+        }
     }
 
     /// The read transactions alive now, in every process: owner pid,
@@ -1405,7 +1426,7 @@ mod tests {
             seen.insert(published());
         }
         assert!(
-            seen.len() <= 16,
+            seen.len() <= 2 * crate::txn::snapshot_lender::SCAN_AT_LEAST,
             "{} allocations for 200 commits",
             seen.len()
         );
@@ -1419,7 +1440,7 @@ mod tests {
             assert_ne!(published(), held, "a borrowed snapshot written over");
         }
         assert!(
-            db.shared.lender.lent_len() <= 8,
+            db.shared.lender.lent_len() <= crate::txn::snapshot_lender::SCAN_AT_LEAST + 1,
             "{} snapshots lent with one reader",
             db.shared.lender.lent_len()
         );

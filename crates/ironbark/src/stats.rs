@@ -51,7 +51,7 @@ pub struct TreeStats {
 }
 
 /// Counters of the commit path since the database was opened.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CommitCounters {
     /// Commits that wrote something.

@@ -155,6 +155,38 @@ fn log_bytes_stored_through_the_map_are_counted_apart() {
     );
 }
 
+/// `Database::counters` reads the counters without checkpointing logged
+/// commits: the checkpoint's work stays for `stats` (or the close) to do.
+/// A benchmark that took its counters through `stats` before timing the
+/// close moved a whole checkpoint out of the timed close.
+#[test]
+fn counters_leave_the_checkpoint_to_stats_or_the_close() {
+    let t = temp_db("counters.ib");
+    let db = Database::open_with(&t.path, &logged(Durability::None)).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    for i in 0..1_000u32 {
+        tx.put(&tree, &i.to_be_bytes(), b"v0").unwrap();
+    }
+    tx.commit().unwrap();
+    db.stats().unwrap();
+    for i in 0..100u32 {
+        let mut tx = db.begin_write().unwrap();
+        tx.put(&tree, &(i * 7).to_be_bytes(), &[1u8; 100]).unwrap();
+        tx.commit().unwrap();
+    }
+    let before = db.counters();
+    assert!(before.logged_commits >= 100);
+    let again = db.counters();
+    assert_eq!(again, before, "reading the counters wrote nothing");
+    let after = db.stats().unwrap().counters;
+    assert!(
+        after.pages_written > before.pages_written,
+        "stats checkpointed the logged commits"
+    );
+    assert_eq!(after.logged_commits, before.logged_commits);
+}
+
 /// `Options::checkpoint_log_bytes` bounds the log: with a 64 KiB bound,
 /// 2,000 single-put commits of ~140-byte records (about 280 KiB of log)
 /// make at least 3 checkpoints, where the default bound, sized from the

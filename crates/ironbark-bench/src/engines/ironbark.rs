@@ -49,21 +49,18 @@ impl Engine for Ironbark {
     }
 
     fn counters(&self) -> Vec<(String, u64)> {
-        match self.db.stats() {
-            Ok(s) => {
-                let c = s.counters;
-                vec![
-                    ("commits".into(), c.commits),
-                    ("pages_written".into(), c.pages_written),
-                    ("write_calls".into(), c.write_calls),
-                    ("bytes_written".into(), c.bytes_written),
-                    ("bytes_mapped".into(), c.bytes_mapped),
-                    ("log_bytes".into(), c.log_bytes),
-                    ("syncs".into(), c.syncs),
-                ]
-            }
-            Err(_) => Vec::new(),
-        }
+        // Not `stats()`: that checkpoints the logged commits, which would
+        // do the close's work outside the timed close.
+        let c = self.db.counters();
+        vec![
+            ("commits".into(), c.commits),
+            ("pages_written".into(), c.pages_written),
+            ("write_calls".into(), c.write_calls),
+            ("bytes_written".into(), c.bytes_written),
+            ("bytes_mapped".into(), c.bytes_mapped),
+            ("log_bytes".into(), c.log_bytes),
+            ("syncs".into(), c.syncs),
+        ]
     }
 
     fn close(self: Box<Self>) -> Result<()> {
