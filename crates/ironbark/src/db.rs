@@ -202,6 +202,10 @@ impl Database {
         }
         let db_id = reg.db_id(file_id);
         let shared = Arc::new(open_instance(path, file, file_id, options, db_id)?);
+        // The commit the open loaded is lent to readers until the next.
+        shared
+            .lender
+            .offer(&shared.published.load_full(), &shared.readers);
         reg.open.retain(|_, weak| weak.strong_count() > 0);
         reg.open.insert(file_id, Arc::downgrade(&shared));
         drop(reg);
@@ -1408,6 +1412,23 @@ mod tests {
         commit(b"4");
         assert_eq!(graveyard(), 0);
         assert!(weak.upgrade().is_none(), "freed at the publish");
+    }
+
+    /// A process that has not committed since it opened lends the commit
+    /// it loaded at open: its readers borrow too.
+    #[test]
+    fn a_reopened_database_lends_the_commit_it_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.ib");
+        {
+            let db = Database::open(&path).unwrap();
+            put_k(&db, b"1");
+        }
+        let db = Database::open(&path).unwrap();
+        let rx = db.begin_read().unwrap();
+        assert!(rx.borrows_its_snapshot());
+        let t = rx.tree("t").unwrap();
+        assert_eq!(rx.get(&t, b"k").unwrap(), Some(&b"1"[..]));
     }
 
     /// With no reader holding snapshots, commits reuse a few snapshot

@@ -662,6 +662,8 @@ impl Shared {
         self.lender.withdraw();
         self.published.store(snapshot);
         self.after_publish_change();
+        self.lender
+            .offer(&self.published.load_full(), &self.readers);
     }
 
     /// What follows every change of `published`: its count, and the
@@ -677,6 +679,8 @@ impl Shared {
         self.lender.withdraw();
         self.published.rcu(f);
         self.after_publish_change();
+        self.lender
+            .offer(&self.published.load_full(), &self.readers);
     }
 
     /// Frees the snapshots readers gave up (`graveyard`). Called where

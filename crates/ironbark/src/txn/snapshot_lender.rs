@@ -157,7 +157,10 @@ impl<T: Lendable> Lender<T> {
     /// reader table), and frees what no reader can hold once enough has
     /// accumulated.
     pub(crate) fn lend(&self, snapshot: &Arc<T>, readers: &ReaderTable) {
-        let mut r = self.lock();
+        self.lend_locked(&mut self.lock(), snapshot, readers);
+    }
+
+    fn lend_locked(&self, r: &mut Retained<T>, snapshot: &Arc<T>, readers: &ReaderTable) {
         if let Some(last) = r.lent.back() {
             assert!(
                 snapshot.txn() >= last.txn(),
@@ -166,9 +169,27 @@ impl<T: Lendable> Lender<T> {
         }
         r.lent.push_back(snapshot.clone());
         r.last_is_newest = true;
-        self.set_newest(&mut r, Arc::as_ptr(snapshot), snapshot.txn());
+        self.set_newest(r, Arc::as_ptr(snapshot), snapshot.txn());
         if r.lent.len() >= r.scan_at {
-            Self::release_unseen(&mut r, readers);
+            Self::release_unseen(r, readers);
+        }
+    }
+
+    /// Lends `snapshot`, this process's newest, unless the lender lends it
+    /// or a newer one already: called after the newest changes other than
+    /// by the writer's publish (another process's commit loaded by a
+    /// reader, recovery), possibly on several threads at once, each with
+    /// what it found newest.
+    pub(crate) fn offer(&self, snapshot: &Arc<T>, readers: &ReaderTable) {
+        let txn = snapshot.txn();
+        let mut r = self.lock();
+        let lent_newer = r.lent.back().is_some_and(|last| last.txn() > txn);
+        let lent_already = r.last_is_newest
+            && r.lent
+                .back()
+                .is_some_and(|last| Arc::ptr_eq(last, snapshot));
+        if txn != 0 && !lent_newer && !lent_already {
+            self.lend_locked(&mut r, snapshot, readers);
         }
     }
 
