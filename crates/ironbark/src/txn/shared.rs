@@ -711,19 +711,9 @@ impl Shared {
         // A logged commit's meta describes only its file part: other
         // processes must not build a snapshot from it (`foreign_logged`).
         let logged = snapshot.source.arena.is_some();
-        let new = match self.lender.take_spare(&self.readers) {
-            Some(mut spare) => match Arc::get_mut(&mut spare) {
-                Some(unshared) => {
-                    *unshared = snapshot;
-                    spare
-                }
-                None => Arc::new(snapshot),
-            },
-            None => Arc::new(snapshot),
-        };
         // Lent before the reader table shows the txn, so that a reader who
         // sees it there finds it lent (`txn::snapshot_lender`).
-        self.lender.lend(&new, &self.readers);
+        let new = self.lender.lend_new(snapshot, &self.readers);
         // The replaced snapshot stays lent until no reader can hold it.
         drop(self.published.swap(new));
         self.after_publish_change();

@@ -156,10 +156,6 @@ impl<T: Lendable> Lender<T> {
     /// (called by the writer's publish, before it publishes the txn in the
     /// reader table), and frees what no reader can hold once enough has
     /// accumulated.
-    pub(crate) fn lend(&self, snapshot: &Arc<T>, readers: &ReaderTable) {
-        self.lend_locked(&mut self.lock(), snapshot, readers);
-    }
-
     fn lend_locked(&self, r: &mut Retained<T>, snapshot: &Arc<T>, readers: &ReaderTable) {
         if let Some(last) = r.lent.back() {
             assert!(
@@ -240,8 +236,30 @@ impl<T: Lendable> Lender<T> {
         }
     }
 
-    /// A freed snapshot whose allocation a publish may overwrite.
-    pub(crate) fn take_spare(&self, readers: &ReaderTable) -> Option<Arc<T>> {
+    /// Lends `value`, the writer's newest, written over a spare's
+    /// allocation when there is one (no allocation): `lend` and the spare
+    /// in one taking of the lock, since a publish does both. Returns the
+    /// lent `Arc`.
+    pub(crate) fn lend_new(&self, value: T, readers: &ReaderTable) -> Arc<T> {
+        let mut r = self.lock();
+        Self::refill_spares(&mut r, readers);
+        let snapshot = match r.spares.pop() {
+            Some(mut spare) => match Arc::get_mut(&mut spare) {
+                Some(unshared) => {
+                    *unshared = value;
+                    spare
+                }
+                None => Arc::new(value),
+            },
+            None => Arc::new(value),
+        };
+        self.lend_locked(&mut r, &snapshot, readers);
+        snapshot
+    }
+
+    /// A freed snapshot whose allocation a publish may overwrite (tests).
+    #[cfg(all(test, loom))]
+    fn take_spare(&self, readers: &ReaderTable) -> Option<Arc<T>> {
         let mut r = self.lock();
         Self::refill_spares(&mut r, readers);
         let mut spare = r.spares.pop()?;
@@ -336,12 +354,14 @@ mod loom_tests {
                 Arc::new(AtomicBool::new(false)),
                 Arc::new(AtomicBool::new(false)),
             ];
-            let first = Arc::new(Stand {
-                txn: 1,
-                freed: freed[0].clone(),
-            });
+            let first = lender.lend_new(
+                Stand {
+                    txn: 1,
+                    freed: freed[0].clone(),
+                },
+                &table,
+            );
             let first_ptr = Arc::as_ptr(&first) as usize;
-            lender.lend(&first, &table);
             drop(first);
             let reader = {
                 let (table, lender, freed) = (table.clone(), lender.clone(), freed.clone());
@@ -357,12 +377,13 @@ mod loom_tests {
                     table.release(slot);
                 })
             };
-            let second = Arc::new(Stand {
-                txn: 2,
-                freed: freed[1].clone(),
-            });
-            lender.lend(&second, &table);
-            drop(second);
+            drop(lender.lend_new(
+                Stand {
+                    txn: 2,
+                    freed: freed[1].clone(),
+                },
+                &table,
+            ));
             table.publish(2);
             lender.scan(&table);
             // A spare is written over by the next publish: here, dropped.
