@@ -27,16 +27,23 @@ fn logged(durability: Durability) -> Options {
     }
 }
 
-#[test]
-fn logged_commits_are_read_back_kept_apart_from_old_snapshots_and_reopened() {
-    let t = temp_db("logged.ib");
-    let db = Database::open_with(&t.path, &logged(Durability::None)).unwrap();
+/// Keys `0..n` (as big-endian `u32`) put with value `v0` into tree `t` of
+/// a new database opened with `options`, in one transaction.
+fn loaded(t: &common::TempDb, options: &Options, n: u32) -> (Database, ironbark::Tree) {
+    let db = Database::open_with(&t.path, options).unwrap();
     let mut tx = db.begin_write().unwrap();
     let tree = tx.open_tree("t").unwrap();
-    for i in 0..5_000u32 {
+    for i in 0..n {
         tx.put(&tree, &i.to_be_bytes(), b"v0").unwrap();
     }
     tx.commit().unwrap();
+    (db, tree)
+}
+
+#[test]
+fn logged_commits_are_read_back_kept_apart_from_old_snapshots_and_reopened() {
+    let t = temp_db("logged.ib");
+    let (db, tree) = loaded(&t, &logged(Durability::None), 5_000);
     let old = db.begin_read().unwrap();
     let before = db.stats().unwrap().counters;
     let mut rng = Rng::new(7);
@@ -109,13 +116,7 @@ fn logged_commits_are_read_back_kept_apart_from_old_snapshots_and_reopened() {
 #[test]
 fn log_bytes_stored_through_the_map_are_counted_apart() {
     let t = temp_db("mapped.ib");
-    let db = Database::open_with(&t.path, &logged(Durability::None)).unwrap();
-    let mut tx = db.begin_write().unwrap();
-    let tree = tx.open_tree("t").unwrap();
-    for i in 0..1_000u32 {
-        tx.put(&tree, &i.to_be_bytes(), b"v0").unwrap();
-    }
-    tx.commit().unwrap();
+    let (db, tree) = loaded(&t, &logged(Durability::None), 1_000);
     let commit = |durability: Durability| {
         let before = db.stats().unwrap().counters;
         let mut tx = db.begin_write().unwrap();
@@ -162,13 +163,7 @@ fn log_bytes_stored_through_the_map_are_counted_apart() {
 #[test]
 fn counters_leave_the_checkpoint_to_stats_or_the_close() {
     let t = temp_db("counters.ib");
-    let db = Database::open_with(&t.path, &logged(Durability::None)).unwrap();
-    let mut tx = db.begin_write().unwrap();
-    let tree = tx.open_tree("t").unwrap();
-    for i in 0..1_000u32 {
-        tx.put(&tree, &i.to_be_bytes(), b"v0").unwrap();
-    }
-    tx.commit().unwrap();
+    let (db, tree) = loaded(&t, &logged(Durability::None), 1_000);
     db.stats().unwrap();
     for i in 0..100u32 {
         let mut tx = db.begin_write().unwrap();
@@ -200,13 +195,7 @@ fn the_log_bound_option_sets_how_often_a_checkpoint_runs() {
             checkpoint_log_bytes: bound,
             ..logged(Durability::None)
         };
-        let db = Database::open_with(&t.path, &options).unwrap();
-        let mut tx = db.begin_write().unwrap();
-        let tree = tx.open_tree("t").unwrap();
-        for i in 0..1_000u32 {
-            tx.put(&tree, &i.to_be_bytes(), b"v0").unwrap();
-        }
-        tx.commit().unwrap();
+        let (db, tree) = loaded(&t, &options, 1_000);
         let before = db.stats().unwrap().counters;
         for i in 0..2_000u32 {
             let mut tx = db.begin_write().unwrap();
