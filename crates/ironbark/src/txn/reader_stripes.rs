@@ -28,11 +28,14 @@
 //! - the stripes hold the instance, so it closes when its last handle and
 //!   its last read transaction are gone, as before.
 //!
-//! Under a writer that commits between most reads, the cache is stale at
-//! most begins: the transaction then holds the snapshot's own `Arc` (one
-//! shared read-modify-write each way, as before), and a stripe caches a
-//! snapshot only when a second transaction takes it, so a fast writer
-//! does not make its readers allocate a wrapper per read.
+//! A transaction first borrows the snapshot the lender lends for the
+//! newest txn (`txn::snapshot_lender`, no count at all); the stripes serve
+//! when the lender has none for it (the moments the newest changes other
+//! than by this process's publish). A stale cache then means the
+//! transaction holds the snapshot's own `Arc` (one shared
+//! read-modify-write each way), and a stripe caches a snapshot only when a
+//! second transaction takes it, so readers do not allocate a wrapper per
+//! read.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;

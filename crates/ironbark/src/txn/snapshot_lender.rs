@@ -88,11 +88,11 @@ struct Retained<T> {
 /// was registered at its txn before it was borrowed stays registered.
 pub(crate) struct Borrowed<T>(NonNull<T>);
 
-// SAFETY: a `Borrowed` only ever gives out `&Snapshot`, and `Snapshot` is
-// `Sync` (it holds `Arc`s, plain data and a catalog vector, none with
-// interior mutability); the lender keeps the snapshot alive whatever thread
-// the borrowing transaction moves to, since its reader slot, not its
-// thread, is what protects it.
+// SAFETY: a `Borrowed` only ever gives out `&T`, and `T` is `Sync` (for
+// `Snapshot`: `Arc`s, plain data and a catalog vector, none with interior
+// mutability); the lender keeps the snapshot alive whatever thread the
+// borrowing transaction moves to, since its reader slot, not its thread,
+// is what protects it.
 unsafe impl<T: Sync> Send for Borrowed<T> {}
 // SAFETY: as for `Send`: shared access to a `Sync` snapshot.
 unsafe impl<T: Sync> Sync for Borrowed<T> {}
@@ -101,15 +101,15 @@ impl<T> std::ops::Deref for Borrowed<T> {
     type Target = T;
     #[inline]
     fn deref(&self) -> &T {
-        // SAFETY: the pointer came from an `Arc<Snapshot>` that the lender
+        // SAFETY: the pointer came from an `Arc<T>` that the lender
         // holds in `lent`; it is freed only after a scan of the reader
         // table made after it stopped being the newest found no slot at
         // its txn (module doc), and the transaction owning this `Borrowed`
         // keeps its slot registered at that txn until after dropping it
         // (`ReadTxn`'s `Drop` releases the slot, then the borrow, which is
         // never read again). No `&mut` to a lent snapshot exists: the
-        // lender reuses one (`take_spare`) only once it is out of `lent`
-        // and unshared.
+        // lender writes over one (`lend_new`, `with_spare`) only once it is
+        // out of `lent` and unshared.
         unsafe { self.0.as_ref() }
     }
 }
@@ -189,9 +189,9 @@ impl<T: Lendable> Lender<T> {
         }
     }
 
-    /// Stops lending: the process's newest snapshot was made elsewhere
-    /// (another process's commit, recovery), so readers take the slow
-    /// path until the next `lend`.
+    /// Stops lending while the process's newest snapshot changes other
+    /// than by the writer's publish (another process's commit, recovery):
+    /// readers take the slow path until the next `offer` or `lend_new`.
     pub(crate) fn withdraw(&self) {
         let mut r = self.lock();
         r.last_is_newest = false;
@@ -237,9 +237,9 @@ impl<T: Lendable> Lender<T> {
     }
 
     /// Lends `value`, the writer's newest, written over a spare's
-    /// allocation when there is one (no allocation): `lend` and the spare
-    /// in one taking of the lock, since a publish does both. Returns the
-    /// lent `Arc`.
+    /// allocation when there is one (no allocation): the spare and the
+    /// lending in one taking of the lock, since a publish does both.
+    /// Returns the lent `Arc`.
     pub(crate) fn lend_new(&self, value: T, readers: &ReaderTable) -> Arc<T> {
         let mut r = self.lock();
         Self::refill_spares(&mut r, readers);
