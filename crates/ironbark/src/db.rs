@@ -1258,11 +1258,9 @@ fn read_metas(file: &DataFile, file_len: u64) -> [(u64, Result<Meta>); 2] {
 }
 
 fn map_for(file: &DataFile, len: u64, reservation: u64) -> Result<Arc<Map>> {
-    Ok(Arc::new(Map::new(
-        file.as_file(),
-        len.saturating_mul(2),
-        reservation,
-    )?))
+    let map = Map::new(file.as_file(), len.saturating_mul(2), reservation)?;
+    map.advise_for_file_len(len);
+    Ok(Arc::new(map))
 }
 
 /// The commit an opening process chose.

@@ -22,13 +22,38 @@ use std::fs::File;
 use std::io;
 use std::os::unix::io::AsRawFd;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
 use crate::error::{Error, Result};
+
+/// This machine's physical memory in bytes (`u64::MAX` if unknown: then
+/// no file counts as larger than memory).
+fn physical_memory() -> u64 {
+    static MEMORY: OnceLock<u64> = OnceLock::new();
+    *MEMORY.get_or_init(|| {
+        // SAFETY: sysconf reads system configuration; no memory is touched.
+        let (pages, page_size) = unsafe {
+            (
+                libc::sysconf(libc::_SC_PHYS_PAGES),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        match (u64::try_from(pages), u64::try_from(page_size)) {
+            (Ok(p), Ok(s)) if p > 0 && s > 0 => p.saturating_mul(s),
+            _ => u64::MAX,
+        }
+    })
+}
 
 /// A read-only shared mapping of the data file.
 #[derive(Debug)]
 pub(crate) struct Map {
     ptr: *const u8,
     len: usize,
+    /// Whether the kernel was told that this map is read at random
+    /// ([`Map::advise_for_file_len`]).
+    random: AtomicBool,
 }
 
 // SAFETY: the mapping is read-only and lives until `Drop`; sharing `&[u8]`
@@ -64,7 +89,37 @@ impl Map {
         Ok(Map {
             ptr: ptr as *const u8,
             len,
+            random: AtomicBool::new(false),
         })
+    }
+
+    /// Tells the kernel that this map is read at random (`MADV_RANDOM`)
+    /// once the file is larger than this machine's memory, so that a page
+    /// fault reads the one page a lookup needs, not the kernel's readahead
+    /// window around it: when most lookups miss the page cache, those extra
+    /// pages evict pages that later lookups need (LMDB's `MDB_NORDAHEAD`).
+    /// A file that fits in memory keeps readahead, which makes a cold scan
+    /// or a first pass over the file fast. Called at open and whenever a
+    /// commit's map is looked up (`Shared::map_covering`); a load and a
+    /// comparison when there is nothing to do. A hint: failure is harmless
+    /// and ignored.
+    pub(crate) fn advise_for_file_len(&self, file_len: u64) {
+        self.advise_for_memory(file_len, physical_memory());
+    }
+
+    /// [`Map::advise_for_file_len`] with the memory size given (for tests).
+    fn advise_for_memory(&self, file_len: u64, memory: u64) {
+        if file_len <= memory || self.random.load(Ordering::Relaxed) {
+            return;
+        }
+        if self.random.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        // SAFETY: advice on our own mapping's whole range; MADV_RANDOM only
+        // changes how the kernel reads ahead on a fault, never a byte read.
+        unsafe {
+            libc::madvise(self.ptr as *mut libc::c_void, self.len, libc::MADV_RANDOM);
+        }
     }
 
     /// The bytes reserved for this map (not the file's length).
@@ -241,4 +296,56 @@ pub(crate) fn prefetch(bytes: &[u8]) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = bytes;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flags the kernel shows for this process's mapping that starts
+    /// at `start` (`VmFlags` in `/proc/self/smaps`).
+    fn vm_flags(start: *const u8) -> Vec<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
+        let mut in_mapping = false;
+        for line in smaps.lines() {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if let Some((from, _)) = first.split_once('-') {
+                if let Ok(from) = usize::from_str_radix(from, 16) {
+                    in_mapping = from == start as usize;
+                    continue;
+                }
+            }
+            if in_mapping {
+                if let Some(flags) = line.strip_prefix("VmFlags:") {
+                    return flags.split_whitespace().map(str::to_string).collect();
+                }
+            }
+        }
+        panic!("no mapping at {start:p} in /proc/self/smaps");
+    }
+
+    #[test]
+    fn a_file_larger_than_memory_is_read_at_random() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.path().join("data"))
+            .unwrap();
+        let len = 1 << 20;
+        file.set_len(len).unwrap();
+        let map = Map::new(&file, len, 0).unwrap();
+        let random = |map: &Map| vm_flags(map.ptr).iter().any(|f| f == "rr");
+        map.advise_for_memory(len, len);
+        assert!(!random(&map), "a file that fits in memory keeps readahead");
+        map.advise_for_memory(len, len - 1);
+        assert!(random(&map), "a file larger than memory is read at random");
+        // The real machine's memory: a 1 MiB file fits.
+        let other = Map::new(&file, len, 0).unwrap();
+        other.advise_for_file_len(len);
+        assert!(!random(&other));
+        assert!(physical_memory() > len);
+    }
 }

@@ -247,7 +247,11 @@ impl ReaderTable {
     /// On false the caller retries with the newer commit.
     pub(crate) fn try_register(&self, i: usize, txn: u64) -> bool {
         debug_assert!(txn != 0);
-        self.slots()[i].txn.store(txn, Ordering::SeqCst);
+        // A plain store and one fence: the fence alone orders the store
+        // before the re-read (the module doc's Dekker argument), where a
+        // sequentially consistent store would add a second barrier (an
+        // `xchg` on x86) to every read transaction.
+        self.slots()[i].txn.store(txn, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         self.published_txn() == txn
     }
@@ -255,8 +259,16 @@ impl ReaderTable {
     pub(crate) fn release(&self, i: usize) {
         let slot = &self.slots()[i];
         slot.txn.store(0, Ordering::Release);
-        let old = slot.owner.swap(0, Ordering::Release);
-        assert!(old == self.me.0, "reader slot released by a non-owner");
+        // Plain stores, no read-modify-write: no one else writes the owner
+        // word of a live process's slot (claimers wait for 0, and only
+        // dead owners' slots are cleared), so a load and a store do what a
+        // swap would, without a locked instruction per read transaction.
+        let owner = &slot.owner;
+        assert!(
+            owner.load(Ordering::Relaxed) == self.me.0,
+            "reader slot released by a non-owner"
+        );
+        owner.store(0, Ordering::Release);
     }
 
     /// The snapshot of every live reader, sorted, without duplicates, into

@@ -734,6 +734,7 @@ impl Shared {
                 self.map_reservation,
             )?);
         }
+        map.advise_for_file_len(needed);
         Ok(map.clone())
     }
 
