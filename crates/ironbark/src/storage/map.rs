@@ -27,8 +27,10 @@ use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 
-/// This machine's physical memory in bytes (`u64::MAX` if unknown: then
-/// no file counts as larger than memory).
+/// The memory this process may fill with the file's pages, in bytes: the
+/// machine's physical memory, or its cgroup's limit (`memory.max`, cgroup
+/// v2) when that is lower, as in a container. `u64::MAX` if unknown: then
+/// no file counts as larger than memory.
 fn physical_memory() -> u64 {
     static MEMORY: OnceLock<u64> = OnceLock::new();
     *MEMORY.get_or_init(|| {
@@ -39,11 +41,34 @@ fn physical_memory() -> u64 {
                 libc::sysconf(libc::_SC_PAGESIZE),
             )
         };
-        match (u64::try_from(pages), u64::try_from(page_size)) {
+        let machine = match (u64::try_from(pages), u64::try_from(page_size)) {
             (Ok(p), Ok(s)) if p > 0 && s > 0 => p.saturating_mul(s),
             _ => u64::MAX,
-        }
+        };
+        machine.min(cgroup_memory_limit().unwrap_or(u64::MAX))
     })
+}
+
+/// This process's cgroup memory limit, if it has one. `/proc/self/cgroup`
+/// names the group: `0::/path` under cgroup v2, whose `memory.max` is a
+/// number of bytes or `max`; `N:memory:/path` under v1, whose
+/// `memory.limit_in_bytes` is a number (near `i64::MAX` when unlimited).
+fn cgroup_memory_limit() -> Option<u64> {
+    let groups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let limit_at =
+        |file: String| -> Option<u64> { std::fs::read_to_string(file).ok()?.trim().parse().ok() };
+    let v1 = groups
+        .lines()
+        .find_map(|l| l.split_once(":memory:").map(|(_, path)| path))
+        .and_then(|path| limit_at(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")));
+    let v2 = groups
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .and_then(|path| limit_at(format!("/sys/fs/cgroup{path}/memory.max")));
+    match (v1, v2) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// A read-only shared mapping of the data file.
