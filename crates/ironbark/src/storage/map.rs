@@ -23,53 +23,9 @@ use std::io;
 use std::os::unix::io::AsRawFd;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
-
-/// The memory this process may fill with the file's pages, in bytes: the
-/// machine's physical memory, or its cgroup's limit (`memory.max`, cgroup
-/// v2) when that is lower, as in a container. `u64::MAX` if unknown: then
-/// no file counts as larger than memory.
-fn physical_memory() -> u64 {
-    static MEMORY: OnceLock<u64> = OnceLock::new();
-    *MEMORY.get_or_init(|| {
-        // SAFETY: sysconf reads system configuration; no memory is touched.
-        let (pages, page_size) = unsafe {
-            (
-                libc::sysconf(libc::_SC_PHYS_PAGES),
-                libc::sysconf(libc::_SC_PAGESIZE),
-            )
-        };
-        let machine = match (u64::try_from(pages), u64::try_from(page_size)) {
-            (Ok(p), Ok(s)) if p > 0 && s > 0 => p.saturating_mul(s),
-            _ => u64::MAX,
-        };
-        machine.min(cgroup_memory_limit().unwrap_or(u64::MAX))
-    })
-}
-
-/// This process's cgroup memory limit, if it has one. `/proc/self/cgroup`
-/// names the group: `0::/path` under cgroup v2, whose `memory.max` is a
-/// number of bytes or `max`; `N:memory:/path` under v1, whose
-/// `memory.limit_in_bytes` is a number (near `i64::MAX` when unlimited).
-fn cgroup_memory_limit() -> Option<u64> {
-    let groups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let limit_at =
-        |file: String| -> Option<u64> { std::fs::read_to_string(file).ok()?.trim().parse().ok() };
-    let v1 = groups
-        .lines()
-        .find_map(|l| l.split_once(":memory:").map(|(_, path)| path))
-        .and_then(|path| limit_at(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")));
-    let v2 = groups
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .and_then(|path| limit_at(format!("/sys/fs/cgroup{path}/memory.max")));
-    match (v1, v2) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
+use crate::storage::memory::memory_limit;
 
 /// A read-only shared mapping of the data file.
 #[derive(Debug)]
@@ -129,7 +85,7 @@ impl Map {
     /// comparison when there is nothing to do. A hint: failure is harmless
     /// and ignored.
     pub(crate) fn advise_for_file_len(&self, file_len: u64) {
-        self.advise_for_memory(file_len, physical_memory());
+        self.advise_for_memory(file_len, memory_limit());
     }
 
     /// [`Map::advise_for_file_len`] with the memory size given (for tests).
@@ -371,6 +327,6 @@ mod tests {
         let other = Map::new(&file, len, 0).unwrap();
         other.advise_for_file_len(len);
         assert!(!random(&other));
-        assert!(physical_memory() > len);
+        assert!(memory_limit() > len);
     }
 }

@@ -15,6 +15,7 @@ pub(crate) mod freespace;
 pub(crate) mod lockfile;
 pub(crate) mod log;
 pub(crate) mod map;
+pub(crate) mod memory;
 pub(crate) mod meta;
 pub(crate) mod oslock;
 pub(crate) mod spill;

@@ -31,6 +31,7 @@ use crate::options::Durability;
 use crate::pages::{DirtyPages, MapSource, PageSource};
 use crate::storage::arena::{Arena, Fresh, ARENA_BIT};
 use crate::storage::freespace::Freed;
+use crate::storage::memory::memory_limit;
 use crate::storage::meta::Meta;
 use crate::txn::seal::{order_dirty, seal_all, Placement};
 use crate::txn::shared::{Shared, Snapshot, WriterState};
@@ -73,15 +74,32 @@ pub(crate) const ARENA_MIN_BOUND_BYTES: u64 = 64 << 20;
 
 /// Arena slots in use after which the next commit checkpoints instead,
 /// for a data file of `page_count` pages at its last checkpoint: twice
-/// its pages, at least [`ARENA_MIN_BOUND_BYTES`]. The bound sets how often
+/// its pages, at least [`ARENA_MIN_BOUND_BYTES`] (memory allowing). The bound sets how often
 /// a checkpoint rewrites the pages that changed: rarely, when the arena
 /// can hold the whole working set. Twice, because a tree that grows
 /// (random inserts) outgrows the file of its last checkpoint: with the
 /// file's own size, 1M random inserts in transactions of 1,000 wrote 5.9
 /// times their bytes; with twice it, 4.3 times, and the peak memory fell
 /// (from 703 to 538 MiB: each checkpoint copies the arena's pages).
+///
+/// At most an eighth of the memory this process may fill
+/// (`storage::memory`), since the arena is anonymous memory that nothing
+/// but a checkpoint gives back: with twice the file alone, 200k single-put
+/// overwrites into a 3 GiB file (10M records) in a 1 GiB container were
+/// killed for lack of memory (LMDB's ran at 19k/s there). An eighth leaves
+/// room for the checkpoint's copies and the page cache.
 fn arena_bound(page_size: u64, page_count: u64) -> u64 {
-    (ARENA_MIN_BOUND_BYTES / page_size).max(page_count.saturating_mul(2))
+    arena_bound_within(page_size, page_count, memory_limit())
+}
+
+/// The share of memory the arena may take at most: 1 / this.
+const ARENA_MEMORY_SHARE: u64 = 8;
+
+/// [`arena_bound`] for a process that may fill `memory` bytes.
+fn arena_bound_within(page_size: u64, page_count: u64, memory: u64) -> u64 {
+    let cap = (memory / ARENA_MEMORY_SHARE / page_size).max(1);
+    let floor = (ARENA_MIN_BOUND_BYTES / page_size).min(cap);
+    page_count.saturating_mul(2).clamp(floor, cap)
 }
 
 /// Whether the log or the arena is so near its bound that the next write
@@ -517,4 +535,34 @@ pub(crate) fn pull_arena(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+    const PAGE: u64 = 4096;
+
+    /// The arena's bound in MiB for a file of `file_mib` and `memory`.
+    fn bound_mib(file_mib: u64, memory: u64) -> u64 {
+        arena_bound_within(PAGE, file_mib * MIB / PAGE, memory) * PAGE / MIB
+    }
+
+    #[test]
+    fn the_arena_takes_twice_the_file_within_an_eighth_of_memory() {
+        // Twice the file, at least 64 MiB, when memory is ample.
+        assert_eq!(bound_mib(300, 24 * GIB), 600);
+        assert_eq!(bound_mib(10, 24 * GIB), 64);
+        // An eighth of memory at most: a 3 GiB file in a 1 GiB container.
+        assert_eq!(bound_mib(3 * 1024, GIB), 128);
+        assert_eq!(bound_mib(20 * 1024, 24 * GIB), 3 * 1024);
+        // In very little memory, the eighth wins over the 64 MiB floor.
+        assert_eq!(bound_mib(10, 256 * MIB), 32);
+        // Never zero slots, whatever the memory.
+        assert_eq!(arena_bound_within(PAGE, 1000, 0), 1);
+        // Unknown memory lowers nothing.
+        assert_eq!(bound_mib(3 * 1024, u64::MAX), 6 * 1024);
+    }
 }
