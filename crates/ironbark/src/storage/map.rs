@@ -21,7 +21,6 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::io::AsRawFd;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{Error, Result};
@@ -75,7 +74,8 @@ impl Map {
     }
 
     /// Tells the kernel that this map is read at random (`MADV_RANDOM`)
-    /// once the file is larger than this machine's memory, so that a page
+    /// once the file is larger than the memory this process may fill (the
+    /// machine's, or its container's: `storage::memory`), so that a page
     /// fault reads the one page a lookup needs, not the kernel's readahead
     /// window around it: when most lookups miss the page cache, those extra
     /// pages evict pages that later lookups need (LMDB's `MDB_NORDAHEAD`).
