@@ -81,8 +81,8 @@ impl Map {
     /// pages evict pages that later lookups need (LMDB's `MDB_NORDAHEAD`).
     /// A file that fits in memory keeps readahead, which makes a cold scan
     /// or a first pass over the file fast. Called at open and whenever a
-    /// commit's map is looked up (`Shared::map_covering`); a load and a
-    /// comparison when there is nothing to do. A hint: failure is harmless
+    /// commit's map is looked up (`Shared::map_covering`); a comparison
+    /// when the file fits, one swap of a flag when it was advised already. A hint: failure is harmless
     /// and ignored.
     pub(crate) fn advise_for_file_len(&self, file_len: u64) {
         self.advise_for_memory(file_len, memory_limit());
@@ -90,10 +90,7 @@ impl Map {
 
     /// [`Map::advise_for_file_len`] with the memory size given (for tests).
     fn advise_for_memory(&self, file_len: u64, memory: u64) {
-        if file_len <= memory || self.random.load(Ordering::Relaxed) {
-            return;
-        }
-        if self.random.swap(true, Ordering::Relaxed) {
+        if file_len <= memory || self.random.swap(true, Ordering::Relaxed) {
             return;
         }
         // SAFETY: advice on our own mapping's whole range; MADV_RANDOM only

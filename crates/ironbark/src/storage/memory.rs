@@ -42,8 +42,14 @@ fn machine_memory() -> Option<u64> {
 /// `memory.limit_in_bytes` is a number (near `i64::MAX` when unlimited).
 fn cgroup_memory_limit() -> Option<u64> {
     let groups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let limit_at =
-        |file: String| -> Option<u64> { std::fs::read_to_string(file).ok()?.trim().parse().ok() };
+    limit_of_groups(&groups, |file| std::fs::read_to_string(file).ok())
+}
+
+/// [`cgroup_memory_limit`] from the text of `/proc/self/cgroup`, reading
+/// the limit files through `read`: the lower of the v1 and v2 limits found,
+/// if any (an unreadable or unparsable file, `max` among them, is none).
+fn limit_of_groups(groups: &str, read: impl Fn(&str) -> Option<String>) -> Option<u64> {
+    let limit_at = |file: String| -> Option<u64> { read(&file)?.trim().parse().ok() };
     let v1 = groups
         .lines()
         .find_map(|l| l.split_once(":memory:").map(|(_, path)| path))
@@ -71,5 +77,44 @@ mod tests {
             None => machine,
         };
         assert_eq!(memory_limit(), expected);
+    }
+
+    #[test]
+    fn cgroup_limits_are_read_for_v1_and_v2_and_max_is_none() {
+        /// A reader of the files in `entries` (path, content).
+        fn files<'a>(entries: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+            move |file| {
+                entries
+                    .iter()
+                    .find(|(f, _)| *f == file)
+                    .map(|(_, v)| v.to_string())
+            }
+        }
+        let v1 = "4:memory:/box\n0::/\n";
+        let v1_file = "/sys/fs/cgroup/memory/box/memory.limit_in_bytes";
+        assert_eq!(
+            limit_of_groups(v1, files(&[(v1_file, "1073741824\n")])),
+            Some(1 << 30)
+        );
+        let v2 = "0::/user.slice/box\n";
+        let v2_file = "/sys/fs/cgroup/user.slice/box/memory.max";
+        assert_eq!(
+            limit_of_groups(v2, files(&[(v2_file, "536870912\n")])),
+            Some(1 << 29)
+        );
+        // Unlimited under v2 is the word `max`; a missing or garbled file
+        // is no limit; both versions present: the lower.
+        assert_eq!(limit_of_groups(v2, files(&[(v2_file, "max\n")])), None);
+        assert_eq!(limit_of_groups(v2, files(&[])), None);
+        assert_eq!(limit_of_groups(v1, files(&[(v1_file, "12x")])), None);
+        assert_eq!(limit_of_groups("", files(&[])), None);
+        let both = "4:memory:/box\n0::/user.slice/box\n";
+        assert_eq!(
+            limit_of_groups(
+                both,
+                files(&[(v1_file, "1073741824"), (v2_file, "536870912")])
+            ),
+            Some(1 << 29)
+        );
     }
 }
