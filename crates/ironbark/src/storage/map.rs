@@ -92,7 +92,7 @@ impl Map {
     ///   the aligned 2 MiB around it into one folio, which the kernel maps
     ///   with one 2 MiB page, so a lookup's descent takes one TLB entry per
     ///   2 MiB of file instead of one per page (at 10M records, lookups in
-    ///   a file read back cold ran 1.45-1.49x LMDB with it, 1.19-1.28x
+    ///   a file read back cold ran 1.37-1.53x LMDB with it, 1.23-1.28x
     ///   without). Pages the engine writes itself stay in the small folios
     ///   its writes made.
     /// - **A larger file** is read at random (`MADV_NOHUGEPAGE` and
@@ -107,7 +107,8 @@ impl Map {
     ///   told otherwise.
     ///
     /// Called at open and whenever a commit's map is looked up
-    /// (`Shared::map_covering`); one load when nothing changes. Hints:
+    /// (`Shared::map_covering`, under the writer lock); one load when
+    /// nothing changes. Hints:
     /// failure (a kernel without transparent huge pages) is harmless and
     /// ignored, and neither changes a byte read.
     pub(crate) fn advise_for_file_len(&self, file_len: u64) {
