@@ -106,11 +106,11 @@ impl Map {
     ///   readahead, and 25 MB/s without. Final: a map told so is never
     ///   told otherwise.
     ///
-    /// Called at open and whenever a commit's map is looked up
-    /// (`Shared::map_covering`, under the writer lock); one load when
-    /// nothing changes. Hints:
-    /// failure (a kernel without transparent huge pages) is harmless and
-    /// ignored, and neither changes a byte read.
+    /// Called at open, on a map no one else holds yet, and whenever a
+    /// commit's map is looked up (`Shared::map_covering`, under the lock of
+    /// the shared map): never by two threads at once. One load when nothing
+    /// changes. Hints: failure (a kernel without transparent huge pages) is
+    /// harmless and ignored, and neither changes a byte read.
     pub(crate) fn advise_for_file_len(&self, file_len: u64) {
         self.advise_for_memory(file_len, memory_limit());
     }
@@ -126,14 +126,7 @@ impl Map {
         if now == wanted || now == ADVICE_RANDOM {
             return;
         }
-        // Two threads may both see the old advice: one gives the new.
-        if self
-            .advice
-            .compare_exchange(now, wanted, Ordering::Relaxed, Ordering::Relaxed)
-            .is_err()
-        {
-            return;
-        }
+        self.advice.store(wanted, Ordering::Relaxed);
         let advise = |advice: libc::c_int| {
             // SAFETY: advice on our own mapping's whole range; it only
             // changes how the kernel reads the file into the page cache and
