@@ -292,6 +292,67 @@ fn checkpoints_the_log_bound_brings_go_in_steps_and_keep_the_file_small() {
     db.check().unwrap();
 }
 
+/// A tree that grew several times over since its last checkpoint (random
+/// inserts split every branch, so no branch keeps its separators) still
+/// goes in steps: each branch of the checkpoint keeps its separators in
+/// the grown tree, so a step replaces a child of it by the run of the
+/// grown tree's children that covers the same keys. Before, such a
+/// checkpoint went in one step and left the old tree's pages free: a
+/// fifth to a third of the file.
+#[test]
+fn a_tree_that_grew_threefold_since_its_checkpoint_goes_in_steps() {
+    let t = temp_db("grown.ib");
+    let stepped = Options {
+        checkpoint_step_pages: Some(64),
+        ..options()
+    };
+    let db = Database::open_with(&t.path, &stepped).unwrap();
+    // A permutation of 0..total, as the benchmark's random fills: the
+    // first quarter loaded and checkpointed, the rest inserted by logged
+    // commits of 100 puts.
+    let total: u64 = 40_000;
+    let nth = |i: u64| key((i * 7919 + 13) % total);
+    let mut model = BTreeMap::new();
+    let mut put_batch = |db: &Database, range: std::ops::Range<u64>| {
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        for i in range {
+            let v = vec![b'a' + (i % 26) as u8; 100];
+            tx.put(&tree, &nth(i), &v).unwrap();
+            model.insert(nth(i), v);
+        }
+        tx.commit().unwrap();
+    };
+    put_batch(&db, 0..total / 4);
+    db.checkpoint().unwrap();
+    let before = db.stats().unwrap();
+    for start in (total / 4..total).step_by(100) {
+        put_batch(&db, start..start + 100);
+    }
+    let logged = db.counters().logged_commits - before.counters.logged_commits;
+    db.checkpoint().unwrap();
+    let stats = db.stats().unwrap();
+    let steps = stats.counters.checkpoint_steps - before.counters.checkpoint_steps;
+    eprintln!(
+        "{logged} logged commits, {steps} steps: {} pages ({} free) -> {} pages ({} free)",
+        before.page_count, before.free_pages, stats.page_count, stats.free_pages
+    );
+    assert!(logged >= 250, "{logged} of 300 commits logged");
+    assert!(steps >= 4, "the checkpoints went in {steps} steps");
+    assert!(
+        stats.free_pages * 100 <= stats.page_count * 8,
+        "{} of {} pages free after the checkpoint",
+        stats.free_pages,
+        stats.page_count
+    );
+    assert!(read_all(&db) == model);
+    db.check().unwrap();
+    drop(db);
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    assert!(read_all(&db) == model, "reopened");
+    db.check().unwrap();
+}
+
 /// A step copies the branches of the last checkpoint it splices into; a
 /// damaged one is an error, never copied under a fresh checksum (which
 /// would launder the damage into a page that verifies).

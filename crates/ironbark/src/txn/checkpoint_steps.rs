@@ -18,11 +18,15 @@
 //! published as an ordinary checkpoint.
 //!
 //! Invariants:
-//! - a step splices only where the two trees have the same shape: a branch
-//!   of the last step and the newest commit's branch at the same place,
-//!   with the same separators, have children covering the same key ranges,
-//!   so any mix of their children is a valid tree; where shapes differ the
-//!   newest commit's whole subtree is taken;
+//! - a step splices only where the two trees agree on key ranges: a branch
+//!   of the last step and the newest commit's branch at the same place and
+//!   height, where every separator of the first is one of the second's
+//!   (so each child of the first covers what a run of the second's
+//!   children covers), make a valid branch of any mix of the first's
+//!   children and whole runs of the second's; a tree that grew by splits
+//!   since `C` keeps `C`'s separators, so a growing tree goes in steps too.
+//!   Where this fails (roots of different heights, a separator the newest
+//!   commit lost to a merge), the newest commit's whole subtree is taken;
 //! - nothing is published between steps, and no write transaction begins
 //!   while steps are pending (`WriteTxn::begin` finishes them first): `T`
 //!   stays the newest commit throughout;
@@ -39,7 +43,10 @@
 
 use std::collections::HashSet;
 
-use crate::btree::page::{blob_run_pages, set_child, verify_page, LeafValue, Node, DIRTY_BIT};
+use crate::btree::page::{
+    blob_run_pages, branch_cell, compare_keys, slotted_size, verify_page, LeafValue, Node,
+    DIRTY_BIT, HEADER_LEN,
+};
 use crate::btree::search::Root;
 use crate::btree::write::TreeState;
 use crate::catalog::Catalog;
@@ -181,7 +188,14 @@ pub(crate) fn plan(
         }
         splicer.delta = Counts::default();
         let (mr, tr) = (m.state.root, t.state.root);
-        match splicer.splice(ref_of(mr), ref_of(tr), true)? {
+        let spliced = if mr.depth == tr.depth {
+            splicer.splice(ref_of(mr), ref_of(tr), true)?
+        } else {
+            // Subtrees of different heights never mix: the whole tree.
+            splicer.budget -= splicer.count_taken(ref_of(tr))? as i64;
+            Some(Spliced::Taken)
+        };
+        match spliced {
             None => {}
             Some(Spliced::Taken) => {
                 splicer.free_subtree(ref_of(mr))?;
@@ -266,6 +280,17 @@ enum Spliced {
     Copy(u64),
 }
 
+/// Where a child of a spliced branch comes from.
+#[derive(Clone, Copy)]
+enum Source {
+    /// The last step's child, unchanged.
+    Kept,
+    /// The newest commit's children `start..end`, whole subtrees.
+    Group(usize, usize),
+    /// A spliced copy of the last step's child (a dirty page).
+    Copy(u64),
+}
+
 /// Entries and pages by kind, as a tree's counters keep them.
 #[derive(Default)]
 struct Counts {
@@ -302,7 +327,17 @@ impl Splicer<'_> {
     }
 
     /// Splices the newest commit's subtree `t` into the last step's `m`
-    /// (which differ): `None` if the budget allowed nothing.
+    /// (which differ, and are of the same depth): `None` if the budget
+    /// allowed nothing.
+    ///
+    /// Where the two branches' separators differ, the splice still goes
+    /// child by child when every separator of `m` is one of `t`'s (a tree
+    /// that grew by splits since `C` keeps `C`'s separators): each child of
+    /// `m` then covers the range of a run of `t`'s children, a *group*,
+    /// and the new branch holds for each child of `m` either it (spliced,
+    /// for a group of one) or its whole group. Its cells are then a subset
+    /// of `t`'s in number and size, so it fits a page. Else `t` is taken
+    /// whole.
     fn splice(&mut self, m: PageRef, t: PageRef, top: bool) -> Result<Option<Spliced>> {
         if m.pgno == 0 || t.pgno == 0 {
             // An empty tree on either side: only the whole will do.
@@ -316,59 +351,103 @@ impl Splicer<'_> {
         let t_bytes = self.source.page(t.pgno)?;
         let mn = Node::parse(m_bytes, m.pgno, Some(m.txn))?;
         let tn = Node::parse(t_bytes, t.pgno, None)?;
-        if mn.is_leaf || tn.is_leaf || !same_separators(&mn, &tn)? {
+        let groups = if mn.is_leaf || tn.is_leaf {
+            None
+        } else {
+            groups_of(&mn, &tn)?
+        };
+        let Some(groups) = groups else {
             let pages = self.count_taken(t)?;
             self.budget -= pages as i64;
             return Ok(Some(Spliced::Taken));
-        }
-        let mut copy: Option<u64> = None;
+        };
+        // The new branch's children, one entry per child of `m` (a group
+        // of `t`'s children where it took one): `None` while nothing
+        // changed.
+        let mut children: Vec<(usize, Source)> = Vec::with_capacity(mn.count);
+        let mut changed = false;
         for j in 0..mn.count {
-            let (mc, mc_txn) = mn.child(j)?;
-            let (tc, tc_txn) = tn.child(j)?;
-            if self.same(mc, tc) {
+            let (start, end) = (groups[j], groups.get(j + 1).copied().unwrap_or(tn.count));
+            let mc = PageRef {
+                pgno: mn.child(j)?.0,
+                txn: mn.child(j)?.1,
+                sum: mn.child_sum(j)?,
+            };
+            let t_ref = |i: usize| -> Result<PageRef> {
+                let (pgno, txn) = tn.child(i)?;
+                Ok(PageRef {
+                    pgno,
+                    txn,
+                    sum: tn.child_sum(i)?,
+                })
+            };
+            if end - start == 1 && self.same(mc.pgno, tn.child(start)?.0) {
+                children.push((j, Source::Kept));
                 continue;
             }
             if self.budget <= 0 {
                 self.cut = true;
-                break;
+                children.push((j, Source::Kept));
+                continue;
             }
-            let mc = PageRef {
-                pgno: mc,
-                txn: mc_txn,
-                sum: mn.child_sum(j)?,
-            };
-            let tc = PageRef {
-                pgno: tc,
-                txn: tc_txn,
-                sum: tn.child_sum(j)?,
-            };
-            let (pgno, txn, sum) = match self.splice(mc, tc, false)? {
-                None => continue,
+            if end - start > 1 {
+                // The group whole, for the one child it splits into.
+                for i in start..end {
+                    let tc = t_ref(i)?;
+                    self.budget -= self.count_taken(tc)? as i64;
+                    self.taken.insert(tc.pgno);
+                }
+                self.free_subtree(mc)?;
+                children.push((j, Source::Group(start, end)));
+                changed = true;
+                continue;
+            }
+            let tc = t_ref(start)?;
+            let source = match self.splice(mc, tc, false)? {
+                None => Source::Kept,
                 Some(Spliced::Taken) => {
                     self.free_subtree(mc)?;
                     self.taken.insert(tc.pgno);
-                    (tc.pgno, tc.txn, tc.sum)
+                    Source::Group(start, end)
                 }
-                Some(Spliced::Copy(id)) => (id, 0, 0),
+                Some(Spliced::Copy(id)) => Source::Copy(id),
             };
-            let id = match copy {
-                Some(id) => id,
-                None => {
-                    // The copy gets a fresh checksum: damage in the file
-                    // page must not be laundered into it.
-                    verify_page(m_bytes, m.pgno, m.txn, m.sum)?;
-                    self.budget -= 1;
-                    let id = self.dirty.add_copy(m_bytes);
-                    copy = Some(id);
-                    id
-                }
-            };
-            set_child(self.dirty.get_mut(id), j, pgno, txn, sum);
+            changed |= !matches!(source, Source::Kept);
+            children.push((j, source));
         }
-        let Some(id) = copy else {
+        if !changed {
             return Ok(None);
-        };
-        // The copy replaces the last step's branch: one branch for one.
+        }
+        // The new branch gets a fresh checksum: damage in either page
+        // must not be laundered into it.
+        verify_page(m_bytes, m.pgno, m.txn, m.sum)?;
+        if children.iter().any(|(_, s)| matches!(s, Source::Group(..))) {
+            verify_page(t_bytes, t.pgno, t.txn, t.sum)?;
+        }
+        let mut cells = Vec::with_capacity(tn.count);
+        for &(j, source) in &children {
+            match source {
+                Source::Kept => {
+                    let (pgno, txn) = mn.child(j)?;
+                    cells.push(branch_cell(mn.key(j)?, pgno, txn, mn.child_sum(j)?));
+                }
+                Source::Copy(id) => cells.push(branch_cell(mn.key(j)?, id, 0, 0)),
+                Source::Group(start, end) => {
+                    for i in start..end {
+                        let (pgno, txn) = tn.child(i)?;
+                        cells.push(branch_cell(tn.key(i)?, pgno, txn, tn.child_sum(i)?));
+                    }
+                }
+            }
+        }
+        debug_assert!(
+            cells.iter().map(|c| slotted_size(c.len())).sum::<usize>()
+                <= m_bytes.len() - HEADER_LEN,
+            "a spliced branch holds no more than the newest commit's"
+        );
+        self.budget -= 1;
+        let id = self.dirty.add_page(m_bytes.len(), false, &cells);
+        // The new branch replaces the last step's: one branch for one.
         self.free_page(m, 1)?;
         Ok(Some(Spliced::Copy(id)))
     }
@@ -480,16 +559,24 @@ impl Splicer<'_> {
     }
 }
 
-/// Whether two branches have the same separators (so their children cover
-/// the same key ranges, one for one).
-fn same_separators(a: &Node<'_>, b: &Node<'_>) -> Result<bool> {
-    if a.count != b.count {
-        return Ok(false);
-    }
-    for i in 0..a.count {
-        if a.key(i)? != b.key(i)? {
-            return Ok(false);
+/// For each child of `m`, where its run of `t`'s children starts, when every
+/// separator of `m` is one of `t`'s (both branches cover the same range):
+/// child `j` of `m` covers what `t`'s children `starts[j]..starts[j + 1]`
+/// do. `None` when a separator of `m` is not one of `t`'s.
+fn groups_of(m: &Node<'_>, t: &Node<'_>) -> Result<Option<Vec<usize>>> {
+    let mut starts = Vec::with_capacity(m.count);
+    starts.push(0);
+    let mut i = 1;
+    for j in 1..m.count {
+        let key = m.key(j)?;
+        while i < t.count && compare_keys(t.key(i)?, key) == std::cmp::Ordering::Less {
+            i += 1;
         }
+        if i == t.count || t.key(i)? != key {
+            return Ok(None);
+        }
+        starts.push(i);
+        i += 1;
     }
-    Ok(true)
+    Ok(Some(starts))
 }
