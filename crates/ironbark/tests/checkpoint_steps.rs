@@ -353,6 +353,64 @@ fn a_tree_that_grew_threefold_since_its_checkpoint_goes_in_steps() {
     db.check().unwrap();
 }
 
+/// A tree whose root split since its last checkpoint (it gained a level)
+/// still goes in steps: the first step's tree takes the new root's height,
+/// with a new branch under it per child of the new root, holding the old
+/// root's children (and runs of the grown tree's where an old child's
+/// range spans two new branches). Long keys make branches small, so that
+/// a few thousand records reach four levels.
+#[test]
+fn a_tree_whose_root_split_since_its_checkpoint_goes_in_steps() {
+    let t = temp_db("root_split.ib");
+    let stepped = Options {
+        checkpoint_step_pages: Some(64),
+        ..options()
+    };
+    let db = Database::open_with(&t.path, &stepped).unwrap();
+    let total: u64 = 24_000;
+    let nth = |i: u64| format!("{:0>400}", (i * 7919 + 13) % total).into_bytes();
+    let mut model = BTreeMap::new();
+    let mut put_batch = |db: &Database, range: std::ops::Range<u64>| {
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        for i in range {
+            let v = vec![b'a' + (i % 26) as u8; 20];
+            tx.put(&tree, &nth(i), &v).unwrap();
+            model.insert(nth(i), v);
+        }
+        tx.commit().unwrap();
+    };
+    put_batch(&db, 0..total / 8);
+    db.checkpoint().unwrap();
+    let before = db.stats().unwrap();
+    for start in (total / 8..total).step_by(50) {
+        put_batch(&db, start..start + 50);
+    }
+    let logged = db.counters().logged_commits - before.counters.logged_commits;
+    db.checkpoint().unwrap();
+    let stats = db.stats().unwrap();
+    let steps = stats.counters.checkpoint_steps - before.counters.checkpoint_steps;
+    let (from, to) = (before.trees[0].depth, stats.trees[0].depth);
+    eprintln!(
+        "{logged} logged commits, {steps} steps, depth {from} -> {to}: {} pages ({} free) -> {} pages ({} free)",
+        before.page_count, before.free_pages, stats.page_count, stats.free_pages
+    );
+    assert!(to > from, "the tree stayed at depth {from}");
+    assert!(steps >= 4, "the checkpoints went in {steps} steps");
+    assert!(
+        stats.free_pages * 100 <= stats.page_count * 8,
+        "{} of {} pages free after the checkpoint",
+        stats.free_pages,
+        stats.page_count
+    );
+    assert!(read_all(&db) == model);
+    db.check().unwrap();
+    drop(db);
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    assert!(read_all(&db) == model, "reopened");
+    db.check().unwrap();
+}
+
 /// A step copies the branches of the last checkpoint it splices into; a
 /// damaged one is an error, never copied under a fresh checksum (which
 /// would launder the damage into a page that verifies).

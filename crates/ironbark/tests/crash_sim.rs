@@ -270,6 +270,10 @@ enum Workload {
     /// Small transactions on a file just created: a crash during the very
     /// first transaction (LMDB leaves an unopenable file there).
     FirstTxn,
+    /// Small transactions of random inserts only: a tree that grows several
+    /// times over between checkpoints, its root splitting on the way, so
+    /// that checkpoint steps splice grown trees.
+    Inserts,
 }
 
 fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>, mode: Mode) -> Run {
@@ -351,10 +355,18 @@ fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>, m
             });
         let ops = match workload {
             Workload::Growth => 300 + rng.below(600),
+            Workload::Inserts => 10 + rng.below(30),
             _ if big => 150 + rng.below(100),
             _ => 1 + rng.below(25),
         };
         for _ in 0..ops {
+            if matches!(workload, Workload::Inserts) {
+                let tree = tx.open_tree("grown").unwrap();
+                let key = format!("ins{:08}", rng.below(100_000_000)).into_bytes();
+                let len = 20 + rng.below(40) as usize;
+                tx.put(&tree, &key, &rng.bytes(len)).unwrap();
+                continue;
+            }
             let name = ["a", "b", "c"][rng.below(3) as usize];
             let tree = tx.open_tree(name).unwrap();
             let key = format!("key{:04}", rng.below(400)).into_bytes();
@@ -779,6 +791,7 @@ fn explore_all(mode: Mode, variants: usize, target: usize) -> usize {
         Workload::LargeValues,
         Workload::Growth,
         Workload::PinnedReader,
+        Workload::Inserts,
     ];
     let mut states = 0;
     let mut steps = 0;

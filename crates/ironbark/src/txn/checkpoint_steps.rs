@@ -188,27 +188,30 @@ pub(crate) fn plan(
         }
         splicer.delta = Counts::default();
         let (mr, tr) = (m.state.root, t.state.root);
-        let spliced = if mr.depth == tr.depth {
-            splicer.splice(ref_of(mr), ref_of(tr), true)?
+        let spliced = if mr.pgno != 0 && tr.pgno != 0 && mr.depth == tr.depth {
+            splicer.splice(ref_of(mr), ref_of(tr))?
+        } else if mr.pgno != 0 && tr.depth == mr.depth + 1 && mr.depth >= 2 {
+            splicer.splice_grown_root(ref_of(mr), ref_of(tr))?
         } else {
-            // Subtrees of different heights never mix: the whole tree.
-            splicer.budget -= splicer.count_taken(ref_of(tr))? as i64;
+            // An empty tree on either side, or roots of heights that never
+            // mix: the whole tree.
+            if tr.pgno != 0 {
+                splicer.budget -= splicer.count_taken(ref_of(tr))? as i64;
+            }
+            splicer.free_subtree(ref_of(mr))?;
+            splicer.taken.insert(tr.pgno);
             Some(Spliced::Taken)
         };
         match spliced {
             None => {}
-            Some(Spliced::Taken) => {
-                splicer.free_subtree(ref_of(mr))?;
-                splicer.taken.insert(tr.pgno);
-                m.state = t.state;
-            }
+            Some(Spliced::Taken) => m.state = t.state,
             Some(Spliced::Copy(id)) => {
                 m.state = TreeState {
                     root: Root {
                         pgno: id,
                         txn: 0,
                         sum: 0,
-                        depth: mr.depth,
+                        depth: tr.depth,
                     },
                     entries: add(m.state.entries, splicer.delta.entries),
                     branch_pages: add(m.state.branch_pages, splicer.delta.branch_pages),
@@ -280,15 +283,23 @@ enum Spliced {
     Copy(u64),
 }
 
-/// Where a child of a spliced branch comes from.
+/// A subtree of the newest commit in a run of them, with the separator
+/// before it.
 #[derive(Clone, Copy)]
-enum Source {
-    /// The last step's child, unchanged.
-    Kept,
-    /// The newest commit's children `start..end`, whole subtrees.
-    Group(usize, usize),
-    /// A spliced copy of the last step's child (a dirty page).
-    Copy(u64),
+struct Sub<'a> {
+    key: &'a [u8],
+    page: PageRef,
+}
+
+/// Appends a child to the cells of new branch `branch` (its first cell
+/// keeps no key, as every branch's first).
+fn push_cell(cells: &mut [Vec<Vec<u8>>], branch: usize, key: &[u8], child: PageRef) {
+    let key = if cells[branch].is_empty() {
+        &[][..]
+    } else {
+        key
+    };
+    cells[branch].push(branch_cell(key, child.pgno, child.txn, child.sum));
 }
 
 /// Entries and pages by kind, as a tree's counters keep them.
@@ -319,7 +330,7 @@ struct Splicer<'a> {
     delta: Counts,
 }
 
-impl Splicer<'_> {
+impl<'a> Splicer<'a> {
     /// Whether the last step's page `m` holds the same subtree as the newest
     /// commit's `t`: the same page, or a copy a step took of it.
     fn same(&self, m: u64, t: u64) -> bool {
@@ -327,129 +338,181 @@ impl Splicer<'_> {
     }
 
     /// Splices the newest commit's subtree `t` into the last step's `m`
-    /// (which differ, and are of the same depth): `None` if the budget
+    /// (which differ, and are of the same height): `None` if the budget
     /// allowed nothing.
-    ///
-    /// Where the two branches' separators differ, the splice still goes
-    /// child by child when every separator of `m` is one of `t`'s (a tree
-    /// that grew by splits since `C` keeps `C`'s separators): each child of
-    /// `m` then covers the range of a run of `t`'s children, a *group*,
-    /// and the new branch holds for each child of `m` either it (spliced,
-    /// for a group of one) or its whole group. Its cells are then a subset
-    /// of `t`'s in number and size, so it fits a page. Else `t` is taken
-    /// whole.
-    fn splice(&mut self, m: PageRef, t: PageRef, top: bool) -> Result<Option<Spliced>> {
-        if m.pgno == 0 || t.pgno == 0 {
-            // An empty tree on either side: only the whole will do.
-            debug_assert!(top, "an empty subtree below a root");
-            if t.pgno != 0 {
-                self.budget -= self.count_taken(t)? as i64;
+    fn splice(&mut self, m: PageRef, t: PageRef) -> Result<Option<Spliced>> {
+        let run = [Sub { key: &[], page: t }];
+        Ok(self.splice_run(m, &run)?.map(|refs| {
+            if refs[0].pgno == t.pgno {
+                Spliced::Taken
+            } else {
+                Spliced::Copy(refs[0].pgno)
             }
-            return Ok(Some(Spliced::Taken));
-        }
-        let m_bytes = self.file.page(m.pgno)?;
+        }))
+    }
+
+    /// Splices the newest commit's root `t`, one level higher than the last
+    /// step's root `m` (the root split since): the step's tree takes `t`'s
+    /// height, a copy of `t`'s root over what `splice_run` makes of `m`
+    /// against `t`'s children.
+    fn splice_grown_root(&mut self, m: PageRef, t: PageRef) -> Result<Option<Spliced>> {
         let t_bytes = self.source.page(t.pgno)?;
-        let mn = Node::parse(m_bytes, m.pgno, Some(m.txn))?;
         let tn = Node::parse(t_bytes, t.pgno, None)?;
-        let groups = if mn.is_leaf || tn.is_leaf {
-            None
-        } else {
-            groups_of(&mn, &tn)?
-        };
-        let Some(groups) = groups else {
-            let pages = self.count_taken(t)?;
-            self.budget -= pages as i64;
-            return Ok(Some(Spliced::Taken));
-        };
-        // The new branch's children, one entry per child of `m` (a group
-        // of `t`'s children where it took one): `None` while nothing
-        // changed.
-        let mut children: Vec<(usize, Source)> = Vec::with_capacity(mn.count);
-        let mut changed = false;
-        for j in 0..mn.count {
-            let (start, end) = (groups[j], groups.get(j + 1).copied().unwrap_or(tn.count));
-            let mc = PageRef {
-                pgno: mn.child(j)?.0,
-                txn: mn.child(j)?.1,
-                sum: mn.child_sum(j)?,
-            };
-            let t_ref = |i: usize| -> Result<PageRef> {
-                let (pgno, txn) = tn.child(i)?;
-                Ok(PageRef {
+        let mut run = Vec::with_capacity(tn.count);
+        if !tn.is_leaf {
+            for k in 0..tn.count {
+                let (pgno, txn) = tn.child(k)?;
+                let page = PageRef {
                     pgno,
                     txn,
-                    sum: tn.child_sum(i)?,
-                })
-            };
-            if end - start == 1 && self.same(mc.pgno, tn.child(start)?.0) {
-                children.push((j, Source::Kept));
-                continue;
+                    sum: tn.child_sum(k)?,
+                };
+                run.push(Sub {
+                    key: tn.key(k)?,
+                    page,
+                });
             }
-            if self.budget <= 0 {
+        }
+        if run.len() < 2 {
+            self.budget -= self.count_taken(t)? as i64;
+            self.free_subtree(m)?;
+            self.taken.insert(t.pgno);
+            return Ok(Some(Spliced::Taken));
+        }
+        let refs = self
+            .splice_run(m, &run)?
+            .expect("a run of two or more is always replaced");
+        verify_page(t_bytes, t.pgno, t.txn, t.sum)?;
+        let mut cells = Vec::with_capacity(run.len());
+        for (k, r) in refs.iter().enumerate() {
+            cells.push(branch_cell(tn.key(k)?, r.pgno, r.txn, r.sum));
+        }
+        let root = self.dirty.add_page(t_bytes.len(), false, &cells);
+        // The new root is a level `m` did not have.
+        self.budget -= 1;
+        self.delta.branch_pages += 1;
+        Ok(Some(Spliced::Copy(root)))
+    }
+
+    /// Replaces the last step's subtree `m` by what covers the same keys in
+    /// the newest commit: the run of subtrees `run`, each of `m`'s height,
+    /// in key order (each with the separator before it; the first's is
+    /// never read). Returns one reference per subtree of `run`, or `None`
+    /// when `m` stays (a run of one that the budget or sameness leaves).
+    ///
+    /// Where every separator of `m` is one of those one level below the run
+    /// (its subtrees' separators and the run's own between them), each
+    /// child of `m` covers a run one level down, and is kept (the same
+    /// page, or one the budget leaves) or spliced into that run,
+    /// recursively. A child whose range spans two subtrees of `run` cannot
+    /// be kept, so it is spliced whatever the budget: at most one per
+    /// boundary between them, on each level.
+    /// A tree that grew by splits since `C` keeps `C`'s separators at every
+    /// level, so this holds for random inserts. The run's subtrees are then
+    /// rebuilt as new branches holding those results: each holds a subset
+    /// of its original's cells in number and size, so it fits a page. Where
+    /// it does not hold (leaves; a separator `T` lost to a merge), the run
+    /// is taken whole, whatever the budget when it is longer than one.
+    fn splice_run(&mut self, m: PageRef, run: &[Sub<'a>]) -> Result<Option<Vec<PageRef>>> {
+        debug_assert!(!run.is_empty());
+        let m_bytes = self.file.page(m.pgno)?;
+        let mn = Node::parse(m_bytes, m.pgno, Some(m.txn))?;
+        let mut nodes = Vec::with_capacity(run.len());
+        for sub in run {
+            let bytes = self.source.page(sub.page.pgno)?;
+            nodes.push((bytes, Node::parse(bytes, sub.page.pgno, None)?));
+        }
+        // The subtrees one level below the run, with the run entry each is
+        // under.
+        let mut below: Vec<Sub<'a>> = Vec::new();
+        let mut owner: Vec<usize> = Vec::new();
+        let mut runs = None;
+        if !mn.is_leaf && nodes.iter().all(|(_, n)| !n.is_leaf) {
+            for (i, (_, node)) in nodes.iter().enumerate() {
+                for c in 0..node.count {
+                    let (pgno, txn) = node.child(c)?;
+                    below.push(Sub {
+                        key: if c == 0 { run[i].key } else { node.key(c)? },
+                        page: PageRef {
+                            pgno,
+                            txn,
+                            sum: node.child_sum(c)?,
+                        },
+                    });
+                    owner.push(i);
+                }
+            }
+            runs = runs_of(&mn, below.len(), |g| Ok(below[g].key))?;
+        }
+        let Some(runs) = runs else {
+            // The run whole.
+            for sub in run {
+                self.budget -= self.count_taken(sub.page)? as i64;
+                self.taken.insert(sub.page.pgno);
+            }
+            self.free_subtree(m)?;
+            return Ok(Some(run.iter().map(|sub| sub.page).collect()));
+        };
+        // The cells of each new branch, one per run entry, in order.
+        let mut cells: Vec<Vec<Vec<u8>>> = vec![Vec::new(); run.len()];
+        let mut changed = run.len() > 1;
+        for j in 0..mn.count {
+            let (start, end) = (runs[j], runs.get(j + 1).copied().unwrap_or(below.len()));
+            let (pgno, txn) = mn.child(j)?;
+            let mc = PageRef {
+                pgno,
+                txn,
+                sum: mn.child_sum(j)?,
+            };
+            // A child of `m` can stay as it is unless its range spans two
+            // of the new branches.
+            let fits_one_branch = owner[start] == owner[end - 1];
+            let spliced = if end - start == 1 && self.same(mc.pgno, below[start].page.pgno) {
+                None
+            } else if fits_one_branch && self.budget <= 0 {
                 self.cut = true;
-                children.push((j, Source::Kept));
-                continue;
-            }
-            if end - start > 1 {
-                // The group whole, for the one child it splits into.
-                for i in start..end {
-                    let tc = t_ref(i)?;
-                    self.budget -= self.count_taken(tc)? as i64;
-                    self.taken.insert(tc.pgno);
-                }
-                self.free_subtree(mc)?;
-                children.push((j, Source::Group(start, end)));
-                changed = true;
-                continue;
-            }
-            let tc = t_ref(start)?;
-            let source = match self.splice(mc, tc, false)? {
-                None => Source::Kept,
-                Some(Spliced::Taken) => {
-                    self.free_subtree(mc)?;
-                    self.taken.insert(tc.pgno);
-                    Source::Group(start, end)
-                }
-                Some(Spliced::Copy(id)) => Source::Copy(id),
+                None
+            } else {
+                self.splice_run(mc, &below[start..end])?
             };
-            changed |= !matches!(source, Source::Kept);
-            children.push((j, source));
-        }
-        if !changed {
-            return Ok(None);
-        }
-        // The new branch gets a fresh checksum: damage in either page
-        // must not be laundered into it.
-        verify_page(m_bytes, m.pgno, m.txn, m.sum)?;
-        if children.iter().any(|(_, s)| matches!(s, Source::Group(..))) {
-            verify_page(t_bytes, t.pgno, t.txn, t.sum)?;
-        }
-        let mut cells = Vec::with_capacity(tn.count);
-        for &(j, source) in &children {
-            match source {
-                Source::Kept => {
-                    let (pgno, txn) = mn.child(j)?;
-                    cells.push(branch_cell(mn.key(j)?, pgno, txn, mn.child_sum(j)?));
-                }
-                Source::Copy(id) => cells.push(branch_cell(mn.key(j)?, id, 0, 0)),
-                Source::Group(start, end) => {
-                    for i in start..end {
-                        let (pgno, txn) = tn.child(i)?;
-                        cells.push(branch_cell(tn.key(i)?, pgno, txn, tn.child_sum(i)?));
+            match spliced {
+                None => push_cell(&mut cells, owner[start], below[start].key, mc),
+                Some(refs) => {
+                    changed = true;
+                    for (g, r) in (start..end).zip(refs) {
+                        push_cell(&mut cells, owner[g], below[g].key, r);
                     }
                 }
             }
         }
-        debug_assert!(
-            cells.iter().map(|c| slotted_size(c.len())).sum::<usize>()
-                <= m_bytes.len() - HEADER_LEN,
-            "a spliced branch holds no more than the newest commit's"
-        );
-        self.budget -= 1;
-        let id = self.dirty.add_page(m_bytes.len(), false, &cells);
-        // The new branch replaces the last step's: one branch for one.
+        if !changed {
+            return Ok(None);
+        }
+        // The new branches get fresh checksums: damage in the pages their
+        // cells come from must not be laundered into them.
+        verify_page(m_bytes, m.pgno, m.txn, m.sum)?;
+        for (sub, (bytes, _)) in run.iter().zip(&nodes) {
+            verify_page(bytes, sub.page.pgno, sub.page.txn, sub.page.sum)?;
+        }
+        let mut refs = Vec::with_capacity(run.len());
+        for branch in &cells {
+            debug_assert!(
+                branch.iter().map(|c| slotted_size(c.len())).sum::<usize>()
+                    <= m_bytes.len() - HEADER_LEN,
+                "a spliced branch holds no more than the newest commit's"
+            );
+            let id = self.dirty.add_page(m_bytes.len(), false, branch);
+            refs.push(PageRef {
+                pgno: id,
+                txn: 0,
+                sum: 0,
+            });
+        }
+        // The run's branches for the last step's one.
+        self.budget -= run.len() as i64;
+        self.delta.branch_pages += run.len() as i64 - 1;
         self.free_page(m, 1)?;
-        Ok(Some(Spliced::Copy(id)))
+        Ok(Some(refs))
     }
 
     /// The pages a step writes to take the newest commit's subtree `t`
@@ -559,20 +622,25 @@ impl Splicer<'_> {
     }
 }
 
-/// For each child of `m`, where its run of `t`'s children starts, when every
-/// separator of `m` is one of `t`'s (both branches cover the same range):
-/// child `j` of `m` covers what `t`'s children `starts[j]..starts[j + 1]`
-/// do. `None` when a separator of `m` is not one of `t`'s.
-fn groups_of(m: &Node<'_>, t: &Node<'_>) -> Result<Option<Vec<usize>>> {
+/// For each child of `m`, where its run of `count` subtrees (whose
+/// separators `key` gives; the first's is never read) starts, when every
+/// separator of `m` is one of theirs (both cover the same range): child
+/// `j` of `m` covers what subtrees `starts[j]..starts[j + 1]` do. `None`
+/// when a separator of `m` is not one of theirs.
+fn runs_of<'k>(
+    m: &Node<'_>,
+    count: usize,
+    key: impl Fn(usize) -> Result<&'k [u8]>,
+) -> Result<Option<Vec<usize>>> {
     let mut starts = Vec::with_capacity(m.count);
     starts.push(0);
     let mut i = 1;
     for j in 1..m.count {
-        let key = m.key(j)?;
-        while i < t.count && compare_keys(t.key(i)?, key) == std::cmp::Ordering::Less {
+        let separator = m.key(j)?;
+        while i < count && compare_keys(key(i)?, separator) == std::cmp::Ordering::Less {
             i += 1;
         }
-        if i == t.count || t.key(i)? != key {
+        if i == count || key(i)? != separator {
             return Ok(None);
         }
         starts.push(i);
