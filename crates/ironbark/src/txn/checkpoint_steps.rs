@@ -18,15 +18,21 @@
 //! published as an ordinary checkpoint.
 //!
 //! Invariants:
-//! - a step splices only where the two trees agree on key ranges: a branch
-//!   of the last step and the newest commit's branch at the same place and
-//!   height, where every separator of the first is one of the second's
-//!   (so each child of the first covers what a run of the second's
-//!   children covers), make a valid branch of any mix of the first's
-//!   children and whole runs of the second's; a tree that grew by splits
-//!   since `C` keeps `C`'s separators, so a growing tree goes in steps too.
-//!   Where this fails (roots of different heights, a separator the newest
-//!   commit lost to a merge), the newest commit's whole subtree is taken;
+//! - a step splices only where the two trees agree on key ranges: a
+//!   subtree of the last step and the run of the newest commit's subtrees
+//!   of its height that covers the same keys (one subtree, or several
+//!   where it split), when every separator of the first is one of those a
+//!   level below the run. Each child of the first then covers what a run
+//!   one level down covers, and is kept or spliced into that run in turn;
+//!   the run's subtrees are rebuilt as new branches holding the results,
+//!   each a subset of its original's cells, so it fits a page. A tree
+//!   that grew by splits since `C` keeps `C`'s separators at every level,
+//!   so a growing tree goes in steps too, across one root split as well
+//!   (the step takes the new root's height). Where the ranges disagree
+//!   (leaves, a separator the newest commit lost to a merge, roots more
+//!   than a level apart), the newest commit's whole run is taken; a child
+//!   whose range spans two new branches cannot be kept, so it is spliced
+//!   whatever the step's budget (at most one per boundary, per level);
 //! - nothing is published between steps, and no write transaction begins
 //!   while steps are pending (`WriteTxn::begin` finishes them first): `T`
 //!   stays the newest commit throughout;
@@ -37,9 +43,10 @@
 //!   rebuilding `T` on a step, keeps them);
 //! - the counters of a step's trees (entries, pages by kind) are exact:
 //!   they change by those of the subtrees it replaced;
-//! - a file page a step copies (a branch it splices into) is verified
-//!   against the checksum its parent records before the copy is sealed,
-//!   as the write path does: damage is never laundered.
+//! - every page whose cells a step copies into a new branch (of the last
+//!   step, or of the newest commit) is verified against the checksum its
+//!   parent records before the new branch is sealed, as the write path
+//!   does: damage is never laundered.
 
 use std::collections::HashSet;
 
