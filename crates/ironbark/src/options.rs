@@ -97,7 +97,7 @@ pub struct Options {
     /// step is written as several durable commits of about this many pages
     /// each, so the file grows by about one step instead of by a copy of
     /// every page the logged commits changed (docs/design.md, "Partial
-    /// checkpoints"). `None` (the default) sizes it from the data: 1/64 of
+    /// checkpoints"). `None` (the default) sizes it from the data: 1/16 of
     /// the file, at least 64 pages. Smaller steps keep the file smaller
     /// and cost a sync each. Decided by the first open of the file in a
     /// process.
