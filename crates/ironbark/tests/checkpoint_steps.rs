@@ -411,6 +411,92 @@ fn a_tree_whose_root_split_since_its_checkpoint_goes_in_steps() {
     db.check().unwrap();
 }
 
+/// Trees that grow, shrink and grow again between checkpoints, with long
+/// keys (small branches, so four or five levels, and runs spliced several
+/// levels deep), in steps of a few pages: each checkpoint reads back, its
+/// counters are exact (`check`), a reader from before it keeps its
+/// snapshot, and so does a reopen.
+#[test]
+fn steps_through_growth_and_shrinking_at_every_level_keep_every_key() {
+    for seed in 1..=3 {
+        let t = temp_db("phases.ib");
+        let stepped = Options {
+            checkpoint_step_pages: Some(16),
+            ..options()
+        };
+        let db = Database::open_with(&t.path, &stepped).unwrap();
+        let mut rng = Rng::new(100 + seed);
+        let mut model = BTreeMap::new();
+        let key = |k: u64| format!("{k:0>300}").into_bytes();
+        let mut steps = 0;
+        // Grow from empty, shrink by half, grow past the start, shrink
+        // again: every phase changes the shape of every level.
+        for (round, (inserts, deletes)) in [(3_000, 0), (0, 1_500), (4_000, 500), (500, 3_000)]
+            .into_iter()
+            .enumerate()
+        {
+            let before = db.stats().unwrap().counters;
+            let mut left = (inserts, deletes);
+            while left != (0, 0) {
+                let mut tx = db.begin_write().unwrap();
+                let tree = tx.open_tree("t").unwrap();
+                for _ in 0..20 {
+                    if left.0 > 0 && (left.1 == 0 || rng.chance(50)) {
+                        let k = key(rng.below(1_000_000));
+                        let len = 10 + rng.below(40) as usize;
+                        let v = rng.bytes(len);
+                        tx.put(&tree, &k, &v).unwrap();
+                        model.insert(k, v);
+                        left.0 -= 1;
+                    } else if left.1 > 0 {
+                        left.1 -= 1;
+                        let Some(k) = model
+                            .keys()
+                            .nth(rng.below(model.len() as u64) as usize)
+                            .cloned()
+                        else {
+                            continue;
+                        };
+                        tx.delete(&tree, &k).unwrap();
+                        model.remove(&k);
+                    }
+                }
+                tx.commit().unwrap();
+            }
+            let rx = db.begin_read().unwrap();
+            let tree = rx.tree("t").unwrap();
+            let seen = contents(&rx, &tree);
+            db.checkpoint().unwrap();
+            assert!(
+                contents(&rx, &tree) == seen,
+                "seed {seed} round {round}: a reader's snapshot changed"
+            );
+            drop(rx);
+            let stats = db.stats().unwrap();
+            steps += stats.counters.checkpoint_steps - before.checkpoint_steps;
+            assert!(read_all(&db) == model, "seed {seed} round {round}");
+            let report = db.check().unwrap();
+            assert_eq!(
+                report.entries,
+                model.len() as u64,
+                "seed {seed} round {round}"
+            );
+            eprintln!(
+                "seed {seed} round {round}: {} entries, depth {}, {steps} steps so far, {} of {} pages free",
+                model.len(),
+                stats.trees[0].depth,
+                stats.free_pages,
+                stats.page_count
+            );
+        }
+        assert!(steps >= 8, "seed {seed}: {steps} steps");
+        drop(db);
+        let db = Database::open_with(&t.path, &options()).unwrap();
+        assert!(read_all(&db) == model, "seed {seed}: reopened");
+        db.check().unwrap();
+    }
+}
+
 /// A step copies the branches of the last checkpoint it splices into; a
 /// damaged one is an error, never copied under a fresh checksum (which
 /// would launder the damage into a page that verifies).
