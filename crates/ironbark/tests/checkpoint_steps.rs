@@ -37,6 +37,45 @@ fn read_all(db: &Database) -> BTreeMap<Vec<u8>, Vec<u8>> {
     contents(&rx, &rx.tree("t").unwrap())
 }
 
+/// Every record of `model` reads back and `check` passes (exact
+/// counters), before and after a reopen.
+fn reads_back_before_and_after_reopen(
+    db: Database,
+    path: &std::path::Path,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+) {
+    assert!(read_all(&db) == *model);
+    db.check().unwrap();
+    drop(db);
+    let db = Database::open_with(path, &options()).unwrap();
+    assert!(read_all(&db) == *model, "reopened");
+    db.check().unwrap();
+}
+
+/// Checkpoints `db`, checking that a reader from before keeps its
+/// snapshot through it, that every record of `model` reads back after it,
+/// and that `check` counts them (`what` names the round in failures).
+/// Returns the stats after.
+fn checkpoint_checked(
+    db: &Database,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    what: &str,
+) -> ironbark::Stats {
+    let rx = db.begin_read().unwrap();
+    let tree = rx.tree("t").unwrap();
+    let seen = contents(&rx, &tree);
+    db.checkpoint().unwrap();
+    assert!(
+        contents(&rx, &tree) == seen,
+        "{what}: a reader's snapshot changed"
+    );
+    drop(rx);
+    assert!(read_all(db) == *model, "{what}");
+    let report = db.check().unwrap();
+    assert_eq!(report.entries, model.len() as u64, "{what}");
+    db.stats().unwrap()
+}
+
 /// Every entry of `tree` as `rx` sees it.
 fn contents(rx: &ReadTxn, tree: &Tree) -> BTreeMap<Vec<u8>, Vec<u8>> {
     rx.range(tree, ..)
@@ -125,12 +164,7 @@ fn a_checkpoint_of_overwrites_to_every_leaf_grows_the_file_by_a_share_of_it() {
         "the file grew from {loaded_pages} to {} pages in {steps} steps",
         stats.page_count
     );
-    assert!(read_all(&db) == model);
-    db.check().unwrap();
-    drop(db);
-    let db = Database::open_with(&t.path, &options()).unwrap();
-    assert!(read_all(&db) == model, "reopened");
-    db.check().unwrap();
+    reads_back_before_and_after_reopen(db, &t.path, &model);
 }
 
 #[test]
@@ -144,28 +178,10 @@ fn steps_keep_counters_exact_through_splits_merges_and_overflow_runs() {
         for round in 0..3 {
             let before = db.stats().unwrap().counters;
             churn(&db, &mut model, n, 3_000, true, &mut rng);
-            // A reader from before the steps keeps its snapshot.
-            let rx = db.begin_read().unwrap();
-            let tree = rx.tree("t").unwrap();
-            let seen = contents(&rx, &tree);
-            db.checkpoint().unwrap();
-            let again = contents(&rx, &tree);
-            assert!(
-                seen == again,
-                "seed {seed} round {round}: a reader's snapshot changed"
-            );
-            drop(rx);
-            let counters = db.stats().unwrap().counters;
+            let stats = checkpoint_checked(&db, &model, &format!("seed {seed} round {round}"));
             eprintln!(
                 "seed {seed} round {round}: {} steps",
-                counters.checkpoint_steps - before.checkpoint_steps
-            );
-            assert!(read_all(&db) == model, "seed {seed} round {round}");
-            let report = db.check().unwrap();
-            assert_eq!(
-                report.entries,
-                model.len() as u64,
-                "seed {seed} round {round}"
+                stats.counters.checkpoint_steps - before.checkpoint_steps
             );
         }
         drop(db);
@@ -354,12 +370,7 @@ fn grow_in_steps(
         stats.free_pages,
         stats.page_count
     );
-    assert!(read_all(&db) == model);
-    db.check().unwrap();
-    drop(db);
-    let db = Database::open_with(&t.path, &options()).unwrap();
-    assert!(read_all(&db) == model, "reopened");
-    db.check().unwrap();
+    reads_back_before_and_after_reopen(db, &t.path, &model);
     (from, to)
 }
 
@@ -440,24 +451,8 @@ fn steps_through_growth_and_shrinking_at_every_level_keep_every_key() {
                 }
                 tx.commit().unwrap();
             }
-            let rx = db.begin_read().unwrap();
-            let tree = rx.tree("t").unwrap();
-            let seen = contents(&rx, &tree);
-            db.checkpoint().unwrap();
-            assert!(
-                contents(&rx, &tree) == seen,
-                "seed {seed} round {round}: a reader's snapshot changed"
-            );
-            drop(rx);
-            let stats = db.stats().unwrap();
+            let stats = checkpoint_checked(&db, &model, &format!("seed {seed} round {round}"));
             steps += stats.counters.checkpoint_steps - before.checkpoint_steps;
-            assert!(read_all(&db) == model, "seed {seed} round {round}");
-            let report = db.check().unwrap();
-            assert_eq!(
-                report.entries,
-                model.len() as u64,
-                "seed {seed} round {round}"
-            );
             eprintln!(
                 "seed {seed} round {round}: {} entries, depth {}, {steps} steps so far, {} of {} pages free",
                 model.len(),
