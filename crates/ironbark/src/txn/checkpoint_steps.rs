@@ -42,7 +42,8 @@
 //!   that a reader of any snapshot since `C`, or a read-only process
 //!   rebuilding `T` on a step, keeps them);
 //! - the counters of a step's trees (entries, pages by kind) are exact:
-//!   they change by those of the subtrees it replaced;
+//!   they change by those of the subtrees it replaced and of the branches
+//!   it rebuilt (a run of branches for one, a new root);
 //! - every page whose cells a step copies into a new branch (of the last
 //!   step, or of the newest commit) is verified against the checksum its
 //!   parent records before the new branch is sealed, as the write path
@@ -288,8 +289,9 @@ fn ref_of(r: Root) -> PageRef {
 enum Spliced {
     /// The newest commit's page, with its whole subtree.
     Taken,
-    /// A copy of the last step's branch with some children replaced (a
-    /// dirty page).
+    /// A new branch (a dirty page) for the last step's: its children
+    /// kept, spliced or replaced by the newest commit's (`splice_run`), or
+    /// a new root over such branches (`splice_grown_root`).
     Copy(u64),
 }
 
