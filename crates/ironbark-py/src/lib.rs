@@ -401,6 +401,11 @@ impl PyDatabase {
         d.set_item("logged_commits", s.counters.logged_commits)?;
         d.set_item("spills", s.counters.spills)?;
         d.set_item("checkpoint_steps", s.counters.checkpoint_steps)?;
+        d.set_item(
+            "checkpoint_runs_spliced",
+            s.counters.checkpoint_runs_spliced,
+        )?;
+        d.set_item("checkpoint_roots_grown", s.counters.checkpoint_roots_grown)?;
         d.set_item("commits", s.counters.commits)?;
         d.set_item("bytes_written", s.counters.bytes_written)?;
         d.set_item("log_bytes", s.counters.log_bytes)?;

@@ -753,6 +753,8 @@ impl Database {
             logged_commits: c.logged_commits.load(Ordering::Relaxed),
             spills: c.spills.load(Ordering::Relaxed),
             checkpoint_steps: c.checkpoint_steps.load(Ordering::Relaxed),
+            checkpoint_runs_spliced: c.checkpoint_runs_spliced.load(Ordering::Relaxed),
+            checkpoint_roots_grown: c.checkpoint_roots_grown.load(Ordering::Relaxed),
         }
     }
 

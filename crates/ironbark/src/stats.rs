@@ -89,6 +89,15 @@ pub struct CommitCounters {
     /// fit in the file's free pages is written a share of the file at a
     /// time, each share a durable commit.
     pub checkpoint_steps: u64,
+    /// Branches of checkpoint steps rebuilt over a run of two or more of
+    /// the newest commit's subtrees: where a tree grew by splits since its
+    /// last checkpoint, a step splices the run that covers the same keys
+    /// as the checkpoint's branch (a step that failed and was taken up
+    /// again counts again).
+    pub checkpoint_runs_spliced: u64,
+    /// Checkpoint steps that spliced a tree whose root split since its
+    /// last checkpoint (the step's tree takes the newest root's height).
+    pub checkpoint_roots_grown: u64,
 }
 
 /// One live read transaction, in any process (`Database::readers`).

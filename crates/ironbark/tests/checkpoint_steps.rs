@@ -313,8 +313,10 @@ fn checkpoints_the_log_bound_brings_go_in_steps_and_keep_the_file_small() {
 /// keys `key_of` and values of `value_len`) loaded and checkpointed, the
 /// rest put by logged commits of `batch`, then a checkpoint in steps of 64
 /// pages. Asserts that the commits were logged, that the checkpoint went
-/// in steps and left at most 8% of the file free, and that every record
-/// reads back, before and after a reopen, with exact counters. Returns
+/// in steps that spliced runs of the grown tree (and across its root
+/// split, if it had one) and left at most 8% of the file free, and that
+/// every record reads back, before and after a reopen, with exact
+/// counters. Returns
 /// the tree's depth before and after.
 fn grow_in_steps(
     name: &str,
@@ -353,12 +355,24 @@ fn grow_in_steps(
     db.checkpoint().unwrap();
     let stats = db.stats().unwrap();
     let steps = stats.counters.checkpoint_steps - before.counters.checkpoint_steps;
+    let runs = stats.counters.checkpoint_runs_spliced - before.counters.checkpoint_runs_spliced;
+    let grown = stats.counters.checkpoint_roots_grown - before.counters.checkpoint_roots_grown;
     let (from, to) = (before.trees[0].depth, stats.trees[0].depth);
     eprintln!(
-        "{logged} of {commits} commits logged, {steps} steps, depth {from} -> {to}: \
+        "{logged} of {commits} commits logged, {steps} steps ({runs} runs spliced, \
+         {grown} grown roots), depth {from} -> {to}: \
          {} pages ({} free) -> {} pages ({} free)",
         before.page_count, before.free_pages, stats.page_count, stats.free_pages
     );
+    assert!(runs > 0, "no step spliced a run of the grown tree");
+    // A root that split once since the checkpoint is spliced across; one
+    // that did not split never is.
+    if to == from + 1 && from >= 2 {
+        assert!(grown > 0, "the root split and no step spliced across it");
+    }
+    if to == from {
+        assert_eq!(grown, 0, "no root split, yet a step spliced across one");
+    }
     assert!(
         logged * 10 >= commits * 8,
         "{logged} of {commits} commits logged"

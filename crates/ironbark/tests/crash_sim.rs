@@ -198,6 +198,10 @@ struct Shape {
     data_syncs: usize,
     /// Steps of checkpoints written in steps (from the counters).
     checkpoint_steps: u64,
+    /// Branches those steps rebuilt over runs of the newest commit's
+    /// subtrees, and trees they spliced across a root split (counters).
+    runs_spliced: u64,
+    roots_grown: u64,
 }
 
 fn shape_of(ops: &[Op]) -> Shape {
@@ -272,7 +276,10 @@ enum Workload {
     FirstTxn,
     /// Small transactions of random inserts only: a tree that grows several
     /// times over between checkpoints, its root splitting on the way, so
-    /// that checkpoint steps splice grown trees.
+    /// that checkpoint steps splice grown trees. On odd seeds the keys are
+    /// long (100 bytes: a branch of 1 KiB holds eight) and go to four
+    /// trees, each of which reaches three levels, so that roots split
+    /// between checkpoints.
     Inserts,
 }
 
@@ -361,8 +368,10 @@ fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>, m
         };
         for _ in 0..ops {
             if matches!(workload, Workload::Inserts) {
-                let tree = tx.open_tree("grown").unwrap();
-                let key = format!("ins{:08}", rng.below(100_000_000)).into_bytes();
+                // Long keys go to four trees, each of which gains levels.
+                let (pad, trees) = if seed % 2 == 1 { (89, 4) } else { (0, 1) };
+                let tree = tx.open_tree(&format!("grown{}", rng.below(trees))).unwrap();
+                let key = format!("ins{:08}{:-<pad$}", rng.below(100_000_000), "").into_bytes();
                 let len = 20 + rng.below(40) as usize;
                 tx.put(&tree, &key, &rng.bytes(len)).unwrap();
                 continue;
@@ -402,7 +411,13 @@ fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>, m
         let (mut txn, model) = read_model(&db).unwrap();
         recorder.push(Op::Done { txn, durable });
         states.insert(txn, model);
-        if rng.chance(10) {
+        // Inserts checkpoints every third commit: its tree grows between
+        // two checkpoints, and its root splits between some two.
+        let checkpoint_now = match workload {
+            Workload::Inserts => c % 3 == 2,
+            _ => rng.chance(10),
+        };
+        if checkpoint_now {
             if mode.logged() {
                 // A checkpoint if logged commits are pending: a commit.
                 txn = checkpoint(&mut states, txn, true, &|| db.sync().unwrap());
@@ -452,6 +467,8 @@ fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>, m
     let ops = std::mem::take(&mut *recorder.ops.lock().unwrap());
     let shape = Shape {
         checkpoint_steps: c.checkpoint_steps,
+        runs_spliced: c.checkpoint_runs_spliced,
+        roots_grown: c.checkpoint_roots_grown,
         ..shape_of(&ops)
     };
     match mode {
@@ -794,13 +811,15 @@ fn explore_all(mode: Mode, variants: usize, target: usize) -> usize {
         Workload::Inserts,
     ];
     let mut states = 0;
-    let mut steps = 0;
+    let (mut steps, mut runs, mut roots) = (0, 0, 0);
     let mut seed = 1;
     while states < target {
         for w in workloads {
             let outcome = explore(w, seed, None, mode, variants);
             states += outcome.states;
             steps += outcome.shape.checkpoint_steps;
+            runs += outcome.shape.runs_spliced;
+            roots += outcome.shape.roots_grown;
             if std::env::var_os("IRONBARK_CRASH_VERBOSE").is_some() {
                 eprintln!(
                     "{mode:?} {w:?} seed {seed}: {} states, {:?}",
@@ -823,6 +842,13 @@ fn explore_all(mode: Mode, variants: usize, target: usize) -> usize {
     assert!(
         mode == Mode::Plain || steps > 0,
         "no checkpoint went in steps"
+    );
+    // Crashes hit the splices of trees that grew since their checkpoint
+    // (Inserts): runs of subtrees, and roots that split.
+    eprintln!("{mode:?}: {steps} checkpoint steps, {runs} runs spliced, {roots} grown roots");
+    assert!(
+        mode == Mode::Plain || (runs > 0 && roots > 0),
+        "steps spliced {runs} runs and {roots} grown roots"
     );
     states
 }

@@ -60,6 +60,9 @@ impl Engine for Ironbark {
             ("bytes_mapped".into(), c.bytes_mapped),
             ("log_bytes".into(), c.log_bytes),
             ("syncs".into(), c.syncs),
+            ("checkpoint_steps".into(), c.checkpoint_steps),
+            ("checkpoint_runs_spliced".into(), c.checkpoint_runs_spliced),
+            ("checkpoint_roots_grown".into(), c.checkpoint_roots_grown),
         ]
     }
 

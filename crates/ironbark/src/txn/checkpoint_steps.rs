@@ -109,6 +109,17 @@ pub(crate) struct StepPlan {
     /// step.
     pub(crate) complete: bool,
     pub(crate) record: StepRecord,
+    /// What the step spliced, for the counters.
+    pub(crate) splices: SpliceCounts,
+}
+
+/// Splices of one step that took more than a subtree for a subtree.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SpliceCounts {
+    /// Branches rebuilt over a run of two or more subtrees.
+    pub(crate) runs: u64,
+    /// Trees spliced across a root split.
+    pub(crate) grown_roots: u64,
 }
 
 /// What a step changes in `Steps`, recorded once it is durable.
@@ -187,6 +198,7 @@ pub(crate) fn plan(
         budget: budget as i64,
         cut: false,
         delta: Counts::default(),
+        splices: SpliceCounts::default(),
     };
     let mut catalog = last.clone();
     for (m, t) in catalog.trees.iter_mut().zip(&newest.trees) {
@@ -238,6 +250,7 @@ pub(crate) fn plan(
         mut freed,
         mut freed_by_step,
         taken,
+        splices,
         ..
     } = splicer;
     if complete {
@@ -259,6 +272,7 @@ pub(crate) fn plan(
             freed_by_step,
             taken,
         },
+        splices,
     })
 }
 
@@ -340,6 +354,7 @@ struct Splicer<'a> {
     cut: bool,
     /// How the tree being spliced changes its counters.
     delta: Counts,
+    splices: SpliceCounts,
 }
 
 impl<'a> Splicer<'a> {
@@ -403,6 +418,7 @@ impl<'a> Splicer<'a> {
         // The new root is a level `m` did not have.
         self.budget -= 1;
         self.delta.branch_pages += 1;
+        self.splices.grown_roots += 1;
         Ok(Some(Spliced::Copy(root)))
     }
 
@@ -523,6 +539,9 @@ impl<'a> Splicer<'a> {
         // The run's branches for the last step's one.
         self.budget -= run.len() as i64;
         self.delta.branch_pages += run.len() as i64 - 1;
+        if run.len() > 1 {
+            self.splices.runs += 1;
+        }
         self.free_page(m, 1)?;
         Ok(Some(refs))
     }

@@ -832,6 +832,7 @@ fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
             freed,
             complete,
             record,
+            splices,
         } = plan;
         let mut space = SpaceLog {
             freed,
@@ -848,6 +849,13 @@ fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
             Durability::Immediate,
             part,
         );
+        if result.is_ok() {
+            let c = &shared.counters;
+            c.checkpoint_runs_spliced
+                .fetch_add(splices.runs, Ordering::Relaxed);
+            c.checkpoint_roots_grown
+                .fetch_add(splices.grown_roots, Ordering::Relaxed);
+        }
         // The last step is published as the checkpoint; a failed step,
         // like a failed commit, gives back what it took.
         let (meta, chain) = match result {

@@ -205,6 +205,8 @@ pub(crate) struct Counters {
     pub(crate) spills: AtomicU64,
     /// Steps of checkpoints written in steps, but for the last of each.
     pub(crate) checkpoint_steps: AtomicU64,
+    pub(crate) checkpoint_runs_spliced: AtomicU64,
+    pub(crate) checkpoint_roots_grown: AtomicU64,
 }
 
 // Aligned to a cache line for the reason `Snapshot` is: each read
