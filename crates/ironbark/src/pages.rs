@@ -11,7 +11,8 @@
 use std::sync::Arc;
 
 use crate::btree::page::{
-    blob_run_pages, page_kind, set_child, BLOB_HEADER_LEN, DIRTY_BIT, KIND_BRANCH,
+    blob_run_pages, page_kind, set_child, BLOB_HEADER_LEN, DIRTY_BIT, KIND_BLOB, KIND_BRANCH,
+    KIND_LEAF,
 };
 use crate::error::{Error, Result};
 use crate::storage::arena::{Arena, SlotBuf, ARENA_BIT};
@@ -176,8 +177,11 @@ pub(crate) struct DirtyPages {
     /// Where the next spill starts looking (oldest pages first, in turn).
     spill_cursor: usize,
     /// Arena slots lent to this transaction and not in use: the next page
-    /// buffers.
+    /// buffers of leaves and blobs...
     slots: Vec<SlotBuf>,
+    /// ... and of branches (slots of the arena's upper region, where it
+    /// has room: `ArenaSpace`).
+    branch_slots: Vec<SlotBuf>,
     /// Slots lent to this transaction in all.
     slots_lent: usize,
     /// Set when the arena could lend no more: the transaction stops asking.
@@ -195,10 +199,12 @@ pub(crate) struct DirtyPages {
 const POOL_MAX: usize = 4096;
 
 /// Unused arena slots a transaction that may be logged holds before each
-/// change of pages (topped up to this): a put's path (root, branch,
-/// leaf) and one more; pages a change makes beyond them take heap
-/// buffers. Few, so that a single-put commit gives few back.
-const SLOTS: usize = 4;
+/// change of pages (topped up to these): for a put's leaf and one more
+/// (a split), and for the branches above it (a root and a branch, and one
+/// more for a fourth level or a split); pages a change makes beyond them
+/// take heap buffers. Few, so that a single-put commit gives few back.
+const SLOTS: usize = 2;
+const BRANCH_SLOTS: usize = 3;
 
 impl Default for DirtyPages {
     fn default() -> DirtyPages {
@@ -214,6 +220,7 @@ impl Default for DirtyPages {
             spill: None,
             spill_cursor: 0,
             slots: Vec::new(),
+            branch_slots: Vec::new(),
             slots_lent: 0,
             slots_refused: false,
             parent_hints: Vec::new(),
@@ -256,6 +263,7 @@ pub(crate) struct PagePool {
     buffers: Vec<Box<[u8]>>,
     pages: Vec<Option<PageBuf>>,
     slots: Vec<SlotBuf>,
+    branch_slots: Vec<SlotBuf>,
     parent_hints: Vec<(u64, u32)>,
 }
 
@@ -263,12 +271,16 @@ impl DirtyPages {
     /// Starts with the buffers and vectors of `pool`.
     pub(crate) fn with_pool(pool: PagePool) -> DirtyPages {
         debug_assert!(
-            pool.pages.is_empty() && pool.slots.is_empty() && pool.parent_hints.is_empty()
+            pool.pages.is_empty()
+                && pool.slots.is_empty()
+                && pool.branch_slots.is_empty()
+                && pool.parent_hints.is_empty()
         );
         DirtyPages {
             pool: pool.buffers,
             pages: pool.pages,
             slots: pool.slots,
+            branch_slots: pool.branch_slots,
             parent_hints: pool.parent_hints,
             ..DirtyPages::default()
         }
@@ -303,16 +315,21 @@ impl DirtyPages {
         DIRTY_BIT | (self.pages.len() as u64 - 1)
     }
 
-    /// A page-sized buffer: a lent arena slot if there is one, else from
-    /// the pool if it has one (contents stale: the caller overwrites all
-    /// of it), else a new one.
+    /// A page-sized buffer for a page of `kind`: a lent arena slot if
+    /// there is one for its kind, else from the pool if it has one
+    /// (contents stale: the caller overwrites all of it), else a new one.
     #[inline]
-    fn buffer(&mut self, page_size: usize) -> PageBuf {
-        if let Some(s) = self.slots.pop() {
+    fn buffer(&mut self, page_size: usize, kind: u8) -> PageBuf {
+        let slots = if kind == KIND_BRANCH {
+            &mut self.branch_slots
+        } else {
+            &mut self.slots
+        };
+        if let Some(s) = slots.pop() {
             if s.len() == page_size {
                 return PageBuf::Slot(s);
             }
-            self.slots.push(s);
+            slots.push(s);
         }
         PageBuf::Heap(match self.pool.pop() {
             Some(b) if b.len() == page_size => b,
@@ -320,10 +337,11 @@ impl DirtyPages {
         })
     }
 
-    /// A buffer no longer used: a slot back to `slots`, a heap one to the
-    /// pool (up to its bound).
+    /// A buffer no longer used: a slot back to the slots of its region, a
+    /// heap one to the pool (up to its bound).
     fn recycle(&mut self, page: PageBuf) {
         match page {
+            PageBuf::Slot(s) if s.is_upper() => self.branch_slots.push(s),
             PageBuf::Slot(s) => self.slots.push(s),
             PageBuf::Heap(b) => {
                 if self.pool.len() < POOL_MAX {
@@ -338,24 +356,35 @@ impl DirtyPages {
     /// spilled nor was refused.
     #[inline]
     pub(crate) fn wants_slots(&self, max: usize) -> bool {
-        self.slots.len() < SLOTS
+        (self.slots.len() < SLOTS || self.branch_slots.len() < BRANCH_SLOTS)
             && self.slots_lent < max
             && !self.slots_refused
             && self.spilled_count == 0
     }
 
-    /// Takes arena slots from `lend` until `SLOTS` are unused (or it has
-    /// none: then no more are asked for).
-    pub(crate) fn lend_slots(&mut self, mut lend: impl FnMut() -> Option<SlotBuf>) {
-        while self.slots.len() < SLOTS {
-            match lend() {
-                Some(s) => {
-                    self.slots.push(s);
-                    self.slots_lent += 1;
+    /// Takes arena slots from `lend` (`true`: for a branch) until `SLOTS`
+    /// and `BRANCH_SLOTS` are unused (or it has none: then no more are
+    /// asked for).
+    pub(crate) fn lend_slots(&mut self, mut lend: impl FnMut(bool) -> Option<SlotBuf>) {
+        for (branch, want) in [(true, BRANCH_SLOTS), (false, SLOTS)] {
+            loop {
+                let slots = if branch {
+                    &mut self.branch_slots
+                } else {
+                    &mut self.slots
+                };
+                if slots.len() >= want {
+                    break;
                 }
-                None => {
-                    self.slots_refused = true;
-                    return;
+                match lend(branch) {
+                    Some(s) => {
+                        slots.push(s);
+                        self.slots_lent += 1;
+                    }
+                    None => {
+                        self.slots_refused = true;
+                        return;
+                    }
                 }
             }
         }
@@ -389,7 +418,7 @@ impl DirtyPages {
     pub(crate) fn add_blob(&mut self, page_size: usize, value: &[u8]) -> u64 {
         self.blobs_added += 1;
         let blob = if BLOB_HEADER_LEN + value.len() <= page_size {
-            let mut b = self.buffer(page_size);
+            let mut b = self.buffer(page_size, KIND_BLOB);
             crate::btree::page::fill_blob(&mut b, page_size, value);
             b
         } else {
@@ -417,7 +446,7 @@ impl DirtyPages {
 
     /// Adds a copy of the committed page `bytes`.
     pub(crate) fn add_copy(&mut self, bytes: &[u8]) -> u64 {
-        let mut b = self.buffer(bytes.len());
+        let mut b = self.buffer(bytes.len(), page_kind(bytes));
         b.copy_from_slice(bytes);
         self.add(b)
     }
@@ -429,7 +458,8 @@ impl DirtyPages {
         is_leaf: bool,
         cells: &[C],
     ) -> u64 {
-        let mut b = self.buffer(page_size);
+        let kind = if is_leaf { KIND_LEAF } else { KIND_BRANCH };
+        let mut b = self.buffer(page_size, kind);
         crate::btree::page::fill_page(&mut b, is_leaf, cells);
         self.add(b)
     }
@@ -453,11 +483,13 @@ impl DirtyPages {
                 .take(room),
         );
         self.slots.clear();
+        self.branch_slots.clear();
         self.parent_hints.clear();
         PagePool {
             buffers,
             pages: std::mem::take(&mut self.pages),
             slots: std::mem::take(&mut self.slots),
+            branch_slots: std::mem::take(&mut self.branch_slots),
             parent_hints: std::mem::take(&mut self.parent_hints),
         }
     }
@@ -485,7 +517,7 @@ impl DirtyPages {
         debug_assert!(self.is_frozen(id));
         let index = (id & !DIRTY_BIT) as usize;
         let old = self.take(index);
-        let mut copy = self.buffer(old.len());
+        let mut copy = self.buffer(old.len(), page_kind(&old));
         copy.copy_from_slice(&old);
         self.graveyard.push((index, old));
         self.add(copy)

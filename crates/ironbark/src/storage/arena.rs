@@ -15,7 +15,9 @@
 //! The arena is one private anonymous mapping reserved once (address space
 //! only; memory is used by the slots touched). It belongs to one process:
 //! logged commits are made only while one process has the database open
-//! (see docs/design.md, "Logged commits").
+//! (see docs/design.md, "Logged commits"). Its first 64 MiB, in huge
+//! pages, hold branch pages (the upper region: [`ArenaSpace`]), so that
+//! the pages every descent reads take few TLB entries.
 //!
 //! A write transaction that may be logged also borrows single slots
 //! *before* its commit ([`ArenaSpace::lend`]): a [`SlotBuf`] is a dirty
@@ -54,6 +56,10 @@ pub(crate) const RESERVATION_BYTES: usize = 16 << 30;
 /// reaches them (2 MiB of 4 KiB pages).
 const POPULATE_SLOTS: u64 = 512;
 
+/// Bytes at the start of the arena kept for branch pages (the *upper
+/// region*): 64 MiB, the branches of a tree of some 15M leaves of 4 KiB.
+const UPPER_REGION_BYTES: usize = 64 << 20;
+
 /// The arena's mapping.
 #[derive(Debug)]
 pub(crate) struct Arena {
@@ -61,6 +67,9 @@ pub(crate) struct Arena {
     len: usize,
     page_size: usize,
     slots: u64,
+    /// Slots `0..upper_slots` hold branch pages (see [`ArenaSpace`]); 0
+    /// in an arena too small to set them apart.
+    upper_slots: u64,
 }
 
 // SAFETY: the mapping lives until `Drop`; readers only read published
@@ -92,12 +101,39 @@ impl Arena {
         if ptr == libc::MAP_FAILED {
             return Err(Error::Io(io::Error::last_os_error()));
         }
+        let upper_bytes = if len >= 8 * UPPER_REGION_BYTES {
+            UPPER_REGION_BYTES
+        } else {
+            0
+        };
+        if upper_bytes > 0 {
+            // Every descent reads a root and branches: in 2 MiB pages they
+            // take a few TLB entries, where in 4 KiB pages each new copy
+            // of one (every commit makes some) is a TLB miss. The region is
+            // small and its slots go round, so its huge pages are made
+            // present a few times, not once per 512 commits as fresh leaf
+            // slots would be (docs/design.md, "Logged commits").
+            #[cfg(target_os = "linux")]
+            // SAFETY: advice on the start of our own fresh mapping; it
+            // changes only the size of the pages backing it (zeroed either
+            // way), never a byte read or written. A failure (no THP) leaves
+            // 4 KiB pages.
+            unsafe {
+                libc::madvise(ptr, upper_bytes, libc::MADV_HUGEPAGE)
+            };
+        }
         Ok(Arena {
             ptr: ptr as *mut u8,
             len,
             page_size,
             slots: (len / page_size) as u64,
+            upper_slots: (upper_bytes / page_size) as u64,
         })
+    }
+
+    /// The slots of the upper region (branch pages): `0..` this.
+    pub(crate) fn upper_slots(&self) -> u64 {
+        self.upper_slots
     }
 
     /// The number of slots reserved.
@@ -179,6 +215,11 @@ impl SlotBuf {
     pub(crate) fn pgno(&self) -> u64 {
         ARENA_BIT | self.slot
     }
+
+    /// Whether the slot lies in the arena's upper region (branch pages).
+    pub(crate) fn is_upper(&self) -> bool {
+        self.slot < self.arena.upper_slots
+    }
 }
 
 impl std::ops::Deref for SlotBuf {
@@ -232,8 +273,18 @@ impl Fresh {
 
 /// Which slots are free, in use, or retired (the writer's alone).
 ///
-/// Invariants: a slot is in exactly one of: beyond `next` (never used since
-/// the last reset), `free`, `live` (set bit in `live`), `lent` (set bit in
+/// Two regions: branch pages take slots of the *upper region*
+/// (`0..upper_end`, from the arena's `upper_slots`, learned at the first
+/// allocation), so that the pages every descent reads lie together in
+/// huge pages; every other page, and a branch page when the upper region
+/// is full, takes slots of the rest (`upper_end..`). Each region has its
+/// own never-used mark (`upper_next`, `next`) and free list
+/// (`upper_free`, `free`); a slot goes back to the free list of the region
+/// it lies in.
+///
+/// Invariants: a slot is in exactly one of: beyond its region's mark
+/// (never used since the last reset), its region's free list, `live` (set
+/// bit in `live`), `lent` (set bit in
 /// `lent_bits`: a [`SlotBuf`] of the current write transaction, or of an
 /// ended one not yet reclaimed), or `retired`; `born[slot]` is the txn
 /// that wrote a live or retired slot; `live_count` counts the set bits of
@@ -242,6 +293,12 @@ impl Fresh {
 /// once and adopted since).
 #[derive(Debug, Default)]
 pub(crate) struct ArenaSpace {
+    /// The end of the upper region (0 until learned, or when the arena has
+    /// none).
+    upper_end: u64,
+    upper_next: u64,
+    upper_populated: u64,
+    upper_free: Vec<u64>,
     next: u64,
     /// Slots below this were made present (`Arena::populate`); memory
     /// stays present across resets of `next`.
@@ -277,6 +334,49 @@ fn flip(bits: &mut Vec<u64>, slot: u64, on: bool) {
 fn is_set(bits: &[u64], slot: u64) -> bool {
     bits.get((slot / 64) as usize)
         .is_some_and(|w| w & (1 << (slot % 64)) != 0)
+}
+
+/// The first of `pages` slots from `*next` (never used since the last
+/// reset) if they end by `end` (the end of their region), moving `*next`
+/// past them. Their memory is made present in runs of [`POPULATE_SLOTS`]
+/// as `*next` reaches them (`*populated`: slots below it are present),
+/// never past `end`.
+fn take_never_used(
+    arena: &Arena,
+    next: &mut u64,
+    populated: &mut u64,
+    pages: u64,
+    end: u64,
+) -> Option<u64> {
+    if *next + pages > end {
+        return None;
+    }
+    let slot = *next;
+    *next += pages;
+    if *next > *populated {
+        let to = (next.div_ceil(POPULATE_SLOTS) * POPULATE_SLOTS).min(end);
+        arena.populate(*populated, to - *populated);
+        *populated = to;
+    }
+    Some(slot)
+}
+
+/// Puts the slots `slot..slot + pages` on the free list of their region:
+/// `upper_free` below `upper_end`, else `free`.
+fn push_free(
+    upper_end: u64,
+    free: &mut Vec<u64>,
+    upper_free: &mut Vec<u64>,
+    slot: u64,
+    pages: u64,
+) {
+    for s in slot..slot + pages {
+        if s < upper_end {
+            upper_free.push(s);
+        } else {
+            free.push(s);
+        }
+    }
 }
 
 /// Whether a reader of one of `protectors` (sorted snapshot txns) can see a
@@ -324,40 +424,100 @@ impl ArenaSpace {
         }
     }
 
+    /// Slots of either region used since the last reset.
+    fn touched(&self) -> u64 {
+        self.next - self.upper_end + self.upper_next
+    }
+
     /// The first of `pages` slots beyond `next` (never used since the last
-    /// reset), if the arena has them below `limit`. Their memory is made
-    /// present in runs of [`POPULATE_SLOTS`] as `next` reaches them: at 10M
-    /// records, where nearly every single-put commit takes a fresh slot,
-    /// page faults were a quarter of the commit's time.
+    /// reset), if the arena has them and the slots used since the last
+    /// reset, in both regions, stay within `limit`. Their memory is made
+    /// present in runs of [`POPULATE_SLOTS`] as `next` reaches them: at
+    /// 10M records, where nearly every single-put commit takes a fresh
+    /// slot, page faults were a quarter of the commit's time.
     fn never_used(&mut self, arena: &Arena, pages: u64, limit: u64) -> Option<u64> {
-        if self.next + pages > arena.slots().min(limit) {
+        self.learn_regions(arena);
+        if self.touched() + pages > limit {
             return None;
         }
-        let slot = self.next;
-        self.next += pages;
-        if self.next > self.populated {
-            let end = (self.next.div_ceil(POPULATE_SLOTS) * POPULATE_SLOTS).min(arena.slots());
-            arena.populate(self.populated, end - self.populated);
-            self.populated = end;
+        take_never_used(
+            arena,
+            &mut self.next,
+            &mut self.populated,
+            pages,
+            arena.slots(),
+        )
+    }
+
+    /// Sets the regions apart from the arena's first use on.
+    fn learn_regions(&mut self, arena: &Arena) {
+        if self.upper_end != arena.upper_slots() {
+            assert!(
+                self.next == 0 && self.upper_end == 0,
+                "the arena's regions change after use"
+            );
+            self.upper_end = arena.upper_slots();
+            self.next = self.upper_end;
+            self.populated = self.upper_end;
+            // Its free list can hold the whole region: it never grows
+            // after this (no allocation on the commit path).
+            self.upper_free.reserve_exact(self.upper_end as usize);
         }
-        Some(slot)
+    }
+
+    /// A slot for a branch page: from the upper region when it has one
+    /// (within `limit`, as `never_used`), else `None`.
+    fn upper_slot(&mut self, arena: &Arena, limit: u64) -> Option<u64> {
+        self.learn_regions(arena);
+        if let Some(slot) = self.upper_free.pop() {
+            return Some(slot);
+        }
+        if self.touched() + 1 > limit {
+            return None;
+        }
+        let end = self.upper_end;
+        take_never_used(
+            arena,
+            &mut self.upper_next,
+            &mut self.upper_populated,
+            1,
+            end,
+        )
+    }
+
+    /// Puts freed slots back on the free list of their region.
+    fn free_run(&mut self, slot: u64, pages: u64) {
+        push_free(
+            self.upper_end,
+            &mut self.free,
+            &mut self.upper_free,
+            slot,
+            pages,
+        );
     }
 
     /// `pages` contiguous slots of `arena` no snapshot can reach, for the
     /// commit of `txn`, or `None` when the arena is full (the caller then
     /// checkpoints instead).
+    /// A `branch` page takes a slot of the upper region while it has one.
     pub(crate) fn alloc(
         &mut self,
         arena: &Arena,
         pages: u64,
         limit: u64,
         txn: u64,
+        branch: bool,
     ) -> Option<Fresh> {
         assert!(pages > 0);
-        let slot = if pages == 1 && !self.free.is_empty() {
-            self.free.pop().expect("non-empty")
+        let upper = if branch && pages == 1 {
+            self.upper_slot(arena, limit)
         } else {
-            self.never_used(arena, pages, limit)?
+            None
+        };
+        let slot = match upper {
+            Some(slot) => slot,
+            None if pages == 1 && !self.free.is_empty() => self.free.pop().expect("non-empty"),
+            None => self.never_used(arena, pages, limit)?,
         };
         self.set_live(slot, pages, true);
         let end = (slot + pages) as usize;
@@ -370,9 +530,15 @@ impl ArenaSpace {
 
     /// One slot of `arena` no snapshot can reach, lent to the current write
     /// transaction to hold a dirty page (see the module doc), or `None`
-    /// when the arena is full up to `limit`.
-    pub(crate) fn lend(&mut self, arena: &Arc<Arena>, limit: u64) -> Option<SlotBuf> {
-        let slot = match self.free.pop() {
+    /// when the arena is full up to `limit`: for a `branch` page, a slot of
+    /// the upper region while it has one.
+    pub(crate) fn lend(&mut self, arena: &Arc<Arena>, limit: u64, branch: bool) -> Option<SlotBuf> {
+        let upper = if branch {
+            self.upper_slot(arena, limit)
+        } else {
+            None
+        };
+        let slot = match upper.or_else(|| self.free.pop()) {
             Some(slot) => slot,
             None => self.never_used(arena, 1, limit)?,
         };
@@ -412,26 +578,35 @@ impl ArenaSpace {
     /// transaction is open (at the next one's start), so that no
     /// [`SlotBuf`] of them exists. They were never published.
     pub(crate) fn reclaim_lent(&mut self) {
-        for slot in self.lent.drain(..) {
+        // Taken out and put back emptied: its capacity stays (no
+        // allocation per transaction).
+        let mut lent = std::mem::take(&mut self.lent);
+        for slot in lent.drain(..) {
             if is_set(&self.lent_bits, slot) {
                 flip(&mut self.lent_bits, slot, false);
                 self.lent_count -= 1;
-                self.free.push(slot);
+                self.free_run(slot, 1);
             }
         }
+        self.lent = lent;
         debug_assert_eq!(self.lent_count, 0);
     }
 
     /// Gives back a run `alloc` handed out that was never published.
     pub(crate) fn unalloc(&mut self, fresh: Fresh) {
         self.set_live(fresh.slot, fresh.pages, false);
-        self.free.extend(fresh.slot..fresh.slot + fresh.pages);
+        self.free_run(fresh.slot, fresh.pages);
     }
 
     /// The run at `pgno` is no longer used by commits from `txn` on.
     pub(crate) fn retire(&mut self, pgno: u64, pages: u64, txn: u64) {
         let slot = pgno & !ARENA_BIT;
-        assert!(pgno & ARENA_BIT != 0 && slot + pages <= self.next);
+        assert!(pgno & ARENA_BIT != 0);
+        assert!(if slot < self.upper_end {
+            pages == 1 && slot < self.upper_next
+        } else {
+            slot + pages <= self.next
+        });
         self.set_live(slot, pages, false);
         let born = self.born[slot as usize];
         assert!(born < txn, "arena slot retired by the commit that wrote it");
@@ -442,6 +617,11 @@ impl ArenaSpace {
     /// Retires every live slot (a checkpoint at `txn` wrote them all to the
     /// file).
     pub(crate) fn retire_all(&mut self, txn: u64) {
+        // Room on the free list for every slot retired here (the commits
+        // that release them then allocate nothing), made here, off the
+        // commit path.
+        self.free
+            .reserve((self.retired_count + self.live_count) as usize);
         for word in 0..self.live.len() {
             let mut bits = self.live[word];
             while bits != 0 {
@@ -460,13 +640,14 @@ impl ArenaSpace {
     /// stays that of the slots live at once).
     pub(crate) fn release(&mut self, protectors: &[u64]) -> bool {
         let before = self.retired.len();
-        let free = &mut self.free;
+        let upper_end = self.upper_end;
+        let (free, upper_free) = (&mut self.free, &mut self.upper_free);
         let mut released = 0;
         self.retired.retain(|&(slot, pages, born, freed)| {
             if protected(protectors, born, freed) {
                 return true;
             }
-            free.extend(slot..slot + pages);
+            push_free(upper_end, free, upper_free, slot, pages);
             released += pages;
             false
         });
@@ -476,8 +657,10 @@ impl ArenaSpace {
             && self.lent_count == 0
             && self.retired.is_empty()
         {
-            self.next = 0;
+            self.next = self.upper_end;
+            self.upper_next = 0;
             self.free.clear();
+            self.upper_free.clear();
             return true;
         }
         false
@@ -492,8 +675,8 @@ mod tests {
     fn slots_are_reused_only_after_the_oldest_reader_passes_their_retirement() {
         let arena = Arena::new(4096, 64 * 4096).unwrap();
         let mut space = ArenaSpace::default();
-        let a = space.alloc(&arena, 1, u64::MAX, 3).unwrap();
-        let b = space.alloc(&arena, 2, u64::MAX, 3).unwrap();
+        let a = space.alloc(&arena, 1, u64::MAX, 3, false).unwrap();
+        let b = space.alloc(&arena, 2, u64::MAX, 3, false).unwrap();
         arena.write(&a, &[7u8; 4096]);
         arena.write(&b, &[9u8; 8192]);
         assert_eq!(arena.run(a.pgno(), 1).unwrap()[0], 7);
@@ -501,20 +684,20 @@ mod tests {
         assert_eq!(space.live_pages(), 3);
         space.retire(a.pgno(), 1, 5);
         assert!(!space.release(&[4]), "a reader at 4 still sees slot a");
-        let c = space.alloc(&arena, 1, u64::MAX, 5).unwrap();
+        let c = space.alloc(&arena, 1, u64::MAX, 5, false).unwrap();
         assert_ne!(c.pgno(), a.pgno(), "slot a reused while a reader sees it");
         assert!(
             !space.release(&[2, 5]),
             "a reader older than slot a does not pin it"
         );
-        let d = space.alloc(&arena, 1, u64::MAX, 6).unwrap();
+        let d = space.alloc(&arena, 1, u64::MAX, 6, false).unwrap();
         assert_eq!(d.pgno(), a.pgno(), "slot a reusable once no reader sees it");
         space.retire(c.pgno(), 1, 7);
         assert_eq!(space.pinned_by(&[6]), 1, "a reader at 6 sees slot c");
         space.retire_all(8);
         assert_eq!(space.live_pages(), 0);
         assert!(space.release(&[]), "an arena with nothing live resets");
-        let e = space.alloc(&arena, 1, u64::MAX, 9).unwrap();
+        let e = space.alloc(&arena, 1, u64::MAX, 9, false).unwrap();
         assert_eq!(e.pgno(), ARENA_BIT, "allocation starts over at slot 0");
     }
 
@@ -522,8 +705,8 @@ mod tests {
     fn lent_slots_are_published_by_adopt_and_otherwise_reclaimed() {
         let arena = Arc::new(Arena::new(4096, 8 * 4096).unwrap());
         let mut space = ArenaSpace::default();
-        let mut a = space.lend(&arena, u64::MAX).unwrap();
-        let mut b = space.lend(&arena, u64::MAX).unwrap();
+        let mut a = space.lend(&arena, u64::MAX, false).unwrap();
+        let mut b = space.lend(&arena, u64::MAX, false).unwrap();
         assert_ne!(a.pgno(), b.pgno());
         a.fill(5);
         b.fill(6);
@@ -539,7 +722,7 @@ mod tests {
         space.reclaim_lent();
         assert_eq!(space.lent_pages(), 0);
         let free = space.free_slots();
-        let c = space.lend(&arena, u64::MAX).unwrap();
+        let c = space.lend(&arena, u64::MAX, false).unwrap();
         assert_eq!(
             space.free_slots(),
             free - 1,
@@ -547,7 +730,7 @@ mod tests {
         );
         assert_ne!(c.pgno(), pa, "... but not twice at once");
         let mut all = vec![c];
-        while let Some(s) = space.lend(&arena, 8) {
+        while let Some(s) = space.lend(&arena, 8, false) {
             all.push(s);
         }
         let mut slots: Vec<u64> = all.iter().map(|s| s.pgno()).collect();
@@ -561,12 +744,65 @@ mod tests {
     fn a_full_arena_says_so_and_reads_out_of_range_are_refused() {
         let arena = Arena::new(4096, 4 * 4096).unwrap();
         let mut space = ArenaSpace::default();
-        assert!(space.alloc(&arena, 3, u64::MAX, 1).is_some());
-        assert!(space.alloc(&arena, 2, u64::MAX, 1).is_none());
-        assert!(space.alloc(&arena, 1, 3, 1).is_none(), "the limit binds");
-        assert!(space.alloc(&arena, 1, u64::MAX, 1).is_some());
+        assert!(space.alloc(&arena, 3, u64::MAX, 1, false).is_some());
+        assert!(space.alloc(&arena, 2, u64::MAX, 1, false).is_none());
+        assert!(
+            space.alloc(&arena, 1, 3, 1, false).is_none(),
+            "the limit binds"
+        );
+        assert!(space.alloc(&arena, 1, u64::MAX, 1, false).is_some());
         assert!(arena.run(ARENA_BIT | 3, 2).is_none());
         assert!(arena.run(3, 1).is_none(), "a file page number is no slot");
         assert!(arena.run(ARENA_BIT | u64::MAX >> 2, 1).is_none());
+    }
+
+    #[test]
+    fn branch_pages_take_the_upper_region_while_it_has_room() {
+        let arena = Arc::new(Arena::new(4096, 8 * UPPER_REGION_BYTES).unwrap());
+        let upper = arena.upper_slots();
+        assert_eq!(upper, (UPPER_REGION_BYTES / 4096) as u64);
+        let mut space = ArenaSpace::default();
+        let leaf = space.alloc(&arena, 1, u64::MAX, 3, false).unwrap();
+        let branch = space.alloc(&arena, 1, u64::MAX, 3, true).unwrap();
+        assert_eq!(leaf.pgno(), ARENA_BIT | upper, "leaves start past it");
+        assert_eq!(branch.pgno(), ARENA_BIT, "branches start at its start");
+        let lent = space.lend(&arena, u64::MAX, true).unwrap();
+        assert!(lent.is_upper());
+        assert!(!space.lend(&arena, u64::MAX, false).unwrap().is_upper());
+        let pb = space.adopt(lent, 3);
+        // A branch slot freed goes back to the upper region only.
+        space.retire(branch.pgno(), 1, 4);
+        space.retire(pb, 1, 4);
+        assert!(!space.release(&[]), "a leaf is still live");
+        let again = space.alloc(&arena, 1, u64::MAX, 5, false).unwrap();
+        assert!(again.slot >= upper, "a leaf took a branch slot");
+        let reused = space.alloc(&arena, 1, u64::MAX, 5, true).unwrap();
+        assert!(reused.slot < upper, "a freed branch slot was not reused");
+        // A full upper region sends branches to the rest.
+        let mut taken = 1;
+        while let Some(f) = space.alloc(&arena, 1, u64::MAX, 6, true) {
+            if f.slot >= upper {
+                break;
+            }
+            taken += 1;
+        }
+        assert_eq!(taken, upper, "every upper slot used before any past it");
+        // The limit counts the slots used in both regions.
+        let mut small = ArenaSpace::default();
+        assert!(small.alloc(&arena, 2, 3, 1, false).is_some());
+        assert!(small.alloc(&arena, 1, 3, 1, true).is_some());
+        assert!(
+            small.alloc(&arena, 1, 3, 1, false).is_none(),
+            "the limit binds"
+        );
+        assert!(
+            small.alloc(&arena, 1, 3, 1, true).is_none(),
+            "... on branches too"
+        );
+        // Emptied, the arena starts over in both regions.
+        small.retire_all(2);
+        assert!(small.release(&[]));
+        assert_eq!(small.alloc(&arena, 1, 3, 3, true).unwrap().slot, 0);
+        assert_eq!(small.alloc(&arena, 1, 3, 3, false).unwrap().slot, upper);
     }
 }

@@ -24,7 +24,9 @@
 
 use std::sync::Arc;
 
-use crate::btree::page::{set_child, set_overflow, LeafValue, Node, DIRTY_BIT};
+use crate::btree::page::{
+    page_kind, set_child, set_overflow, LeafValue, Node, DIRTY_BIT, KIND_BRANCH,
+};
 use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::options::Durability;
@@ -135,14 +137,14 @@ pub(crate) const LEND_MAX: usize = 1024;
 pub(crate) fn lend(shared: &Shared, w: &mut WriterState, base: &Snapshot, dirty: &mut DirtyPages) {
     // The base's arena when it has one: the same, without a look-up.
     let Some(arena) = base.source.arena.clone().or_else(|| shared.arena()) else {
-        dirty.lend_slots(|| None);
+        dirty.lend_slots(|_| None);
         return;
     };
     let ps = shared.limits.page_size as u64;
     let limit = arena_bound(ps, base.meta.page_count);
     release_if_short(shared, w, 8);
     let space = &mut w.arena_space;
-    dirty.lend_slots(|| space.lend(&arena, limit));
+    dirty.lend_slots(|branch| space.lend(&arena, limit, branch));
 }
 
 /// Makes the retired arena slots no reader sees reusable: a scan of the
@@ -385,7 +387,8 @@ fn to_arena(
                 placement.real[(id & !DIRTY_BIT) as usize] = pgno;
                 continue;
             }
-            match w.arena_space.alloc(arena, pages, limit, txn) {
+            let branch = page_kind(dirty.get(id)) == KIND_BRANCH;
+            match w.arena_space.alloc(arena, pages, limit, txn, branch) {
                 Some(f) => {
                     placement.real[(id & !DIRTY_BIT) as usize] = f.pgno();
                     fresh.push((id, f));
