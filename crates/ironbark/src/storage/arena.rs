@@ -393,9 +393,17 @@ impl ArenaSpace {
         self.live_count
     }
 
-    /// Slots free for reuse now.
+    /// Slots free for reuse now, in the region that has fewer (the upper
+    /// region counted when the arena has one): a release is worth its scan
+    /// of the reader table when either runs short, or branches would take
+    /// never-used slots of the upper region while retired ones wait.
     pub(crate) fn free_slots(&self) -> u64 {
-        self.free.len() as u64
+        let lower = self.free.len() as u64;
+        if self.upper_end == 0 {
+            lower
+        } else {
+            lower.min(self.upper_free.len() as u64)
+        }
     }
 
     /// Slots retired and not yet released.
@@ -774,6 +782,7 @@ mod tests {
         space.retire(branch.pgno(), 1, 4);
         space.retire(pb, 1, 4);
         assert!(!space.release(&[]), "a leaf is still live");
+
         let again = space.alloc(&arena, 1, u64::MAX, 5, false).unwrap();
         assert!(again.slot >= upper, "a leaf took a branch slot");
         let reused = space.alloc(&arena, 1, u64::MAX, 5, true).unwrap();
@@ -787,6 +796,18 @@ mod tests {
             taken += 1;
         }
         assert_eq!(taken, upper, "every upper slot used before any past it");
+        // Free slots count in the region that has fewer: a branch must not
+        // take never-used upper slots while retired ones wait.
+        let mut two = ArenaSpace::default();
+        let l = two.alloc(&arena, 1, u64::MAX, 1, false).unwrap();
+        let b = two.alloc(&arena, 1, u64::MAX, 1, true).unwrap();
+        two.retire(l.pgno(), 1, 2);
+        assert!(!two.release(&[]), "a branch is still live");
+        assert_eq!(two.free_slots(), 0, "the upper region has none free");
+        assert!(two.alloc(&arena, 1, u64::MAX, 3, true).is_some());
+        two.retire(b.pgno(), 1, 3);
+        assert!(!two.release(&[]), "a branch is still live");
+        assert_eq!(two.free_slots(), 1, "one free in each region");
         // The limit counts the slots used in both regions.
         let mut small = ArenaSpace::default();
         assert!(small.alloc(&arena, 2, 3, 1, false).is_some());
