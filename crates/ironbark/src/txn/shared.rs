@@ -714,11 +714,14 @@ impl Shared {
         // processes must not build a snapshot from it (`foreign_logged`).
         let logged = snapshot.source.arena.is_some();
         // Lent before the reader table shows the txn, so that a reader who
-        // sees it there finds it lent (`txn::snapshot_lender`).
-        let new = self.lender.lend_new(snapshot, &self.readers);
-        // The replaced snapshot stays lent until no reader can hold it.
-        drop(self.published.swap(new));
-        self.after_publish_change();
+        // sees it there finds it lent (`txn::snapshot_lender`), and after
+        // `published` holds it, so that the lent txn runs ahead of the
+        // table's only briefly (borrowers fail meanwhile). The replaced
+        // snapshot stays lent until no reader can hold it.
+        self.lender.lend_new_after(snapshot, &self.readers, |new| {
+            drop(self.published.swap(new.clone()));
+            self.after_publish_change();
+        });
         if let Some(lock) = self.readers.lock_file().filter(|_| !logged) {
             lock.store_meta(&meta);
         }
