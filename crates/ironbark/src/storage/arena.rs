@@ -296,6 +296,7 @@ pub(crate) struct ArenaSpace {
     /// The end of the upper region (0 until learned, or when the arena has
     /// none).
     upper_end: u64,
+    /// The upper region's `next`, `populated` and `free`, as below.
     upper_next: u64,
     upper_populated: u64,
     upper_free: Vec<u64>,
@@ -506,8 +507,8 @@ impl ArenaSpace {
 
     /// `pages` contiguous slots of `arena` no snapshot can reach, for the
     /// commit of `txn`, or `None` when the arena is full (the caller then
-    /// checkpoints instead).
-    /// A `branch` page takes a slot of the upper region while it has one.
+    /// checkpoints instead). A `branch` page takes a slot of the upper
+    /// region while it has one.
     pub(crate) fn alloc(
         &mut self,
         arena: &Arena,
@@ -586,17 +587,19 @@ impl ArenaSpace {
     /// transaction is open (at the next one's start), so that no
     /// [`SlotBuf`] of them exists. They were never published.
     pub(crate) fn reclaim_lent(&mut self) {
-        // Taken out and put back emptied: its capacity stays (no
-        // allocation per transaction).
-        let mut lent = std::mem::take(&mut self.lent);
-        for slot in lent.drain(..) {
+        for slot in self.lent.drain(..) {
             if is_set(&self.lent_bits, slot) {
                 flip(&mut self.lent_bits, slot, false);
                 self.lent_count -= 1;
-                self.free_run(slot, 1);
+                push_free(
+                    self.upper_end,
+                    &mut self.free,
+                    &mut self.upper_free,
+                    slot,
+                    1,
+                );
             }
         }
-        self.lent = lent;
         debug_assert_eq!(self.lent_count, 0);
     }
 

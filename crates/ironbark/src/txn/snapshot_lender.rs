@@ -108,8 +108,8 @@ impl<T> std::ops::Deref for Borrowed<T> {
         // keeps its slot registered at that txn until after dropping it
         // (`ReadTxn`'s `Drop` releases the slot, then the borrow, which is
         // never read again). No `&mut` to a lent snapshot exists: the
-        // lender writes over one (`lend_new`, `with_spare`) only once it is
-        // out of `lent` and unshared.
+        // lender writes over one (`lend_new_after`, `with_spare`) only
+        // once it is out of `lent` and unshared.
         unsafe { self.0.as_ref() }
     }
 }
@@ -191,7 +191,7 @@ impl<T: Lendable> Lender<T> {
 
     /// Stops lending while the process's newest snapshot changes other
     /// than by the writer's publish (another process's commit, recovery):
-    /// readers take the slow path until the next `offer` or `lend_new`.
+    /// readers take the slow path until the next `offer` or `lend_new_after`.
     pub(crate) fn withdraw(&self) {
         let mut r = self.lock();
         r.last_is_newest = false;
