@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use crate::btree::page::{
-    blob_run_pages, page_kind, set_child, BLOB_HEADER_LEN, DIRTY_BIT, KIND_BLOB, KIND_BRANCH,
-    KIND_LEAF,
+    blob_run_pages, copy_page, page_kind, set_child, BLOB_HEADER_LEN, DIRTY_BIT, KIND_BLOB,
+    KIND_BRANCH, KIND_LEAF,
 };
 use crate::error::{Error, Result};
 use crate::storage::arena::{Arena, SlotBuf, ARENA_BIT};
@@ -447,7 +447,7 @@ impl DirtyPages {
     /// Adds a copy of the committed page `bytes`.
     pub(crate) fn add_copy(&mut self, bytes: &[u8]) -> u64 {
         let mut b = self.buffer(bytes.len(), page_kind(bytes));
-        b.copy_from_slice(bytes);
+        copy_page(&mut b, bytes);
         self.add(b)
     }
 

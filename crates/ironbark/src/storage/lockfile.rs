@@ -67,13 +67,20 @@ pub(crate) struct TableHeader {
     /// line stays shared among their cores; nothing a reader writes is
     /// outside its own slot.
     pub(crate) published_txn: AtomicU64,
-    /// Reserved (zero): a counter of claimed slots written by every reader
-    /// was here, and made readers of different cores contend.
-    pub(crate) _reserved: AtomicU64,
+    /// The high-water mark of the reader table: no slot at or above it has
+    /// been claimed since the table was laid out, so a writer's scan stops
+    /// there (`ReaderTable::snapshots`). Written only by a claim that goes
+    /// past it (a thread's first read transaction, about), never by a
+    /// reader's every transaction: a counter of claimed slots that every
+    /// reader wrote was here before, and made readers of different cores
+    /// contend.
+    pub(crate) slots_used: AtomicU64,
 }
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ibLOCK\0\0");
-const LOCK_FORMAT_VERSION: u64 = 5;
+/// 6: `TableHeader::slots_used` (a process of version 5 would claim slots
+/// without raising it, unseen by a version-6 writer's scan).
+const LOCK_FORMAT_VERSION: u64 = 6;
 /// Bytes before the first reader slot.
 pub(crate) const HEADER_LEN: usize = 4096;
 const SLOT_LEN: usize = 64;

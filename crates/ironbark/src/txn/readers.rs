@@ -12,7 +12,11 @@
 //! In the total order of the two fences, either the writer's comes first
 //! (then the reader sees the new txn and retries) or the reader's does (then
 //! the writer sees the reader's slot): no page a reader can see is ever
-//! reused. `loom` checks this (`loom_tests` below). Atomics in memory shared
+//! reused. The writer scans only the slots below the table's high-water
+//! mark (`TableHeader::slots_used`), which a claim raises past its slot
+//! before the reader registers there, so the same order of fences shows
+//! the writer the raised mark too. `loom` checks both (`loom_tests`
+//! below). Atomics in memory shared
 //! between processes behave as between threads, so the argument holds
 //! across processes.
 //!
@@ -133,8 +137,11 @@ pub(crate) struct ReaderTable {
 
 #[cfg(not(loom))]
 thread_local! {
-    /// Where this thread starts looking for a free slot, so threads spread
-    /// over the table instead of fighting over slot 0.
+    /// Where this thread starts looking for a free slot: the slot it last
+    /// claimed, at first its number in this process (threads numbered in
+    /// the order they first read), so threads settle on slots of their own
+    /// instead of fighting over slot 0, and the slots in use stay low (the
+    /// high-water mark bounds every writer's scan: `snapshots`).
     static HINT: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
@@ -146,18 +153,27 @@ static NEXT_HINT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsiz
 fn start_hint() -> usize {
     HINT.with(|h| {
         if h.get() == usize::MAX {
-            let spread = NEXT_HINT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            // Processes start at different places too.
-            h.set(spread.wrapping_add(std::process::id() as usize * 7));
+            h.set(NEXT_HINT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         }
         h.get()
     })
+}
+
+/// Makes `slot`, just claimed, where this thread looks first next time: a
+/// thread whose first choice another process's thread holds settles on
+/// the slot it found instead.
+#[cfg(not(loom))]
+fn remember_hint(slot: usize) {
+    HINT.with(|h| h.set(slot));
 }
 
 #[cfg(loom)]
 fn start_hint() -> usize {
     0
 }
+
+#[cfg(loom)]
+fn remember_hint(_slot: usize) {}
 
 impl ReaderTable {
     /// A table in this process's memory, with the newest commit `txn`.
@@ -167,7 +183,7 @@ impl ReaderTable {
             memory: Memory::Private {
                 header: Box::new(TableHeader {
                     published_txn: AtomicU64::new(txn),
-                    _reserved: AtomicU64::new(0),
+                    slots_used: AtomicU64::new(0),
                 }),
                 slots: (0..max_readers)
                     .map(|_| Slot {
@@ -236,10 +252,28 @@ impl ReaderTable {
                     .compare_exchange(0, self.me.0, Ordering::SeqCst, Ordering::Relaxed)
                     .is_ok()
             {
+                // Raised before the slot is registered, so that a writer
+                // whose scan could miss the registration cannot miss the
+                // mark (`snapshots`). Sequentially consistent both ways: a
+                // mark this load sees above `i` (another thread's raise)
+                // then precedes this reader's fence, as its own would.
+                let mark = &self.header().slots_used;
+                if mark.load(Ordering::SeqCst) <= i as u64 {
+                    mark.fetch_max(i as u64 + 1, Ordering::SeqCst);
+                }
+                remember_hint(i);
                 return Ok(i);
             }
         }
         Err(Error::ReadersFull { max: n })
+    }
+
+    /// The slots a writer's scan covers: those below the high-water mark.
+    /// A mark past the table (a damaged lock file) covers the whole table.
+    fn used_slots(&self) -> &[Slot] {
+        let slots = self.slots();
+        let mark = self.header().slots_used.load(Ordering::SeqCst);
+        &slots[..(mark.min(slots.len() as u64) as usize)]
     }
 
     /// Records `txn` in slot `i`; true if `txn` is still the newest commit
@@ -279,7 +313,7 @@ impl ReaderTable {
         fence(Ordering::SeqCst);
         out.clear();
         out.extend(
-            self.slots()
+            self.used_slots()
                 .iter()
                 .map(|s| s.txn.load(Ordering::SeqCst))
                 .filter(|&t| t != 0),
@@ -366,8 +400,22 @@ mod loom_tests {
 
     #[test]
     fn loom_reader_registration_vs_reclamation() {
-        loom::model(|| {
+        registration_vs_reclamation(false);
+    }
+
+    /// The same with slot 0 held, so that the reader claims slot 1 and
+    /// raises the high-water mark the writer's scan stops at.
+    #[test]
+    fn loom_a_claim_above_the_mark_vs_reclamation() {
+        registration_vs_reclamation(true);
+    }
+
+    fn registration_vs_reclamation(slot_0_held: bool) {
+        loom::model(move || {
             let table = Arc::new(ReaderTable::private(2, 1));
+            if slot_0_held {
+                assert_eq!(table.claim().unwrap(), 0);
+            }
             let reader = {
                 let table = table.clone();
                 loom::thread::spawn(move || {
@@ -420,9 +468,10 @@ mod tests {
         let table = ReaderTable::private(4, 5);
         let mine = table.claim().unwrap();
         assert!(table.try_register(mine, 5));
-        // Forge a slot owned by a process that does not exist.
+        // Forge a slot owned by a process that does not exist (claimed, so
+        // below the high-water mark, then handed to the dead owner).
         let dead = ProcessId::new(ProcessId::current().pid(), 1);
-        let i = (mine + 1) % 4;
+        let i = table.claim().unwrap();
         table.slots()[i].owner.store(dead.0, Ordering::SeqCst);
         table.slots()[i].txn.store(3, Ordering::SeqCst);
         assert_eq!(oldest(&table), Some(3));
@@ -436,5 +485,36 @@ mod tests {
         assert_eq!(table.view().len(), 1);
         table.release(mine);
         assert_eq!(oldest(&table), None);
+    }
+
+    #[test]
+    fn every_claimed_slot_lies_below_the_mark_the_writer_scans_to() {
+        let table = ReaderTable::private(64, 100);
+        let mark = || table.header().slots_used.load(Ordering::SeqCst) as usize;
+        assert_eq!(mark(), 0, "a new table: nothing to scan");
+        let mut held = Vec::new();
+        for txn in 1..=64u64 {
+            let slot = table.claim().unwrap();
+            assert!(
+                slot < mark(),
+                "slot {slot} claimed above the mark {}",
+                mark()
+            );
+            assert!(table.slots()[slot].txn.load(Ordering::SeqCst) == 0);
+            table.slots()[slot].txn.store(txn, Ordering::SeqCst);
+            held.push(slot);
+            let mut seen = Vec::new();
+            table.snapshots(&mut seen);
+            assert_eq!(seen, (1..=txn).collect::<Vec<_>>(), "every holder scanned");
+        }
+        assert_eq!(mark(), 64);
+        assert!(matches!(table.claim(), Err(Error::ReadersFull { max: 64 })));
+        for slot in held {
+            table.release(slot);
+        }
+        let mut seen = Vec::new();
+        table.snapshots(&mut seen);
+        assert!(seen.is_empty());
+        assert_eq!(mark(), 64, "the mark never falls while the table lives");
     }
 }
