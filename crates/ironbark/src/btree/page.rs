@@ -1434,6 +1434,42 @@ mod tests {
         assert!(Node::parse(&bad, 1, None).unwrap().check_heads().is_err());
     }
 
+    /// A copy leaves the destination's free gap as it was (a recycled
+    /// buffer's stale bytes) and reads the same; the seal zeroes the gap,
+    /// so no stale byte reaches the file, and the checksum covers zeros.
+    #[test]
+    fn a_copy_skips_the_free_gap_and_the_seal_zeroes_it() {
+        let cells: Vec<Vec<u8>> = (0..5u8)
+            .map(|i| leaf_cell_inline(&[b'k', i], &[i; 20]))
+            .collect();
+        let mut page = vec![0u8; 1024];
+        fill_page(&mut page, true, &cells);
+        let gap = free_gap(&page).unwrap();
+        assert!(gap.len() > 800, "a page mostly free: {gap:?}");
+        let mut copy = vec![0xAAu8; 1024];
+        copy_page(&mut copy, &page);
+        assert!(
+            copy[gap.clone()].iter().all(|&b| b == 0xAA),
+            "gap not copied"
+        );
+        assert_eq!(copy[..gap.start], page[..gap.start]);
+        assert_eq!(copy[gap.end..], page[gap.end..]);
+        assert_eq!(cells_of(&copy), cells, "the copy reads as the page");
+        seal(&mut copy, 7, 3);
+        assert!(copy[gap].iter().all(|&b| b == 0), "the seal zeroes the gap");
+        assert!(checksum_ok(&copy));
+        // A blob run, or a page whose header names no gap, is copied whole.
+        let blob = new_blob(1024, &[5u8; 100], 1);
+        let mut copy = vec![0xAAu8; 1024];
+        copy_page(&mut copy, &blob);
+        assert_eq!(copy, *blob);
+        let mut damaged = page.clone();
+        put_u32(&mut damaged, 20, 4000);
+        let mut copy = vec![0xAAu8; 1024];
+        copy_page(&mut copy, &damaged);
+        assert_eq!(copy, damaged);
+    }
+
     #[test]
     fn compare_keys_is_byte_order() {
         let keys: [&[u8]; 9] = [
