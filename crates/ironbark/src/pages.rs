@@ -174,6 +174,16 @@ pub(crate) struct DirtyPages {
     spilled_count: usize,
     /// The spill file, made by the first spill.
     spill: Option<Box<SpillFile>>,
+    /// Leaves a checkpoint reads from the page arena instead of copying
+    /// them (`park_arena_leaf`), by index: the arena page number, 0 for
+    /// none. Like spilled pages they are `None` in `pages`, read where they
+    /// lie, and sealed on a copy that is written at once (`seal_with`), so
+    /// a checkpoint holds no second copy of the arena's leaves.
+    parked: Vec<u64>,
+    /// Pages parked now.
+    parked_count: usize,
+    /// The arena the parked pages lie in.
+    parked_arena: Option<Arc<Arena>>,
     /// Where the next spill starts looking (oldest pages first, in turn).
     spill_cursor: usize,
     /// Arena slots lent to this transaction and not in use: the next page
@@ -218,6 +228,9 @@ impl Default for DirtyPages {
             spilled: Vec::new(),
             spilled_count: 0,
             spill: None,
+            parked: Vec::new(),
+            parked_count: 0,
+            parked_arena: None,
             spill_cursor: 0,
             slots: Vec::new(),
             branch_slots: Vec::new(),
@@ -549,6 +562,12 @@ impl DirtyPages {
             }
         }
         self.spilled.truncate(len);
+        for index in len..self.parked.len() {
+            if self.parked[index] != 0 {
+                self.unpark(index);
+            }
+        }
+        self.parked.truncate(len);
         self.spill_cursor = self.spill_cursor.min(len);
     }
 
@@ -577,9 +596,13 @@ impl DirtyPages {
         }
     }
 
-    /// A spilled page's bytes, read through the spill file's map.
+    /// A spilled page's bytes, read through the spill file's map, or a
+    /// parked one's, read in the arena.
     #[cold]
     fn spilled_page(&self, index: usize) -> &[u8] {
+        if let Some(page) = self.parked_page(index) {
+            return page;
+        }
         assert!(
             is_spilled(&self.spilled, index),
             "dirty page used after it was freed"
@@ -603,10 +626,58 @@ impl DirtyPages {
             .expect("dirty page used after it was freed")
     }
 
-    /// Copies spilled page `index` back into memory (to be edited), and
-    /// gives its slot in the spill file back.
+    /// Adds arena leaf `pgno` (which references no arena blob, so its
+    /// seal changes only its header) without copying it: it is read in
+    /// the arena until its seal copies it (see `parked`).
+    pub(crate) fn park_arena_leaf(&mut self, arena: &Arc<Arena>, pgno: u64) -> u64 {
+        assert!(pgno & ARENA_BIT != 0);
+        match &self.parked_arena {
+            Some(a) => assert!(Arc::ptr_eq(a, arena), "pages parked from two arenas"),
+            None => self.parked_arena = Some(arena.clone()),
+        }
+        let index = self.pages.len();
+        self.pages.push(None);
+        if self.parked.len() <= index {
+            self.parked.resize(index + 1, 0);
+        }
+        self.parked[index] = pgno;
+        self.parked_count += 1;
+        debug_assert_eq!(page_kind(self.get(DIRTY_BIT | index as u64)), KIND_LEAF);
+        DIRTY_BIT | index as u64
+    }
+
+    /// Parked page `index`'s bytes, in the arena.
+    fn parked_page(&self, index: usize) -> Option<&[u8]> {
+        let pgno = *self.parked.get(index)?;
+        if pgno == 0 {
+            return None;
+        }
+        let arena = self
+            .parked_arena
+            .as_ref()
+            .expect("parked pages have an arena");
+        Some(arena.run(pgno, 1).expect("a parked page lies in its arena"))
+    }
+
+    /// Forgets that page `index` is parked.
+    fn unpark(&mut self, index: usize) {
+        debug_assert!(self.parked[index] != 0);
+        self.parked[index] = 0;
+        self.parked_count -= 1;
+    }
+
+    /// Copies spilled (or parked) page `index` back into memory (to be
+    /// edited), and gives its slot in the spill file back.
     #[cold]
     fn unspill(&mut self, index: usize) {
+        if let Some(len) = self.parked_page(index).map(<[u8]>::len) {
+            let mut page = self.buffer(len, KIND_LEAF);
+            page.copy_from_slice(self.parked_page(index).expect("just seen"));
+            self.unpark(index);
+            self.resident += page.len();
+            self.pages[index] = Some(page);
+            return;
+        }
         assert!(
             is_spilled(&self.spilled, index),
             "dirty page used after it was freed"
@@ -654,6 +725,10 @@ impl DirtyPages {
             return;
         }
         if self.pages[index].is_none() {
+            if self.parked_page(index).is_some() {
+                self.unpark(index);
+                return;
+            }
             assert!(is_spilled(&self.spilled, index), "dirty page freed twice");
             self.drop_spilled(index);
             return;
@@ -665,7 +740,10 @@ impl DirtyPages {
     /// The dirty branches and leaves in memory, counted (see
     /// [`TreePageKinds`]).
     pub(crate) fn tree_page_kinds(&self) -> TreePageKinds {
-        let mut kinds = TreePageKinds::default();
+        let mut kinds = TreePageKinds {
+            leaves: self.parked_count,
+            ..TreePageKinds::default()
+        };
         for page in self.pages.iter().flatten() {
             match crate::btree::page::page_kind(page) {
                 crate::btree::page::KIND_BRANCH => kinds.branches += 1,
@@ -676,14 +754,14 @@ impl DirtyPages {
         kinds
     }
 
-    /// Pages live in this transaction: in memory or spilled.
+    /// Pages live in this transaction: in memory, spilled or parked.
     pub(crate) fn live_count(&self) -> usize {
-        self.pages.iter().filter(|p| p.is_some()).count() + self.spilled_count
+        self.pages.iter().filter(|p| p.is_some()).count() + self.spilled_count + self.parked_count
     }
 
-    /// Whether any page is spilled now.
+    /// Whether any page is spilled (or parked) now: sealed on a copy.
     pub(crate) fn has_spilled(&self) -> bool {
-        self.spilled_count > 0
+        self.spilled_count > 0 || self.parked_count > 0
     }
 
     /// Seals page `id` with `edit` and returns its result: in place for a
@@ -715,7 +793,8 @@ impl DirtyPages {
     /// sealed copy already, and the commit must not write it again).
     pub(crate) fn is_spilled(&self, id: u64) -> bool {
         let index = (id & !DIRTY_BIT) as usize;
-        self.pages[index].is_none() && is_spilled(&self.spilled, index)
+        self.pages[index].is_none()
+            && (is_spilled(&self.spilled, index) || self.parked_page(index).is_some())
     }
 
     /// Lets go of the memory that reading spilled pages took (see
@@ -850,5 +929,65 @@ pub(crate) fn expected_txn(pgno: u64, txn: u64) -> Option<u64> {
         None
     } else {
         Some(txn)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btree::page::{cells_of, fill_page, leaf_cell_inline, seal};
+    use crate::storage::arena::ArenaSpace;
+
+    /// A parked arena leaf reads as the leaf, counts as live, is sealed on
+    /// a copy handed to the writer (the arena's page unchanged), and comes
+    /// back into memory when edited; freeing it forgets it.
+    #[test]
+    fn a_parked_leaf_is_read_in_the_arena_and_sealed_on_a_copy() {
+        let arena = Arc::new(Arena::new(4096, 16 * 4096).unwrap());
+        let mut space = ArenaSpace::default();
+        let cells: Vec<Vec<u8>> = (0..20u8)
+            .map(|i| leaf_cell_inline(&[b'k', i], &[i; 30]))
+            .collect();
+        let mut leaf = vec![0u8; 4096];
+        fill_page(&mut leaf, true, &cells);
+        let mut parked_pgnos = Vec::new();
+        for _ in 0..2 {
+            let fresh = space.alloc(&arena, 1, u64::MAX, 3, false).unwrap();
+            arena.write(&fresh, &leaf);
+            parked_pgnos.push(fresh.pgno());
+        }
+        let mut dirty = DirtyPages::default();
+        let other = dirty.add_copy(&leaf);
+        let a = dirty.park_arena_leaf(&arena, parked_pgnos[0]);
+        let b = dirty.park_arena_leaf(&arena, parked_pgnos[1]);
+        assert_eq!(dirty.live_count(), 3);
+        assert!(dirty.has_spilled() && dirty.is_spilled(a) && !dirty.is_spilled(other));
+        assert_eq!(dirty.get(a), &leaf[..], "read where it lies");
+        assert_eq!(dirty.resident, 4096, "no copy of a parked page in memory");
+
+        let mut written = Vec::new();
+        let mut scratch = Vec::new();
+        let sum = dirty
+            .seal_with(a, &mut scratch, |p| seal(p, 77, 9), &mut |sealed| {
+                written.push(sealed.to_vec());
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(written.len(), 1, "a parked page is written as it is sealed");
+        assert_eq!(crate::btree::page::stored_sum(&written[0]), sum);
+        assert_eq!(cells_of(&written[0]), cells);
+        assert_eq!(
+            arena.run(parked_pgnos[0], 1).unwrap(),
+            &leaf[..],
+            "the arena's page is not sealed"
+        );
+
+        dirty.get_mut(b)[100] ^= 1;
+        assert!(!dirty.is_spilled(b), "edited: back in memory");
+        assert_eq!(arena.run(parked_pgnos[1], 1).unwrap(), &leaf[..]);
+        assert_eq!(dirty.resident, 2 * 4096);
+        dirty.free(a);
+        assert_eq!(dirty.live_count(), 2);
+        assert!(!dirty.has_spilled());
     }
 }

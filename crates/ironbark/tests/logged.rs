@@ -711,3 +711,55 @@ fn a_read_only_process_follows_logged_commits_as_they_are_made() {
     );
     eprintln!("{logged} logged commits, the follower read {snapshots} snapshots");
 }
+
+/// A checkpoint after logged commits that changed most leaves seals the
+/// leaves it reads in the arena on copies (parked, not copied in advance)
+/// and writes them in runs of consecutive pages, not a call per page; and
+/// every record reads back, before and after a reopen.
+#[test]
+fn a_checkpoint_writes_the_arenas_leaves_in_runs() {
+    let t = temp_db("runs.ib");
+    let n = 40_000u32;
+    let (db, tree) = loaded(&t, &logged(Durability::None), n);
+    db.checkpoint().unwrap();
+    for i in 0..4_000u32 {
+        let k = i.wrapping_mul(7_919) % n;
+        let mut tx = db.begin_write().unwrap();
+        tx.put(&tree, &k.to_be_bytes(), &[(i % 251) as u8; 40])
+            .unwrap();
+        tx.commit().unwrap();
+    }
+    let before = db.counters();
+    assert!(before.logged_commits >= 4_000);
+    db.checkpoint().unwrap();
+    let after = db.counters();
+    let pages = after.pages_written - before.pages_written;
+    let calls = after.write_calls - before.write_calls;
+    assert!(pages > 100, "the checkpoint wrote {pages} pages");
+    assert!(
+        calls * 8 < pages,
+        "{calls} write calls for {pages} pages: not in runs"
+    );
+    let expected = |k: u32| -> Vec<u8> {
+        // The last put of each key, if any.
+        (0..4_000u32)
+            .rev()
+            .find(|i| i.wrapping_mul(7_919) % n == k)
+            .map_or(b"v0".to_vec(), |i| vec![(i % 251) as u8; 40])
+    };
+    let verify = |db: &Database| {
+        let rx = db.begin_read().unwrap();
+        let tree = rx.tree("t").unwrap();
+        for k in (0..n).step_by(7) {
+            assert_eq!(
+                rx.get(&tree, &k.to_be_bytes()).unwrap().unwrap(),
+                &expected(k)[..]
+            );
+        }
+        db.check().unwrap();
+    };
+    verify(&db);
+    drop(db);
+    let db = Database::open_with(&t.path, &logged(Durability::None)).unwrap();
+    verify(&db);
+}

@@ -30,6 +30,7 @@ use crate::options::{BrokenProtocol, Durability};
 use crate::pages::{DirtyPages, MapSource};
 use crate::state::{self, BlobRef, Chain, Plan};
 use crate::storage::arena::ARENA_BIT;
+use crate::storage::file::DataFile;
 use crate::storage::freespace::{Extent, FreeSpace, Freed, Pending};
 use crate::storage::meta::Meta;
 use crate::txn::checkpoint_steps::{self, StepPlan, Steps};
@@ -311,6 +312,73 @@ enum Part {
     Step { log_base: u64, replay_to: u64 },
 }
 
+/// Pages sealed on a copy (spilled or parked: `DirtyPages::seal_with`),
+/// gathered into runs of consecutive page numbers and written a run per
+/// call. The seal goes from the last page of a commit to the first, so a
+/// run grows downwards, from the end of the buffer. At most
+/// [`SEALED_RUN_BYTES`] are held (or one larger blob run): a checkpoint of
+/// the whole arena holds no second copy of it.
+struct SealedRuns {
+    page_size: u64,
+    /// Empty until the first page.
+    buf: Vec<u8>,
+    /// Where the run held starts in `buf` (`buf.len()`: none held).
+    start: usize,
+    /// The page number of the run's first page.
+    first: u64,
+    calls: u64,
+    bytes: u64,
+}
+
+/// The most a commit holds of the pages it seals on copies.
+const SEALED_RUN_BYTES: usize = 1 << 20;
+
+impl SealedRuns {
+    fn new(page_size: usize) -> SealedRuns {
+        SealedRuns {
+            page_size: page_size as u64,
+            buf: Vec::new(),
+            start: 0,
+            first: 0,
+            calls: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Takes sealed page (or blob run) `sealed`, which goes at page `pgno`.
+    fn push(&mut self, file: &DataFile, pgno: u64, sealed: &[u8]) -> Result<()> {
+        if self.buf.is_empty() {
+            self.buf = vec![0u8; SEALED_RUN_BYTES.max(sealed.len())];
+            self.start = self.buf.len();
+        }
+        let held = self.start < self.buf.len();
+        let just_below = pgno * self.page_size + sealed.len() as u64 == self.first * self.page_size;
+        if held && !(just_below && sealed.len() <= self.start) {
+            self.flush(file)?;
+        }
+        if sealed.len() > self.start {
+            self.calls += file.write_vectored_at(&[sealed], pgno * self.page_size)?;
+            self.bytes += sealed.len() as u64;
+            return Ok(());
+        }
+        self.start -= sealed.len();
+        self.buf[self.start..self.start + sealed.len()].copy_from_slice(sealed);
+        self.first = pgno;
+        Ok(())
+    }
+
+    /// Writes the run held, if any.
+    fn flush(&mut self, file: &DataFile) -> Result<()> {
+        if self.start < self.buf.len() {
+            let run = &self.buf[self.start..];
+            self.calls += file.write_vectored_at(&[run], self.first * self.page_size)?;
+            self.bytes += run.len() as u64;
+            self.start = self.buf.len();
+        }
+        Ok(())
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn write_commit(
     shared: &Shared,
@@ -367,24 +435,23 @@ fn write_commit(
         real[(id & !DIRTY_BIT) as usize] = next.next().expect("enough pages allocated");
     }
 
-    // 3. Patch, stamp, checksum. A spilled page is written as it is sealed
-    // (from a copy: the spill file keeps it unsealed), one `pwrite` each;
+    // 3. Patch, stamp, checksum. A spilled or parked page is written as it
+    // is sealed (from a copy: the spill file or the arena keeps it
+    // unsealed), gathered into runs of consecutive pages (`SealedRuns`);
     // step 5 writes the rest. Writing these pages first is safe for the
     // reason the rest are: they are free in every durable commit and every
     // snapshot, and the meta that makes them reachable is written last.
-    let (mut spilled_calls, mut spilled_bytes) = (0u64, 0u64);
+    let mut sealed_runs = SealedRuns::new(ps);
     seal_all(
         dirty,
         catalog,
         &mut placement,
         txn,
         false,
-        &mut |pgno, sealed| {
-            spilled_calls += shared.file.write_vectored_at(&[sealed], pgno * ps as u64)?;
-            spilled_bytes += sealed.len() as u64;
-            Ok(())
-        },
+        &mut |pgno, sealed| sealed_runs.push(&shared.file, pgno, sealed),
     )?;
+    sealed_runs.flush(&shared.file)?;
+    let (spilled_calls, spilled_bytes) = (sealed_runs.calls, sealed_runs.bytes);
     let (order, blobs, real) = (&placement.pages, &placement.blobs, &placement.real);
 
     // 4. The state chain: this commit's record of what it changed (or a new

@@ -25,7 +25,7 @@
 use std::sync::Arc;
 
 use crate::btree::page::{
-    page_kind, set_child, set_overflow, LeafValue, Node, DIRTY_BIT, KIND_BRANCH,
+    page_kind, set_child, set_overflow, LeafValue, Node, DIRTY_BIT, KIND_BRANCH, KIND_LEAF,
 };
 use crate::catalog::Catalog;
 use crate::error::Result;
@@ -479,9 +479,37 @@ pub(crate) fn follow(
     Ok(Some(arena_snapshot(shared, base, txn, arena, catalog)))
 }
 
+/// Whether arena page `page` (numbered `pgno`) is a leaf that references
+/// no arena blob: its seal then changes only its header, so a checkpoint
+/// parks it in `dirty` (`DirtyPages::park_arena_leaf`) instead of copying
+/// it there: the seal copies it once, into a buffer it writes at once.
+/// A checkpoint after random changes holds nearly every leaf of the
+/// tree, and copies of all of them were fresh memory: at 10M records
+/// the kernel's zeroing of it took more time than the writes. A tree
+/// without blobs (`overflow_pages` 0, exact: `check` verifies it, and a
+/// range delete relies on it too) has no leaf to read past its header.
+fn is_sealed_as_is(page: &[u8], pgno: u64, tree_has_blobs: bool) -> Result<bool> {
+    if page_kind(page) != KIND_LEAF {
+        return Ok(false);
+    }
+    if !tree_has_blobs {
+        return Ok(true);
+    }
+    let node = Node::parse(page, pgno, None)?;
+    for i in 0..node.count {
+        if let LeafValue::Overflow { pgno, .. } = node.leaf_entry(i)?.1 {
+            if pgno & ARENA_BIT != 0 {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
 /// Copies every arena page the trees of `catalog` reach (through dirty
 /// pages too) into `dirty`, patching the parents, so that the commit being
-/// written puts them in the file (a checkpoint).
+/// written puts them in the file (a checkpoint); a leaf that needs no
+/// patch is parked there instead (`is_sealed_as_is`).
 pub(crate) fn pull_arena(
     catalog: &mut Catalog,
     dirty: &mut DirtyPages,
@@ -490,6 +518,7 @@ pub(crate) fn pull_arena(
     let mut stack = Vec::new();
     let mut refs = Vec::new();
     for t in catalog.trees.iter_mut() {
+        let tree_has_blobs = t.state.overflow_pages != 0;
         let root = &mut t.state.root;
         if root.pgno & ARENA_BIT != 0 {
             root.pgno = dirty.add_copy(base.page(root.pgno)?);
@@ -521,18 +550,26 @@ pub(crate) fn pull_arena(
                     }
                     continue;
                 }
-                let copy = if is_leaf {
+                let (copy, parked) = if is_leaf {
                     dirty.blobs_added += 1;
-                    dirty.add_copy(base.blob_run(target)?)
+                    (dirty.add_copy(base.blob_run(target)?), false)
                 } else {
-                    dirty.add_copy(base.page(target)?)
+                    let page = base.page(target)?;
+                    match &base.arena {
+                        Some(arena) if is_sealed_as_is(page, target, tree_has_blobs)? => {
+                            (dirty.park_arena_leaf(arena, target), true)
+                        }
+                        _ => (dirty.add_copy(page), false),
+                    }
                 };
                 let buf = dirty.get_mut(id);
                 if is_leaf {
                     set_overflow(buf, i, copy, 0, 0);
                 } else {
                     set_child(buf, i, copy, 0, 0);
-                    stack.push(copy);
+                    if !parked {
+                        stack.push(copy);
+                    }
                 }
             }
         }
