@@ -95,7 +95,7 @@ pub(crate) struct Steps {
     freed_by_step: Vec<bool>,
     /// Pages of the newest commit whose whole subtree a step wrote: the
     /// last step's tree holds a copy of each where the newest has it.
-    taken: HashSet<u64>,
+    taken: TakenPages,
 }
 
 /// One step, planned: the trees to commit and what they stop using.
@@ -127,7 +127,54 @@ pub(crate) struct StepRecord {
     /// `Steps::freed_by_step` with this step's frees.
     freed_by_step: Vec<bool>,
     /// The subtrees it takes.
-    taken: HashSet<u64>,
+    taken: TakenPages,
+}
+
+/// Page numbers of the newest commit whose subtrees steps took: a bitmap
+/// by slot for arena pages (nearly all of them: a checkpoint's subtrees
+/// are the logged commits', and the arena's slots are few and dense, so
+/// the map stays in the cache where a hash set of a checkpoint of 10M
+/// records missed it on most of its lookups), a set for file pages.
+#[derive(Default)]
+pub(crate) struct TakenPages {
+    arena: Vec<u64>,
+    file: HashSet<u64>,
+}
+
+impl TakenPages {
+    fn insert(&mut self, pgno: u64) {
+        if pgno & ARENA_BIT == 0 {
+            self.file.insert(pgno);
+            return;
+        }
+        let slot = pgno & !ARENA_BIT;
+        let word = usize::try_from(slot / 64).expect("arena slots fit in memory");
+        if self.arena.len() <= word {
+            self.arena.resize(word + 1, 0);
+        }
+        self.arena[word] |= 1 << (slot % 64);
+    }
+
+    fn contains(&self, pgno: u64) -> bool {
+        if pgno & ARENA_BIT == 0 {
+            return self.file.contains(&pgno);
+        }
+        let slot = pgno & !ARENA_BIT;
+        usize::try_from(slot / 64)
+            .ok()
+            .and_then(|w| self.arena.get(w))
+            .is_some_and(|w| w & (1 << (slot % 64)) != 0)
+    }
+
+    fn extend(&mut self, other: &TakenPages) {
+        if self.arena.len() < other.arena.len() {
+            self.arena.resize(other.arena.len(), 0);
+        }
+        for (w, o) in self.arena.iter_mut().zip(&other.arena) {
+            *w |= o;
+        }
+        self.file.extend(&other.file);
+    }
 }
 
 impl Steps {
@@ -147,14 +194,14 @@ impl Steps {
             page_count,
             txn: replay_to,
             freed_by_step: vec![false; logged_freed.len()],
-            taken: HashSet::new(),
+            taken: TakenPages::default(),
         }
     }
 
     /// Records a durable step.
     pub(crate) fn stepped(&mut self, record: StepRecord, meta: Meta) {
         self.freed_by_step = record.freed_by_step;
-        self.taken.extend(record.taken);
+        self.taken.extend(&record.taken);
         self.txn = meta.txn;
         self.page_count = meta.page_count;
     }
@@ -194,7 +241,7 @@ pub(crate) fn plan(
         dirty: DirtyPages::default(),
         freed: Vec::new(),
         freed_by_step: steps.freed_by_step.clone(),
-        taken: HashSet::new(),
+        taken: TakenPages::default(),
         budget: budget as i64,
         cut: false,
         delta: Counts::default(),
@@ -347,7 +394,7 @@ struct Splicer<'a> {
     dirty: DirtyPages,
     freed: Vec<Freed>,
     freed_by_step: Vec<bool>,
-    taken: HashSet<u64>,
+    taken: TakenPages,
     /// Pages this step may still write.
     budget: i64,
     /// Set when the budget ran out with pages left to write.
@@ -361,7 +408,7 @@ impl<'a> Splicer<'a> {
     /// Whether the last step's page `m` holds the same subtree as the newest
     /// commit's `t`: the same page, or a copy a step took of it.
     fn same(&self, m: u64, t: u64) -> bool {
-        m == t || self.steps.taken.contains(&t) || self.taken.contains(&t)
+        m == t || self.steps.taken.contains(t) || self.taken.contains(t)
     }
 
     /// Splices the newest commit's subtree `t` into the last step's `m`
@@ -678,4 +725,37 @@ fn runs_of<'k>(
         i += 1;
     }
     Ok(Some(starts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn taken_pages_hold_arena_and_file_page_numbers_apart() {
+        let mut step = TakenPages::default();
+        for pgno in [
+            ARENA_BIT,
+            ARENA_BIT | 63,
+            ARENA_BIT | 64,
+            ARENA_BIT | 100_000,
+            5,
+            64,
+        ] {
+            assert!(!step.contains(pgno));
+            step.insert(pgno);
+            assert!(step.contains(pgno));
+        }
+        assert!(!step.contains(ARENA_BIT | 1), "a neighbour's bit");
+        assert!(!step.contains(ARENA_BIT | 5), "file page 5 is not slot 5");
+        assert!(!step.contains(63), "slot 63 is not file page 63");
+        assert!(!step.contains(ARENA_BIT | (1 << 40)), "past the map");
+        let mut all = TakenPages::default();
+        all.insert(ARENA_BIT | 7);
+        all.extend(&step);
+        for pgno in [ARENA_BIT | 7, ARENA_BIT | 100_000, 5, 64, ARENA_BIT] {
+            assert!(all.contains(pgno), "{pgno:#x} after extend");
+        }
+        assert!(!all.contains(ARENA_BIT | 8));
+    }
 }
