@@ -316,8 +316,9 @@ enum Part {
 /// gathered into runs of consecutive page numbers and written a run per
 /// call. The seal goes from the last page of a commit to the first, so a
 /// run grows downwards, from the end of the buffer. At most
-/// [`SEALED_RUN_BYTES`] are held (or one larger blob run): a checkpoint of
-/// the whole arena holds no second copy of it.
+/// [`SEALED_RUN_BYTES`] are held: a checkpoint of the whole arena holds no
+/// second copy of it, and a larger blob run (a spilled value of a large
+/// transaction) is written as it comes, from the seal's copy.
 struct SealedRuns {
     page_size: u64,
     /// Empty until the first page.
@@ -348,7 +349,7 @@ impl SealedRuns {
     /// Takes sealed page (or blob run) `sealed`, which goes at page `pgno`.
     fn push(&mut self, file: &DataFile, pgno: u64, sealed: &[u8]) -> Result<()> {
         if self.buf.is_empty() {
-            self.buf = vec![0u8; SEALED_RUN_BYTES.max(sealed.len())];
+            self.buf = vec![0u8; SEALED_RUN_BYTES];
             self.start = self.buf.len();
         }
         let held = self.start < self.buf.len();
@@ -1017,5 +1018,53 @@ impl Drop for Shared {
             }
         }
         // Dropping the lock file (with the table) releases both locks.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pages sealed from the last to the first are written as runs of
+    /// consecutive pages, one call each, and nothing is held past the
+    /// flush; a gap ends a run; a run larger than the buffer is written as
+    /// it comes; every byte lands at its page.
+    #[test]
+    fn sealed_pages_are_written_in_runs_of_consecutive_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runs.ib");
+        std::fs::write(&path, b"").unwrap();
+        let file = DataFile::open(&path, true, None).unwrap();
+        let ps = 4096usize;
+        let page = |pgno: u64, pages: usize| vec![pgno as u8; pages * ps];
+        let mut runs = SealedRuns::new(ps);
+        // Pages 10..=1 downwards, but 6 (a gap): runs 7..=10 and 1..=5.
+        for pgno in (1..=10u64).rev().filter(|&p| p != 6) {
+            runs.push(&file, pgno, &page(pgno, 1)).unwrap();
+        }
+        runs.flush(&file).unwrap();
+        assert_eq!(runs.calls, 2, "two runs, one call each");
+        assert_eq!(runs.bytes, 9 * ps as u64);
+        // A blob run larger than the buffer, then a page held and flushed.
+        let big = SEALED_RUN_BYTES / ps + 1;
+        runs.push(&file, 20, &page(20, big)).unwrap();
+        runs.push(&file, 19, &page(19, 1)).unwrap();
+        assert_eq!(runs.calls, 3, "the large run written as it came");
+        runs.flush(&file).unwrap();
+        runs.flush(&file).unwrap();
+        assert_eq!(runs.calls, 4, "a flush with nothing held writes nothing");
+        let bytes = std::fs::read(&path).unwrap();
+        for pgno in (1..=10u64).filter(|&p| p != 6).chain([19, 20]) {
+            let at = pgno as usize * ps;
+            assert!(
+                bytes[at..at + ps].iter().all(|&b| b == pgno as u8),
+                "page {pgno}"
+            );
+        }
+        assert!(
+            bytes[6 * ps..7 * ps].iter().all(|&b| b == 0),
+            "the gap unwritten"
+        );
+        assert_eq!(bytes.len(), (20 + big) * ps);
     }
 }
