@@ -74,6 +74,10 @@ FLAGS (db_bench names; `--flag=value` or `--flag value`):
     --json=FILE            JSON-lines output (default: bench-results/<preset>-<time>.jsonl)
     --cache_mb=N           cache of engines that have one (default: 2x the data + 64 MiB)
     --malloc=a,b           allocators: glibc, jemalloc, tcmalloc (LD_PRELOAD of Debian's)
+    --repeat=N             rounds (default 1): every engine runs each step N times, the
+                           engines taking turns, so that a noisy machine slows all of them;
+                           tables show each engine's median round by throughput, and every
+                           round's rate is listed under them (each round is a JSON line)
 ";
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -100,6 +104,9 @@ pub struct Config {
     pub preset: Option<String>,
     pub cache_mb: Option<u64>,
     pub malloc: Vec<String>,
+    /// Rounds of each step (`--repeat`).
+    #[serde(default = "one")]
+    pub repeat: u32,
     /// The flags set explicitly (by the user or a preset step), so that a
     /// workload's own defaults apply only to the others.
     #[serde(default)]
@@ -134,9 +141,14 @@ impl Default for Config {
             preset: None,
             cache_mb: None,
             malloc: vec!["glibc".into()],
+            repeat: 1,
             given: Vec::new(),
         }
     }
+}
+
+fn one() -> u32 {
+    1
 }
 
 fn list(value: &str) -> Vec<String> {
@@ -228,6 +240,7 @@ impl Config {
             "preset" => self.preset = Some(value.to_string()),
             "cache_mb" => self.cache_mb = Some(number(name, value)?),
             "malloc" => self.malloc = list(value),
+            "repeat" => self.repeat = number(name, value)?,
             other => return Err(format!("unknown flag --{other} (try --help)").into()),
         }
         if !self.given.iter().any(|g| g == name) {
@@ -277,6 +290,9 @@ impl Config {
                 )
                 .into());
             }
+        }
+        if self.repeat == 0 {
+            return Err("--repeat must be at least 1".into());
         }
         if self.num == 0 {
             return Err("--num must be at least 1".into());

@@ -515,7 +515,9 @@ pub fn main(args: &[String]) -> Result<()> {
         i += 1;
     }
     let input = input.ok_or("usage: ironbark-bench report RESULTS.jsonl --out DIR")?;
-    let results = read_results(&input)?;
+    let runs = read_results(&input)?;
+    // Runs of `--repeat` rounds are reported by their median round.
+    let (results, rounds) = tables::medians(&runs);
     if results.is_empty() {
         return Err(format!("{}: no results to report", input.display()).into());
     }
@@ -523,8 +525,13 @@ pub fn main(args: &[String]) -> Result<()> {
     let mut md = format!(
         "# ironbark-bench report\n\nFrom `{}`: {} runs.\n",
         input.display(),
-        results.len()
+        runs.len()
     );
+    if !rounds.is_empty() {
+        md.push_str(&format!(
+            "\nRuns repeated in rounds are shown by their median round by throughput; every round:\n\n{rounds}"
+        ));
+    }
     md.push_str(&tables::summary(&results));
     let steps = tables::steps(&results);
     let fonts = register_font();

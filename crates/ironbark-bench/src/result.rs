@@ -87,6 +87,10 @@ pub struct RunResult {
     /// The engine's own counters over the timed phase and close.
     pub engine_counters: BTreeMap<String, u64>,
     pub unix_time: u64,
+    /// Which round of `--repeat` this run was, from 0 (absent in older
+    /// results: 0).
+    #[serde(default)]
+    pub round: u32,
 }
 
 pub const RESULT_PREFIX: &str = "IRONBARK-BENCH-RESULT ";

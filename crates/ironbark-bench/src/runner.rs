@@ -237,62 +237,66 @@ pub fn run(raw_args: &[String]) -> Result<Vec<RunResult>> {
                 }
             }
         }
-        for engine in &cfg.engines {
-            let state = full.entry(engine.clone()).or_insert(if use_existing {
-                Some(cfg.num)
-            } else {
-                None
-            });
-            for bench in &cfg.benchmarks {
-                // Flags the workload has its own defaults for (longreader).
-                let cfg = &cfg.for_benchmark(bench);
-                let threads: Vec<usize> = if workload::uses_threads(bench) {
-                    cfg.threads.clone()
+        // Rounds of `--repeat`: the engines take turns within each, so that
+        // a slow spell of the machine falls on every engine alike.
+        for round in 0..cfg.repeat {
+            for engine in &cfg.engines {
+                let state = full.entry(engine.clone()).or_insert(if use_existing {
+                    Some(cfg.num)
                 } else {
-                    vec![1]
-                };
-                for &t in &threads {
-                    for allocator in &allocators {
-                        if workload::kind(bench) != Kind::Fill && *state != Some(cfg.num) {
-                            let prep = Job {
+                    None
+                });
+                for bench in &cfg.benchmarks {
+                    // Flags the workload has its own defaults for (longreader).
+                    let cfg = &cfg.for_benchmark(bench);
+                    let threads: Vec<usize> = if workload::uses_threads(bench) {
+                        cfg.threads.clone()
+                    } else {
+                        vec![1]
+                    };
+                    for &t in &threads {
+                        for allocator in &allocators {
+                            if workload::kind(bench) != Kind::Fill && *state != Some(cfg.num) {
+                                let prep = Job {
+                                    config: cfg.clone(),
+                                    engine: engine.clone(),
+                                    benchmark: "fillseqbatch".into(),
+                                    threads: 1,
+                                    allocator: "glibc".into(),
+                                    preset: plan.preset.clone(),
+                                    step: "prep".into(),
+                                };
+                                let mut prep_cfg = prep.config.clone();
+                                prep_cfg.batch_size = Some(1000);
+                                prep_cfg.sync = false;
+                                let prep = Job {
+                                    config: prep_cfg,
+                                    ..prep
+                                };
+                                eprintln!("  {engine}: loading {} records for {bench}", cfg.num);
+                                if let Err(e) = spawn_child(&prep) {
+                                    // The run that needed the load cannot run;
+                                    // the others go on.
+                                    eprintln!("  error: loading for {engine} {bench}: {e}");
+                                    failures.push(format!("loading for {engine} {bench}: {e}"));
+                                    *state = None;
+                                    continue;
+                                }
+                                *state = Some(cfg.num);
+                            }
+                            let job = Job {
                                 config: cfg.clone(),
                                 engine: engine.clone(),
-                                benchmark: "fillseqbatch".into(),
-                                threads: 1,
-                                allocator: "glibc".into(),
+                                benchmark: bench.clone(),
+                                threads: t,
+                                allocator: allocator.clone(),
                                 preset: plan.preset.clone(),
-                                step: "prep".into(),
+                                step: plan.title.clone(),
                             };
-                            let mut prep_cfg = prep.config.clone();
-                            prep_cfg.batch_size = Some(1000);
-                            prep_cfg.sync = false;
-                            let prep = Job {
-                                config: prep_cfg,
-                                ..prep
-                            };
-                            eprintln!("  {engine}: loading {} records for {bench}", cfg.num);
-                            if let Err(e) = spawn_child(&prep) {
-                                // The run that needed the load cannot run;
-                                // the others go on.
-                                eprintln!("  error: loading for {engine} {bench}: {e}");
-                                failures.push(format!("loading for {engine} {bench}: {e}"));
-                                *state = None;
-                                continue;
-                            }
-                            *state = Some(cfg.num);
-                        }
-                        let job = Job {
-                            config: cfg.clone(),
-                            engine: engine.clone(),
-                            benchmark: bench.clone(),
-                            threads: t,
-                            allocator: allocator.clone(),
-                            preset: plan.preset.clone(),
-                            step: plan.title.clone(),
-                        };
-                        match spawn_child(&job) {
-                            Ok(r) => {
-                                eprintln!(
+                            match spawn_child(&job) {
+                                Ok(mut r) => {
+                                    r.round = round;
+                                    eprintln!(
                                     "  {:<10} {:<16} t={:<2} {:>10} ops/s {:>9.2} us/op  found {}/{}",
                                     r.engine,
                                     r.benchmark,
@@ -307,25 +311,26 @@ pub fn run(raw_args: &[String]) -> Result<Vec<RunResult>> {
                                         r.ops
                                     }
                                 );
-                                writeln!(json, "{}", serde_json::to_string(&r)?)?;
-                                json.flush()?;
-                                step_results.push(r);
-                                *state = if workload::leaves_full_db(bench) {
-                                    Some(cfg.num)
-                                } else {
-                                    None
-                                };
-                            }
-                            Err(e) if e.downcast_ref::<Unsupported>().is_some() => {
-                                // The run failed before changing the
-                                // database: the engine is skipped, not failed.
-                                eprintln!("  skipped: {e}");
-                                skipped.push(e.to_string());
-                            }
-                            Err(e) => {
-                                eprintln!("  error: {e}");
-                                failures.push(e.to_string());
-                                *state = None;
+                                    writeln!(json, "{}", serde_json::to_string(&r)?)?;
+                                    json.flush()?;
+                                    step_results.push(r);
+                                    *state = if workload::leaves_full_db(bench) {
+                                        Some(cfg.num)
+                                    } else {
+                                        None
+                                    };
+                                }
+                                Err(e) if e.downcast_ref::<Unsupported>().is_some() => {
+                                    // The run failed before changing the
+                                    // database: the engine is skipped, not failed.
+                                    eprintln!("  skipped: {e}");
+                                    skipped.push(e.to_string());
+                                }
+                                Err(e) => {
+                                    eprintln!("  error: {e}");
+                                    failures.push(e.to_string());
+                                    *state = None;
+                                }
                             }
                         }
                     }
@@ -339,11 +344,21 @@ pub fn run(raw_args: &[String]) -> Result<Vec<RunResult>> {
         for why in &skipped {
             println!("Skipped: {why}.\n");
         }
-        println!("{}", tables::markdown(&step_results));
+        let (shown, rounds) = tables::medians(&step_results);
+        if cfg.repeat > 1 {
+            println!(
+                "Median of {} rounds by throughput (the engines took turns in each round).\n",
+                cfg.repeat
+            );
+        }
+        println!("{}", tables::markdown(&shown));
+        if !rounds.is_empty() {
+            println!("Every round, ops/s in the order run:\n\n{rounds}");
+        }
         all.extend(step_results);
     }
     if !all.is_empty() {
-        println!("{}", tables::summary(&all));
+        println!("{}", tables::summary(&tables::medians(&all).0));
     }
     if !use_existing {
         for engine in &first.config.engines {

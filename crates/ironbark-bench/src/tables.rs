@@ -77,6 +77,55 @@ pub fn groups(results: &[RunResult]) -> Vec<Vec<&RunResult>> {
     out
 }
 
+/// Results of `--repeat` rounds reduced to one run per engine, benchmark,
+/// thread count and allocator of a step: the median round by throughput
+/// (of an even count, the lower of the middle two), in the order the runs
+/// first appeared; and a markdown list of every round's rate for each run
+/// that had more than one (empty when none had).
+pub fn medians(results: &[RunResult]) -> (Vec<RunResult>, String) {
+    let key = |x: &RunResult| {
+        (
+            x.preset.clone(),
+            x.step.clone(),
+            x.engine.clone(),
+            x.benchmark.clone(),
+            x.threads,
+            x.allocator.clone(),
+            x.num,
+            x.value_size,
+            x.sync,
+        )
+    };
+    let mut rounds: Vec<Vec<&RunResult>> = Vec::new();
+    for r in results {
+        match rounds.iter_mut().find(|g| key(g[0]) == key(r)) {
+            Some(g) => g.push(r),
+            None => rounds.push(vec![r]),
+        }
+    }
+    let mut out = Vec::with_capacity(rounds.len());
+    let mut list = String::new();
+    for mut g in rounds {
+        let in_order: Vec<String> = g.iter().map(|r| si(rate(r))).collect();
+        g.sort_by(|a, b| rate(a).total_cmp(&rate(b)));
+        let median = g[(g.len() - 1) / 2];
+        if g.len() > 1 {
+            let _ = writeln!(
+                list,
+                "- {} {} (t={}, {}): rounds {}; median {}",
+                median.engine,
+                median.benchmark,
+                median.threads,
+                median.allocator,
+                in_order.join(", "),
+                si(rate(median))
+            );
+        }
+        out.push(median.clone());
+    }
+    (out, list)
+}
+
 /// One table per group; rows are engines.
 pub fn markdown(results: &[RunResult]) -> String {
     let mut s = String::new();
@@ -455,4 +504,56 @@ pub fn summary(results: &[RunResult]) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(engine: &str, ops_per_sec: f64, round: u32) -> RunResult {
+        RunResult {
+            engine: engine.into(),
+            benchmark: "overwrite".into(),
+            threads: 1,
+            allocator: "glibc".into(),
+            ops_per_sec,
+            round,
+            ..RunResult::default()
+        }
+    }
+
+    #[test]
+    fn medians_pick_the_middle_round_of_each_engine() {
+        let runs = [
+            run("ironbark", 300.0, 0),
+            run("lmdb", 90.0, 0),
+            run("ironbark", 100.0, 1),
+            run("lmdb", 70.0, 1),
+            run("ironbark", 200.0, 2),
+            run("lmdb", 80.0, 2),
+            run("fjall", 50.0, 0),
+        ];
+        let (shown, list) = medians(&runs);
+        let picked: Vec<(&str, f64, u32)> = shown
+            .iter()
+            .map(|r| (r.engine.as_str(), r.ops_per_sec, r.round))
+            .collect();
+        assert_eq!(
+            picked,
+            [
+                ("ironbark", 200.0, 2),
+                ("lmdb", 80.0, 2),
+                ("fjall", 50.0, 0)
+            ]
+        );
+        // Rounds in the order run; a single run is not listed.
+        assert!(
+            list.contains("- ironbark overwrite (t=1, glibc): rounds 300, 100, 200; median 200")
+        );
+        assert!(!list.contains("fjall"));
+        // Of an even count, the lower middle.
+        let (shown, _) = medians(&runs[..4]);
+        assert_eq!(shown[0].ops_per_sec, 100.0);
+        assert_eq!(shown[1].ops_per_sec, 70.0);
+    }
 }

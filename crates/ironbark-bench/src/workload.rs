@@ -858,6 +858,8 @@ pub fn run_child(job: &Job) -> Result<RunResult> {
         unix_time: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
+        // Set by the parent, which knows the round.
+        round: 0,
     };
     Ok(result)
 }

@@ -283,3 +283,72 @@ fn longreader_holds_a_snapshot_over_the_commits() {
         );
     }
 }
+
+/// `--repeat=3`: each engine runs three rounds, the engines taking turns;
+/// every round is a JSON line with its number, and the table shows the
+/// median round, with every round's rate listed under it.
+#[test]
+fn repeat_runs_rounds_and_shows_the_median() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("results.jsonl");
+    let out = Command::new(bench_exe())
+        .arg("--engines=ironbark,lmdb")
+        .arg("--benchmarks=fillrandbatch")
+        .arg("--num=2000")
+        .arg("--repeat=3")
+        .arg(format!("--db={}", dir.path().join("db").display()))
+        .arg(format!("--json={}", json.display()))
+        .output()
+        .expect("run ironbark-bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ironbark-bench failed:\n{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Median of 3 rounds"), "{stdout}");
+
+    let text = std::fs::read_to_string(&json).expect("json file");
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    let order: Vec<(String, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["engine"].as_str().unwrap().to_string(),
+                r["round"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, u64)> = (0..3)
+        .flat_map(|round| [("ironbark".to_string(), round), ("lmdb".to_string(), round)])
+        .collect();
+    assert_eq!(order, expected, "the engines take turns, round by round");
+
+    // The table row of each engine is its median round's rate.
+    for engine in ["ironbark", "lmdb"] {
+        let mut rates: Vec<f64> = rows
+            .iter()
+            .filter(|r| r["engine"] == engine)
+            .map(|r| r["ops_per_sec"].as_f64().unwrap())
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("- {engine} fillrandbatch")))
+            .unwrap_or_else(|| panic!("no rounds line for {engine}:\n{stdout}"));
+        assert_eq!(
+            line.matches(", ").count(),
+            3,
+            "three rounds and the allocator: {line}"
+        );
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| {engine} |")))
+            .unwrap_or_else(|| panic!("no table row for {engine}:\n{stdout}"));
+        let median = row.split('|').nth(2).unwrap().trim().to_string();
+        assert!(
+            line.ends_with(&format!("median {median}")),
+            "row {row} against rounds {line} (sorted {rates:?})"
+        );
+    }
+}

@@ -407,7 +407,7 @@ impl<'a> Checker<'a> {
         if !node.is_leaf && !node.key(0)?.is_empty() {
             return bad("first branch key is not empty");
         }
-        node.check_heads()?;
+        node.check_cells()?;
         for i in first_keyed..node.count {
             let k = node.key(i)?;
             if prev.is_some_and(|p| p >= k) {

@@ -375,12 +375,6 @@ impl<'a> Node<'a> {
         &self.bytes[HEADER_LEN..HEADER_LEN + self.count * SLOT_LEN]
     }
 
-    /// The head of key `i` (see the module doc).
-    #[inline]
-    fn head(&self, i: usize) -> u32 {
-        slot_head(self.slots(), i as u32)
-    }
-
     /// Where `key` falls among keys `first..self.count`, by their heads:
     /// `Err(0)`/`Err(1)` below them all, `Err(count)` above them all, when
     /// `key` does not start with the page's prefix; else `Ok((lo, hi))`,
@@ -455,11 +449,13 @@ impl<'a> Node<'a> {
         Ok(Ok((lo, end)))
     }
 
-    /// Checks the slot array against the keys: every key (but a branch's
-    /// first) starts with the page's prefix, and every slot's head is its
-    /// key's. Searches rely on it, so the write path checks each committed
-    /// page it copies (the editors trust dirty pages), and so does `check`.
-    pub(crate) fn check_heads(&self) -> Result<()> {
+    /// Checks every cell and the slot array against the keys, in one pass:
+    /// each cell lies within the page (a leaf's value or blob reference, a
+    /// branch's child reference), every key (but a branch's first) starts
+    /// with the page's prefix, and every slot's head is its key's. Searches
+    /// and the editors rely on it (they trust dirty pages), so the write
+    /// path checks each committed page it copies, and so does `check`.
+    pub(crate) fn check_cells(&self) -> Result<()> {
         let prefix = self.prefix_len();
         let first = usize::from(!self.is_leaf);
         let page_prefix = match first < self.count {
@@ -469,12 +465,23 @@ impl<'a> Node<'a> {
         let Some(page_prefix) = page_prefix else {
             return Err(self.corrupt("key shorter than the page's prefix"));
         };
+        let slots = self.slots();
         for i in 0..self.count {
-            let key = self.key(i)?;
-            if i >= first && !key.starts_with(page_prefix) {
+            let key = if self.is_leaf {
+                self.leaf_entry(i)?.0
+            } else {
+                self.child(i)?;
+                self.key(i)?
+            };
+            // `compare_keys`, not a slice compare: a call to `memcmp` per
+            // key cost more than the few bytes of a prefix.
+            let has_prefix = key
+                .get(..prefix)
+                .is_some_and(|p| compare_keys(p, page_prefix).is_eq());
+            if i >= first && !has_prefix {
                 return Err(self.corrupt("key without the page's prefix"));
             }
-            if self.head(i) != key_head(key, prefix) {
+            if slot_head(slots, i as u32) != key_head(key, prefix) {
                 return Err(self.corrupt("slot's key head does not match its key"));
             }
         }
@@ -659,7 +666,7 @@ fn assert_heads(b: &[u8]) {
         return;
     }
     let node = Node::parse(b, u64::MAX, None).expect("dirty page is well formed");
-    node.check_heads().expect("slot array matches the keys");
+    node.check_cells().expect("slot array matches the keys");
     for i in (usize::from(!node.is_leaf) + 1)..node.count {
         assert!(
             node.key(i - 1).expect("key") < node.key(i).expect("key"),
@@ -1404,7 +1411,7 @@ mod tests {
             }
             Node::parse(&fast, u64::MAX, None)
                 .unwrap()
-                .check_heads()
+                .check_cells()
                 .unwrap();
         }
         assert!(
@@ -1414,7 +1421,7 @@ mod tests {
     }
 
     /// A page whose slot array does not match its keys (damage a checksum
-    /// would catch on disk) is an error for `check_heads`, not a wrong
+    /// would catch on disk) is an error for `check_cells`, not a wrong
     /// answer taken on trust by the write path.
     #[test]
     fn a_stale_head_or_prefix_is_reported() {
@@ -1425,13 +1432,22 @@ mod tests {
         let mut page = vec![0u8; 512];
         fill_page(&mut page, true, &cells);
         assert_eq!(page[17], 8, "the longest shared prefix");
-        Node::parse(&page, 1, None).unwrap().check_heads().unwrap();
+        Node::parse(&page, 1, None).unwrap().check_cells().unwrap();
         let mut bad = page.clone();
         bad[HEADER_LEN + SLOT_LEN + SLOT_HEAD] ^= 1;
-        assert!(Node::parse(&bad, 1, None).unwrap().check_heads().is_err());
+        assert!(Node::parse(&bad, 1, None).unwrap().check_cells().is_err());
         let mut bad = page.clone();
         bad[17] = 9;
-        assert!(Node::parse(&bad, 1, None).unwrap().check_heads().is_err());
+        assert!(Node::parse(&bad, 1, None).unwrap().check_cells().is_err());
+        // A value length that runs past the page: the same pass finds it.
+        let mut bad = page.clone();
+        let off = u16_at(&bad, HEADER_LEN + 2 * SLOT_LEN) as usize;
+        bad[off + 3..off + 7].copy_from_slice(&4096u32.to_le_bytes());
+        let err = Node::parse(&bad, 1, None)
+            .unwrap()
+            .check_cells()
+            .unwrap_err();
+        assert!(err.to_string().contains("past the page"), "{err}");
     }
 
     /// A copy leaves the destination's free gap as it was (a recycled

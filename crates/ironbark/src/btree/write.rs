@@ -184,14 +184,7 @@ impl<'a> TreeWriter<'a> {
             return Ok(node);
         }
         verify_page(node.bytes, node.pgno, txn, sum)?;
-        for i in 0..node.count {
-            if node.is_leaf {
-                node.leaf_entry(i)?;
-            } else {
-                node.child(i)?;
-            }
-        }
-        node.check_heads()?;
+        node.check_cells()?;
         Ok(node)
     }
 
