@@ -58,18 +58,7 @@ pub fn rate(r: &RunResult) -> f64 {
 pub fn groups(results: &[RunResult]) -> Vec<Vec<&RunResult>> {
     let mut out: Vec<Vec<&RunResult>> = Vec::new();
     for r in results {
-        let key = |x: &RunResult| {
-            (
-                x.step.clone(),
-                x.benchmark.clone(),
-                x.threads,
-                x.allocator.clone(),
-                x.num,
-                x.value_size,
-                x.sync,
-            )
-        };
-        match out.iter_mut().find(|g| key(g[0]) == key(r)) {
+        match out.iter_mut().find(|g| table_key(g[0]) == table_key(r)) {
             Some(g) => g.push(r),
             None => out.push(vec![r]),
         }
@@ -83,19 +72,7 @@ pub fn groups(results: &[RunResult]) -> Vec<Vec<&RunResult>> {
 /// first appeared; and a markdown list of every round's rate for each run
 /// that had more than one (empty when none had).
 pub fn medians(results: &[RunResult]) -> (Vec<RunResult>, String) {
-    let key = |x: &RunResult| {
-        (
-            x.preset.clone(),
-            x.step.clone(),
-            x.engine.clone(),
-            x.benchmark.clone(),
-            x.threads,
-            x.allocator.clone(),
-            x.num,
-            x.value_size,
-            x.sync,
-        )
-    };
+    let key = |x: &RunResult| (x.preset.clone(), x.engine.clone(), table_key(x));
     let mut rounds: Vec<Vec<&RunResult>> = Vec::new();
     for r in results {
         match rounds.iter_mut().find(|g| key(g[0]) == key(r)) {
@@ -124,6 +101,22 @@ pub fn medians(results: &[RunResult]) -> (Vec<RunResult>, String) {
         out.push(median.clone());
     }
     (out, list)
+}
+
+/// What the runs of one table share: step, benchmark, thread count,
+/// allocator and the data's shape.
+type TableKey = (String, String, usize, String, u64, usize, bool);
+
+fn table_key(x: &RunResult) -> TableKey {
+    (
+        x.step.clone(),
+        x.benchmark.clone(),
+        x.threads,
+        x.allocator.clone(),
+        x.num,
+        x.value_size,
+        x.sync,
+    )
 }
 
 /// One table per group; rows are engines.

@@ -95,6 +95,23 @@ fn built_engines() -> Vec<String> {
     line.split(", ").map(String::from).collect()
 }
 
+/// Runs `cmd` (the benchmark), asserts it succeeded, and returns its stdout.
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run ironbark-bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ironbark-bench failed:\n{stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The JSON lines of a results file.
+fn json_rows(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .expect("json file")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect()
+}
+
 #[test]
 fn every_workload_on_every_engine() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -106,31 +123,24 @@ fn every_workload_on_every_engine() {
             "the default build has {e}: {engines:?}"
         );
     }
-    let out = Command::new(bench_exe())
-        .arg(format!("--benchmarks={}", BENCHMARKS.join(",")))
-        .arg("--num=3000")
-        .arg("--reads=1000")
-        .arg("--writes=300")
-        .arg("--txns=5")
-        .arg("--seek_nexts=5")
-        .arg("--threads=1,2")
-        .arg(format!("--db={}", dir.path().join("db").display()))
-        .arg(format!("--json={}", json.display()))
-        .output()
-        .expect("run ironbark-bench");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "ironbark-bench failed:\n{stderr}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = run_ok(
+        Command::new(bench_exe())
+            .arg(format!("--benchmarks={}", BENCHMARKS.join(",")))
+            .arg("--num=3000")
+            .arg("--reads=1000")
+            .arg("--writes=300")
+            .arg("--txns=5")
+            .arg("--seek_nexts=5")
+            .arg("--threads=1,2")
+            .arg(format!("--db={}", dir.path().join("db").display()))
+            .arg(format!("--json={}", json.display())),
+    );
     assert!(
         stdout.contains("| engine | ops/sec |"),
         "no table:\n{stdout}"
     );
 
-    let text = std::fs::read_to_string(&json).expect("json file");
-    let rows: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .collect();
+    let rows = json_rows(&json);
     for engine in &engines {
         for bench in BENCHMARKS {
             let threads: &[u64] = match *bench {
@@ -209,27 +219,20 @@ fn longreader_holds_a_snapshot_over_the_commits() {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("results.jsonl");
     let engines = built_engines();
-    let out = Command::new(bench_exe())
-        .arg("--benchmarks=longreader")
-        .arg("--num=500")
-        .arg("--txns=40")
-        .arg(format!("--db={}", dir.path().join("db").display()))
-        .arg(format!("--json={}", json.display()))
-        .output()
-        .expect("run ironbark-bench");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "ironbark-bench failed:\n{stderr}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = run_ok(
+        Command::new(bench_exe())
+            .arg("--benchmarks=longreader")
+            .arg("--num=500")
+            .arg("--txns=40")
+            .arg(format!("--db={}", dir.path().join("db").display()))
+            .arg(format!("--json={}", json.display())),
+    );
     assert!(
         stdout.contains("| held MiB |"),
         "no held-size column:\n{stdout}"
     );
 
-    let text = std::fs::read_to_string(&json).expect("json file");
-    let rows: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .collect();
+    let rows = json_rows(&json);
     // Every engine but BerkeleyDB holds a snapshot (see shims/bdb.c).
     let holders = [
         "ironbark",
@@ -291,25 +294,18 @@ fn longreader_holds_a_snapshot_over_the_commits() {
 fn repeat_runs_rounds_and_shows_the_median() {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("results.jsonl");
-    let out = Command::new(bench_exe())
-        .arg("--engines=ironbark,lmdb")
-        .arg("--benchmarks=fillrandbatch")
-        .arg("--num=2000")
-        .arg("--repeat=3")
-        .arg(format!("--db={}", dir.path().join("db").display()))
-        .arg(format!("--json={}", json.display()))
-        .output()
-        .expect("run ironbark-bench");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "ironbark-bench failed:\n{stderr}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = run_ok(
+        Command::new(bench_exe())
+            .arg("--engines=ironbark,lmdb")
+            .arg("--benchmarks=fillrandbatch")
+            .arg("--num=2000")
+            .arg("--repeat=3")
+            .arg(format!("--db={}", dir.path().join("db").display()))
+            .arg(format!("--json={}", json.display())),
+    );
     assert!(stdout.contains("Median of 3 rounds"), "{stdout}");
 
-    let text = std::fs::read_to_string(&json).expect("json file");
-    let rows: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .collect();
+    let rows = json_rows(&json);
     let order: Vec<(String, u64)> = rows
         .iter()
         .map(|r| {
