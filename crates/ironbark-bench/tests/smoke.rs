@@ -346,5 +346,24 @@ fn repeat_runs_rounds_and_shows_the_median() {
             line.ends_with(&format!("median {median}")),
             "row {row} against rounds {line} (sorted {rates:?})"
         );
+        let rows_shown = stdout
+            .lines()
+            .filter(|l| l.starts_with(&format!("| {engine} |")))
+            .count();
+        assert_eq!(rows_shown, 1, "one row per engine, not one per round");
     }
+
+    // The report of those JSON lines shows the medians too.
+    let report_dir = dir.path().join("report");
+    run_ok(
+        Command::new(bench_exe())
+            .arg("report")
+            .arg(&json)
+            .arg("--out")
+            .arg(&report_dir),
+    );
+    let md = std::fs::read_to_string(report_dir.join("report.md")).expect("report.md");
+    assert!(md.contains("median round"), "{md}");
+    let ironbark_rows = md.lines().filter(|l| l.starts_with("| ironbark |")).count();
+    assert_eq!(ironbark_rows, 1, "{md}");
 }
