@@ -361,16 +361,15 @@ fn take_never_used(
     if *next + pages > end {
         return None;
     }
+    debug_assert!(*populated >= *next, "slots below `next` are present");
     let slot = *next;
     *next += pages;
     let lead_end = (*next + POPULATE_LEAD).min(end);
     if *populated < lead_end {
-        let from = (*populated).max(slot);
-        let to = (*next).max(from + POPULATE_STEP).min(lead_end);
-        arena.populate(from, to - from);
+        let to = (*next).max(*populated + POPULATE_STEP).min(lead_end);
+        arena.populate(*populated, to - *populated);
         *populated = to;
     }
-    debug_assert!(*populated >= *next || *populated == end);
     Some(slot)
 }
 
