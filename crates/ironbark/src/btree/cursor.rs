@@ -28,7 +28,7 @@
 
 use std::ops::Bound;
 
-use crate::btree::page::{verify_blob, verify_page, LeafValue, Node};
+use crate::btree::page::{verify_blob, verify_page, LeafValue, Node, Reads};
 use crate::btree::search::{check_root, node_at, resolve_value, Root};
 use crate::btree::MAX_DEPTH;
 use crate::error::Result;
@@ -200,7 +200,13 @@ impl<'a> Cursor<'a> {
                 // the page reads as a checksum mismatch of this page.
                 verify_page(self.src.page(pgno)?, pgno, txn, sum)?;
             }
-            let node = node_at(self.src, pgno, txn, level)?;
+            // A leaf is stepped through, a branch searched.
+            let reads = if level == 1 {
+                Reads::Whole
+            } else {
+                Reads::Search
+            };
+            let node = node_at(self.src, pgno, txn, level, reads)?;
             if node.is_leaf {
                 self.idx = match how {
                     Descent::First => 0,

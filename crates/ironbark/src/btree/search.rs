@@ -2,7 +2,7 @@
 //! No allocation, no lock, no system call: only page resolution and
 //! bounds-checked reads.
 
-use crate::btree::page::{blob_data, prefetch_search_lines, LeafValue, Node};
+use crate::btree::page::{blob_data, prefetch_page, LeafValue, Node, Reads};
 use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
 use crate::pages::{expected_txn, PageSource};
@@ -23,16 +23,18 @@ impl Root {
     }
 }
 
-/// Reads a tree page at the given level (1 = leaf), checking its kind.
+/// Reads a tree page at the given level (1 = leaf), checking its kind;
+/// `reads` says what the caller will read of it.
 #[inline(always)]
 pub(crate) fn node_at<'a, S: PageSource + ?Sized>(
     src: &'a S,
     pgno: u64,
     txn: u64,
     level: u32,
+    reads: Reads,
 ) -> Result<Node<'a>> {
     let page = src.page(pgno)?;
-    prefetch_search_lines(page);
+    prefetch_page(page, reads);
     let node = Node::parse(page, pgno, expected_txn(pgno, txn))?;
     if node.is_leaf != (level == 1) {
         return Err(Error::corrupted_page(
@@ -65,7 +67,7 @@ pub(crate) fn find_leaf<'a, S: PageSource + ?Sized>(
     let (mut pgno, mut txn) = (root.pgno, root.txn);
     let mut level = root.depth;
     loop {
-        let node = node_at(src, pgno, txn, level)?;
+        let node = node_at(src, pgno, txn, level, Reads::Search)?;
         if node.is_leaf {
             return Ok(node);
         }

@@ -20,7 +20,7 @@ use crate::btree::page::DIRTY_BIT;
 use crate::btree::page::{
     self, append_leaf_inline, branch_cell, cell_fits, cells_of, compare_keys, fill_page,
     insert_cell, insert_cell_parts, leaf_cell_header, leaf_cell_inline, leaf_cell_overflow,
-    overflow_ref, remove_cell, set_child, verify_page, LeafAppend, LeafValue, Limits, Node,
+    overflow_ref, remove_cell, set_child, verify_page, LeafAppend, LeafValue, Limits, Node, Reads,
     BLOB_HEADER_LEN, BRANCH_CELL_HEADER, LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
 };
 use crate::btree::search::{check_root, find_leaf, node_at, Root};
@@ -169,7 +169,11 @@ impl<'a> TreeWriter<'a> {
 
     /// A committed page about to be copied into the write path.
     fn committed_node(&self, pgno: u64, txn: u64, sum: u64, level: u32) -> Result<Node<'a>> {
-        self.verified(node_at(self.base, pgno, txn, level)?, txn, sum)
+        self.verified(
+            node_at(self.base, pgno, txn, level, Reads::Whole)?,
+            txn,
+            sum,
+        )
     }
 
     /// `node`, a committed page read at its level, once verified. Its
@@ -781,11 +785,11 @@ impl<'a> TreeWriter<'a> {
         for d in 0..depth {
             let level = (depth - d) as u32;
             let node = if pgno & DIRTY_BIT == 0 {
-                let node = node_at(base, pgno, txn, level)?;
+                let node = node_at(base, pgno, txn, level, Reads::Whole)?;
                 read[d] = node.bytes;
                 node
             } else {
-                node_at(&src, pgno, txn, level)?
+                node_at(&src, pgno, txn, level, Reads::Search)?
             };
             if level == 1 {
                 let Ok(slot) = node.search_leaf(key)? else {
@@ -1026,7 +1030,7 @@ impl<'a> TreeWriter<'a> {
 
     fn free_subtree(&mut self, pgno: u64, txn: u64, level: u32, read_leaves: bool) -> Result<()> {
         let src = self.source();
-        let node = node_at(&src, pgno, txn, level)?;
+        let node = node_at(&src, pgno, txn, level, Reads::Whole)?;
         let mut refs = Vec::with_capacity(node.count);
         for i in 0..node.count {
             if node.is_leaf {
