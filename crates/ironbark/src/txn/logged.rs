@@ -123,11 +123,13 @@ pub(crate) fn checkpoint_due(shared: &Shared, w: &WriterState, page_count: u64) 
     log_full || w.arena_space.live_pages() > limit - limit / 16
 }
 
-/// Arena slots a write transaction is lent at most (4 MiB of 4 KiB
-/// pages): a transaction that changes more pages is unlikely to be logged,
-/// and its further pages take heap buffers (copied into the arena at a
-/// logged commit, as before slots were lent).
-pub(crate) const LEND_MAX: usize = 1024;
+/// Arena slots a write transaction is lent at most (16 MiB of 4 KiB
+/// pages): a batch of 1,000 random puts copies more than 1,024 pages (a
+/// leaf a put, with their branches), and is logged. A transaction that
+/// changes more is unlikely to be logged: its further pages take heap
+/// buffers (copied into the arena at a logged commit, as before slots
+/// were lent).
+pub(crate) const LEND_MAX: usize = 4096;
 
 /// Lends arena slots to the dirty pages of a write transaction on `base`
 /// that may be logged (`DirtyPages::lend_slots`), so that its pages are
