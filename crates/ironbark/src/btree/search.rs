@@ -2,7 +2,7 @@
 //! No allocation, no lock, no system call: only page resolution and
 //! bounds-checked reads.
 
-use crate::btree::page::{blob_data, prefetch_page, LeafValue, Node, Reads};
+use crate::btree::page::{blob_data, prefetch_blob_start, prefetch_page, LeafValue, Node, Reads};
 use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
 use crate::pages::{expected_txn, PageSource};
@@ -114,6 +114,8 @@ pub(crate) fn resolve_value<'a, S: PageSource + ?Sized>(
         LeafValue::Inline(v) => Ok(v),
         LeafValue::Overflow { pgno, txn, len, .. } => {
             let run = src.blob_run(pgno)?;
+            // The caller reads the value this returns.
+            prefetch_blob_start(run);
             blob_data(run, pgno, expected_txn(pgno, txn), Some(len))
         }
     }
