@@ -146,6 +146,10 @@ pub(crate) struct Cursor<'a> {
     valid: bool,
     /// Verify each page's checksum as it is entered (see the module doc).
     verify: bool,
+    /// What a descent asks for of the leaf it lands on: all of it for a
+    /// cursor that steps, the search lines for one that reads a single
+    /// entry where it lands (`for_one_entry`).
+    leaf_reads: Reads,
 }
 
 enum Descent<'k> {
@@ -171,6 +175,18 @@ impl<'a> Cursor<'a> {
             idx: 0,
             valid: false,
             verify: false,
+            leaf_reads: Reads::Whole,
+        }
+    }
+
+    /// A cursor for reading the one entry a seek lands on (an edge, the
+    /// nearest key) or little more: its leaves are searched like a
+    /// lookup's, not asked for whole.
+    #[inline]
+    pub(crate) fn for_one_entry(src: &'a dyn PageSource, root: Root) -> Cursor<'a> {
+        Cursor {
+            leaf_reads: Reads::Search,
+            ..Cursor::new(src, root)
         }
     }
 
@@ -200,9 +216,10 @@ impl<'a> Cursor<'a> {
                 // the page reads as a checksum mismatch of this page.
                 verify_page(self.src.page(pgno)?, pgno, txn, sum)?;
             }
-            // A leaf is stepped through, a branch searched.
+            // A leaf is stepped through (unless `for_one_entry`), a
+            // branch searched.
             let reads = if level == 1 {
-                Reads::Whole
+                self.leaf_reads
             } else {
                 Reads::Search
             };
@@ -799,7 +816,7 @@ pub(crate) fn edge<'a>(
     root: Root,
     last: bool,
 ) -> Result<Option<Entry<'a>>> {
-    let mut cursor = Cursor::new(src, root);
+    let mut cursor = Cursor::for_one_entry(src, root);
     if last {
         cursor.seek_last()?;
     } else {
@@ -815,7 +832,7 @@ pub(crate) fn nearest<'a>(
     key: &[u8],
     how: Nearest,
 ) -> Result<Option<Entry<'a>>> {
-    let mut cursor = Cursor::new(src, root);
+    let mut cursor = Cursor::for_one_entry(src, root);
     match how {
         Nearest::AtOrAfter | Nearest::After => {
             cursor.seek_ge(key)?;
@@ -846,7 +863,7 @@ pub(crate) fn count_between(
     lower: &[u8],
     upper: &[u8],
 ) -> Result<u64> {
-    let mut cursor = Cursor::new(src, root);
+    let mut cursor = Cursor::for_one_entry(src, root);
     cursor.seek_ge(lower)?;
     let mut n = 0u64;
     while let Some((node, idx)) = cursor.leaf() {

@@ -460,7 +460,7 @@ impl<'a> TreeWriter<'a> {
                 }
             }
             let src = self.source();
-            let mut cursor = Cursor::new(&src, tree.root);
+            let mut cursor = Cursor::for_one_entry(&src, tree.root);
             cursor.seek_last()?;
             if cursor.is_valid() && compare_keys(key, cursor.key()?).is_le() {
                 return Ok(false);
