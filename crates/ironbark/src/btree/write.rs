@@ -1,5 +1,6 @@
 //! Mutations of the write path: insert with split, delete with merge (of
-//! one key, or of a run of keys in one leaf), and freeing a whole tree.
+//! one key, or of a run of keys in one leaf), freeing the subtrees a key
+//! range holds whole, and freeing a whole tree.
 //! Copy-on-write: a committed page is never changed; the first change to
 //! it copies it into a dirty page with a provisional number, and the
 //! committed page is recorded as freed by this transaction.
@@ -1054,6 +1055,381 @@ impl<'a> TreeWriter<'a> {
         self.free_page(pgno, txn);
         Ok(())
     }
+
+    /// Takes out of the tree every subtree that lies wholly within the
+    /// key range `(lower, upper)`, if they hold at least
+    /// [`PRUNE_MIN_LEAVES`] leaves between them, and returns the entries
+    /// they held (0: nothing changed, no page copied). A pruned subtree is
+    /// freed from its parent's records: its branches are read, and its
+    /// leaves only for their entry counts (and blobs), never copied. Only
+    /// the pages on the range's two edge paths are copied and edited, so a
+    /// range of a million entries costs a few pages, not a descent and a
+    /// rebalancing per leaf. The entries left in range (in the leaves on
+    /// the edges, which the range holds only in part) are the caller's to
+    /// delete, a leaf at a time (`delete_run`), whose rebalancing then
+    /// merges the edges' pages. Pages on the edge paths may be left less
+    /// full than a delete leaves them (never empty): the rules of the
+    /// `btree` module doc hold, and later deletes near them merge them.
+    pub(crate) fn prune_range(
+        &mut self,
+        tree: &mut TreeState,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> Result<u64> {
+        let everything = matches!((lower, upper), (Bound::Unbounded, Bound::Unbounded));
+        if tree.root.is_empty() || tree.root.depth < 2 || everything {
+            // All of a tree is `free_tree`'s (a pruned root must keep a child).
+            return Ok(0);
+        }
+        check_root(tree.root)?;
+        let root = tree.root;
+        let range = (lower, upper);
+        let edges = (None, None);
+        if self.leaves_to_prune(
+            root.pgno,
+            root.txn,
+            root.depth,
+            edges,
+            range,
+            PRUNE_MIN_LEAVES,
+        )? < PRUNE_MIN_LEAVES
+        {
+            return Ok(0);
+        }
+        // Merges and frees change the tree's shape.
+        *self.finger = Finger::default();
+        let mut pruned = Pruned {
+            read_blobs: tree.overflow_pages != 0,
+            ..Pruned::default()
+        };
+        let id = self.prune_below(
+            root.pgno,
+            root.txn,
+            root.sum,
+            root.depth,
+            edges,
+            range,
+            &mut pruned,
+        )?;
+        let id = id.expect("a range with leaves to prune changed the tree");
+        tree.root.pgno = id;
+        let less = |have: u64, gone: u64, what: &str| {
+            have.checked_sub(gone).ok_or_else(|| {
+                Error::corrupted_page(
+                    root.pgno,
+                    format!("a range held {gone} {what}, more than its tree's {have}"),
+                )
+            })
+        };
+        tree.entries = less(tree.entries, pruned.entries, "entries")?;
+        tree.leaf_pages = less(tree.leaf_pages, pruned.leaf_pages, "leaf pages")?;
+        tree.branch_pages = less(tree.branch_pages, pruned.branch_pages, "branch pages")?;
+        tree.overflow_pages = less(tree.overflow_pages, pruned.overflow_pages, "blob pages")?;
+        self.shrink_root(tree)?;
+        Ok(pruned.entries)
+    }
+
+    /// How many whole leaves below branch `pgno` (at `level`, holding the
+    /// keys within `edges`) lie within `range`, counted up to `limit`.
+    fn leaves_to_prune(
+        &self,
+        pgno: u64,
+        txn: u64,
+        level: u32,
+        edges: Edges<'_>,
+        range: KeyBounds<'_>,
+        limit: usize,
+    ) -> Result<usize> {
+        let src = self.source();
+        let node = node_at(&src, pgno, txn, level, Reads::Search)?;
+        let Some(span) = RangeSpan::of(&node, edges, range)? else {
+            return Ok(0);
+        };
+        let mut leaves = 0;
+        for i in span.inside.clone() {
+            if leaves >= limit {
+                return Ok(leaves);
+            }
+            let (child, child_txn) = node.child(i)?;
+            leaves += self.leaves_below(child, child_txn, level - 1, limit - leaves)?;
+        }
+        if level > 2 {
+            for (i, child_edges) in span.partial(&node, edges)? {
+                if leaves >= limit {
+                    return Ok(leaves);
+                }
+                let (child, child_txn) = node.child(i)?;
+                let (lo, hi) = (child_edges.0.as_deref(), child_edges.1.as_deref());
+                leaves += self.leaves_to_prune(
+                    child,
+                    child_txn,
+                    level - 1,
+                    (lo, hi),
+                    range,
+                    limit - leaves,
+                )?;
+            }
+        }
+        Ok(leaves)
+    }
+
+    /// The leaves of the subtree at `pgno` (at `level`), counted up to
+    /// `limit`: its leaves themselves are not read.
+    fn leaves_below(&self, pgno: u64, txn: u64, level: u32, limit: usize) -> Result<usize> {
+        if level == 1 {
+            return Ok(1);
+        }
+        let src = self.source();
+        let node = node_at(&src, pgno, txn, level, Reads::Search)?;
+        if level == 2 {
+            return Ok(node.count);
+        }
+        let mut leaves = 0;
+        for i in 0..node.count {
+            if leaves >= limit {
+                break;
+            }
+            let (child, child_txn) = node.child(i)?;
+            leaves += self.leaves_below(child, child_txn, level - 1, limit - leaves)?;
+        }
+        Ok(leaves)
+    }
+
+    /// `prune_range` below branch `pgno` (at `level` >= 2, holding the
+    /// keys within `edges`): frees its children wholly within `range`,
+    /// prunes within the (at most two) children the range holds in part,
+    /// and returns its dirty copy if it changed (its parent then links
+    /// it), else `None`, with no page copied.
+    #[allow(clippy::too_many_arguments)]
+    fn prune_below(
+        &mut self,
+        pgno: u64,
+        txn: u64,
+        sum: u64,
+        level: u32,
+        edges: Edges<'_>,
+        range: KeyBounds<'_>,
+        pruned: &mut Pruned,
+    ) -> Result<Option<u64>> {
+        assert!(level >= 2, "a leaf has no subtrees to prune");
+        // What the edits below need of the page, copied out: the page is
+        // copied (`touch`) only once something below it changed.
+        let (span, inside, partial) = {
+            let src = self.source();
+            let node = node_at(&src, pgno, txn, level, Reads::Search)?;
+            let Some(span) = RangeSpan::of(&node, edges, range)? else {
+                return Ok(None);
+            };
+            let mut inside = Vec::with_capacity(span.inside.len());
+            for i in span.inside.clone() {
+                inside.push(node.child(i)?);
+            }
+            let mut partial = Vec::with_capacity(2);
+            if level > 2 {
+                for (i, child_edges) in span.partial(&node, edges)? {
+                    let (child, child_txn) = node.child(i)?;
+                    partial.push((i, child, child_txn, node.child_sum(i)?, child_edges));
+                }
+            }
+            (span, inside, partial)
+        };
+        let mut relinks = Vec::with_capacity(2);
+        for (slot, child, child_txn, child_sum, (lo, hi)) in partial {
+            let child_edges = (lo.as_deref(), hi.as_deref());
+            if let Some(copy) = self.prune_below(
+                child,
+                child_txn,
+                child_sum,
+                level - 1,
+                child_edges,
+                range,
+                pruned,
+            )? {
+                relinks.push((slot, child, copy));
+            }
+        }
+        if inside.is_empty() && relinks.is_empty() {
+            return Ok(None);
+        }
+        let id = self.touch(pgno, txn, sum, level)?;
+        for (slot, child, copy) in relinks {
+            if copy != child {
+                self.dirty.link_child(id, slot, copy);
+            }
+        }
+        for (child, child_txn) in inside {
+            self.free_counted(child, child_txn, level - 1, pruned)?;
+        }
+        let (first, taken_out) = (span.inside.start, span.inside.len());
+        for _ in 0..taken_out {
+            remove_cell(self.dirty.get_mut(id), first);
+        }
+        let page = self.dirty.get_mut(id);
+        assert!(
+            page::cell_count(page) > 0,
+            "a branch not wholly in the range kept no child"
+        );
+        if first == 0 && taken_out > 0 {
+            // The new first child's range starts at the branch's own
+            // lower edge, as a first child's does: its key is empty.
+            let node = Node::parse(self.dirty.get(id), id, None)?;
+            let (child, child_txn) = node.child(0)?;
+            let cell = branch_cell(&[], child, child_txn, node.child_sum(0)?);
+            let page = self.dirty.get_mut(id);
+            remove_cell(page, 0);
+            let fitted = insert_cell(page, 0, &cell);
+            assert!(fitted, "a shorter first cell was refused");
+        }
+        Ok(Some(id))
+    }
+
+    /// Frees the subtree at `pgno` (at `level`), counting what it held
+    /// into `pruned`: its leaves are read for their entry counts (and for
+    /// their blobs, if the tree has any), never copied.
+    fn free_counted(&mut self, pgno: u64, txn: u64, level: u32, pruned: &mut Pruned) -> Result<()> {
+        let src = self.source();
+        let node = node_at(&src, pgno, txn, level, Reads::Search)?;
+        let mut refs = Vec::new();
+        if node.is_leaf {
+            pruned.entries += node.count as u64;
+            pruned.leaf_pages += 1;
+            if pruned.read_blobs {
+                for i in 0..node.count {
+                    if let (_, LeafValue::Overflow { pgno, txn, .. }) = node.leaf_entry(i)? {
+                        refs.push((pgno, txn));
+                    }
+                }
+            }
+        } else {
+            pruned.branch_pages += 1;
+            refs.reserve(node.count);
+            for i in 0..node.count {
+                refs.push(node.child(i)?);
+            }
+        }
+        for (p, t) in refs {
+            if level == 1 {
+                pruned.overflow_pages += self.free_blob(p, t)?;
+            } else {
+                self.free_counted(p, t, level - 1, pruned)?;
+            }
+        }
+        self.free_page(pgno, txn);
+        Ok(())
+    }
+}
+
+/// Whole leaves a range must hold before `TreeWriter::prune_range` frees
+/// its subtrees unread: below that, deleting the range a leaf at a time
+/// costs little, and keeps a transaction logged (a pruned subtree is not a
+/// redo record, so a transaction that prunes commits by writing pages, as
+/// a `clear` does).
+pub(crate) const PRUNE_MIN_LEAVES: usize = 64;
+
+/// The lower and upper edge of a page's keys (`None`: unbounded), from
+/// the separators of the branches above it.
+type Edges<'k> = (Option<&'k [u8]>, Option<&'k [u8]>);
+
+/// The same, owned (the page they come from is about to change).
+type OwnedEdges = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// A key range's lower and upper bound.
+type KeyBounds<'k> = (Bound<&'k [u8]>, Bound<&'k [u8]>);
+
+/// What `prune_range` took out of a tree.
+#[derive(Debug, Default)]
+struct Pruned {
+    /// Whether leaves are read for blobs (the tree has some).
+    read_blobs: bool,
+    entries: u64,
+    leaf_pages: u64,
+    branch_pages: u64,
+    overflow_pages: u64,
+}
+
+/// The children of a branch a key range reaches: `first..=last`, of
+/// which those in `inside` lie wholly within it; the others (`first`
+/// and `last`, when not inside) hold it in part.
+struct RangeSpan {
+    first: usize,
+    last: usize,
+    inside: std::ops::Range<usize>,
+}
+
+impl RangeSpan {
+    /// The span of `range` over branch `node`, whose keys lie within
+    /// `edges`; `None` if the range is empty there. Every child strictly
+    /// between the ones holding the two bounds lies wholly within the
+    /// range; those two do if their own edges do.
+    fn of(node: &Node<'_>, edges: Edges<'_>, range: KeyBounds<'_>) -> Result<Option<RangeSpan>> {
+        let first = match range.0 {
+            Bound::Unbounded => 0,
+            Bound::Included(k) | Bound::Excluded(k) => node.search_branch(k)?,
+        };
+        let last = match range.1 {
+            Bound::Unbounded => node.count - 1,
+            Bound::Included(k) | Bound::Excluded(k) => node.search_branch(k)?,
+        };
+        if first > last {
+            return Ok(None);
+        }
+        let whole = |i: usize| -> Result<bool> {
+            let (lo, hi) = child_edges(node, edges, i)?;
+            Ok(starts_within(lo, range.0) && ends_within(hi, range.1))
+        };
+        let start = if whole(first)? { first } else { first + 1 };
+        let end = if whole(last)? { last + 1 } else { last };
+        Ok(Some(RangeSpan {
+            first,
+            last,
+            inside: start..end.max(start),
+        }))
+    }
+
+    /// The children the range holds in part, each with its edges.
+    fn partial(&self, node: &Node<'_>, edges: Edges<'_>) -> Result<Vec<(usize, OwnedEdges)>> {
+        let mut out = Vec::with_capacity(2);
+        for i in [self.first, self.last] {
+            if self.inside.contains(&i) || out.iter().any(|(j, _)| *j == i) {
+                continue;
+            }
+            let (lo, hi) = child_edges(node, edges, i)?;
+            out.push((i, (lo.map(<[u8]>::to_vec), hi.map(<[u8]>::to_vec))));
+        }
+        Ok(out)
+    }
+}
+
+/// The edges of child `i` of branch `node`, whose keys lie within `edges`.
+fn child_edges<'k>(node: &Node<'k>, edges: Edges<'k>, i: usize) -> Result<Edges<'k>> {
+    let lo = if i == 0 { edges.0 } else { Some(node.key(i)?) };
+    let hi = if i + 1 < node.count {
+        Some(node.key(i + 1)?)
+    } else {
+        edges.1
+    };
+    Ok((lo, hi))
+}
+
+/// Whether every key from `lo` on (`None`: from the first key of all) is
+/// within the lower bound `lower`.
+fn starts_within(lo: Option<&[u8]>, lower: Bound<&[u8]>) -> bool {
+    match (lower, lo) {
+        (Bound::Unbounded, _) => true,
+        (_, None) => false,
+        (Bound::Included(l), Some(k)) => compare_keys(k, l).is_ge(),
+        (Bound::Excluded(l), Some(k)) => compare_keys(k, l).is_gt(),
+    }
+}
+
+/// Whether every key below `hi` (`None`: every key) is within the upper
+/// bound `upper`.
+fn ends_within(hi: Option<&[u8]>, upper: Bound<&[u8]>) -> bool {
+    match (upper, hi) {
+        (Bound::Unbounded, _) => true,
+        (_, None) => false,
+        (Bound::Included(u) | Bound::Excluded(u), Some(k)) => compare_keys(k, u).is_le(),
+    }
 }
 
 /// Whether `key` is within the upper bound `upper`.
@@ -1128,6 +1504,62 @@ mod tests {
                 assert_eq!(db.stats().unwrap().counters.logged_commits, 1);
             }
         }
+        db.check().unwrap();
+    }
+
+    /// A range of most of a tree is removed by freeing its subtrees from
+    /// their parents' records: only the pages on its two edge paths are
+    /// copied (a delete a leaf at a time would copy every leaf), every
+    /// page of the range is freed, and the transaction commits pages.
+    #[test]
+    fn a_large_range_copies_only_its_edge_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::Database::open(dir.path().join("r.ib")).unwrap();
+        let key = |i: u32| format!("key{i:08}").into_bytes();
+        let n = 200_000;
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        for i in 0..n {
+            tx.put(&t, &key(i), &[7; 100]).unwrap();
+        }
+        tx.commit().unwrap();
+        let leaves = db.stats().unwrap().trees[0].leaf_pages;
+        let logged = db.stats().unwrap().counters.logged_commits;
+        let mut tx = db.begin_write().unwrap();
+        let depth = tx.root(&t).unwrap().depth as usize;
+        assert!(depth >= 3, "depth {depth}");
+        let (pages, freed) = (tx.dirty.pages.len(), tx.freed.len());
+        let (lo, hi) = (key(n / 10), key(n - n / 10));
+        let removed = tx.delete_range(&t, lo.as_slice()..hi.as_slice()).unwrap();
+        assert_eq!(removed, u64::from(n - n / 5));
+        let copied = tx.dirty.pages.len() - pages;
+        assert!(
+            copied <= 4 * depth,
+            "{copied} pages copied for a range of {leaves} leaves"
+        );
+        let freed = (tx.freed.len() - freed) as u64;
+        assert!(
+            freed > leaves * 3 / 4,
+            "{freed} pages freed of {leaves} leaves"
+        );
+        assert_eq!(tx.len(&t).unwrap(), u64::from(n / 5));
+        assert_eq!(tx.get(&t, &key(n / 10 - 1)).unwrap(), Some(&[7; 100][..]));
+        assert_eq!(tx.get(&t, &key(n / 10)).unwrap(), None);
+        assert_eq!(tx.get(&t, &key(n - n / 10 - 1)).unwrap(), None);
+        assert_eq!(tx.get(&t, &key(n - n / 10)).unwrap(), Some(&[7; 100][..]));
+        let keys: Vec<Vec<u8>> = tx
+            .iter(&t)
+            .unwrap()
+            .map(|e| e.unwrap().0.to_vec())
+            .collect();
+        let expected: Vec<Vec<u8>> = (0..n / 10).chain(n - n / 10..n).map(key).collect();
+        assert_eq!(keys, expected);
+        tx.commit().unwrap();
+        assert_eq!(
+            db.stats().unwrap().counters.logged_commits,
+            logged,
+            "a pruning commit was logged"
+        );
         db.check().unwrap();
     }
 

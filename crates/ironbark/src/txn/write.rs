@@ -11,8 +11,9 @@
 //! and `delete` (`insert`, `get_or_insert`, `pop_first`, `pop_last`,
 //! `delete_range`, `retain`) reach the redo log as the puts and deletes
 //! they make. `clear` frees a tree's pages without a delete per key, which
-//! no redo operation expresses: a transaction that clears a tree (or
-//! `delete_range`s all of a tree of more than one leaf) stops recording
+//! no redo operation expresses, and so does a `delete_range` of at least
+//! `btree::write::PRUNE_MIN_LEAVES` whole leaves (it frees the subtrees
+//! the range holds whole): a transaction that does either stops recording
 //! and commits by writing its pages to the file.
 
 use std::ops::Bound;
@@ -1136,10 +1137,16 @@ impl<'db> WriteTxn<'db> {
 
     /// Removes the entries with keys in `range` and returns how many.
     /// A range that holds every entry of a tree of more than one leaf is a
-    /// [`WriteTxn::clear`] (one visit per page); any other is removed a
-    /// leaf at a time: a lookup, one copy of the path and one rebalancing
-    /// per leaf it touches, not per key. An empty or inverted range
-    /// removes nothing.
+    /// [`WriteTxn::clear`] (one visit per page). Any other range that holds
+    /// whole subtrees of at least 64 leaves between them has them freed
+    /// from their parents' records, unread but for their leaves' entry
+    /// counts (and blobs): removing most of a tree of a million entries
+    /// copies a few pages, on the range's two edges. Such a transaction
+    /// commits by writing its pages, as a `clear` does (no redo record
+    /// says "these subtrees"). What is left in range, or all of a smaller
+    /// range, is removed a leaf at a time: a lookup, one copy of the path
+    /// and one rebalancing per leaf it touches, not per key, recorded as
+    /// deletes. An empty or inverted range removes nothing.
     ///
     /// ```
     /// # fn main() -> ironbark::Result<()> {
@@ -1167,8 +1174,24 @@ impl<'db> WriteTxn<'db> {
             return self.clear(tree);
         }
         let i = self.index_of(tree)?;
-        let mut from = lower;
         let mut removed = 0;
+        // The subtrees wholly in range go first, freed from their parents'
+        // records (`TreeWriter::prune_range`); what is left in range lies
+        // in the leaves on its two edges. A pruned subtree is no redo
+        // record, so the transaction then commits by writing its pages.
+        let mut state = self.catalog.trees[i].state;
+        let result =
+            self.tree_writer()?
+                .prune_range(&mut state, as_slice(&lower), as_slice(&upper));
+        let pruned = self.note_failure(result)?;
+        if pruned > 0 {
+            self.catalog.trees[i].state = state;
+            self.changed = true;
+            self.logging = false;
+            self.redo.clear();
+            removed += pruned;
+        }
+        let mut from = lower;
         loop {
             // The first key left in range starts the next run; the run
             // removes it and the keys after it in its leaf, so the scan
