@@ -19,6 +19,7 @@ pub const BENCHMARKS: &[&str] = &[
     "readreverse",
     "seekrandom",
     "deleterandom",
+    "deleterange",
     "readwhilewriting",
     "fillsync",
     "smalltxn",
@@ -37,6 +38,11 @@ USAGE:
 BENCHMARKS (besides db_bench's fill*, overwrite, read*, seekrandom, deleterandom,
 readwhilewriting, fillsync):
     smalltxn               --txns transactions of --batch_size random new keys
+    deleterange            one transaction that removes the middle --writes records
+                           (default: half of them) as one key range: the engine's range
+                           delete where it has one (ironbark, LMDB through heed, RocksDB's
+                           range tombstone, SQLite's DELETE ... WHERE), else a scan for
+                           the keys and a delete of each; ops/s counts records removed
     longreader             one read snapshot held while --txns commits of --batch_size
                            random overwrites of loaded keys run, then released; measures
                            how far the file grows behind a long-lived reader. Unless
@@ -54,7 +60,8 @@ FLAGS (db_bench names; `--flag=value` or `--flag value`):
     --benchmarks=a,b       workloads, run in order (a non-preset run when given)
     --num=N                records in the database (default 1000000; longreader 10000)
     --reads=N              operations per reader thread (default: num)
-    --writes=N             operations of overwrite and deleterandom (default: num);
+    --writes=N             operations of overwrite and deleterandom (default: num), records
+                           deleterange removes (default: num/2);
                            fillsync always does num/1000 durable commits
     --key_size=N           bytes per key (default 16)
     --keys=decimal|random  db_bench's zero-padded decimal keys (default), or random bytes
@@ -289,6 +296,11 @@ impl Config {
                     "{b} loads keys in sorted order: with --keys=random, use fillrandom or fillrandbatch"
                 )
                 .into());
+            }
+            if self.benchmarks.iter().any(|b| b == "deleterange") {
+                return Err(
+                    "deleterange removes consecutive records: it needs --keys=decimal".into(),
+                );
             }
         }
         if self.repeat == 0 {

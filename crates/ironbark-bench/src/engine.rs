@@ -64,6 +64,38 @@ pub trait Session {
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<u64>;
 
+    /// In one write transaction, removes every key in `start..end` and
+    /// returns how many it removed (`None` from an engine whose range
+    /// delete does not count them: a range tombstone): `deleterange`.
+    /// This default is what a
+    /// user of an engine without a range delete does: it reads the keys
+    /// (a scan, in chunks), then deletes them one by one in one
+    /// transaction. Engines with a range delete of their own override it.
+    fn delete_range(&mut self, start: &[u8], end: &[u8]) -> Result<Option<u64>> {
+        const CHUNK: u64 = 4096;
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut from = start.to_vec();
+        loop {
+            // Each chunk after the first starts at the last key taken.
+            let resumed = !keys.is_empty();
+            let mut past_end = false;
+            let seen = self.scan(Some(&from), false, CHUNK, &mut |k, _| {
+                if k >= end {
+                    past_end = true;
+                } else if !(resumed && k == from.as_slice()) {
+                    keys.push(k.to_vec());
+                }
+            })?;
+            if past_end || seen < CHUNK {
+                break;
+            }
+            from.clone_from(keys.last().expect("a full chunk took keys"));
+        }
+        let ops: Vec<Op<'_>> = keys.iter().map(|k| Op::Delete(k)).collect();
+        self.write(&ops, false)?;
+        Ok(Some(keys.len() as u64))
+    }
+
     /// Opens a read snapshot and keeps it open until
     /// [`Session::release_snapshot`], while this session goes on writing:
     /// the long-lived reader of `longreader`, which pins the pages (or

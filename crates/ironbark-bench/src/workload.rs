@@ -41,9 +41,8 @@ pub enum Kind {
 pub fn kind(benchmark: &str) -> Kind {
     match benchmark {
         "fillseq" | "fillrandom" | "fillseqbatch" | "fillrandbatch" | "fillsync" => Kind::Fill,
-        "overwrite" | "deleterandom" | "smalltxn" | "readwhilewriting" | "longreader" => {
-            Kind::Update
-        }
+        "overwrite" | "deleterandom" | "deleterange" | "smalltxn" | "readwhilewriting"
+        | "longreader" => Kind::Update,
         _ => Kind::Read,
     }
 }
@@ -443,6 +442,55 @@ fn long_reader(
     Ok((t, held_disk))
 }
 
+/// The records `deleterange` removes.
+fn range_records(cfg: &Config) -> u64 {
+    cfg.writes.unwrap_or(cfg.num / 2).min(cfg.num)
+}
+
+/// `deleterange`: removes the middle `count` records in one transaction,
+/// as one key range, then checks (untimed) that the records on both sides
+/// of the range are there and the range's own first and last are gone.
+fn delete_range(ctx: &Ctx<'_>, s: &mut dyn Session, count: u64) -> Result<Tally> {
+    let cfg = ctx.cfg;
+    let first = (cfg.num - count) / 2;
+    let key = |index: u64| {
+        let mut k = vec![0u8; cfg.key_size];
+        keys::key_into(cfg.keys, index, &mut k);
+        k
+    };
+    let mut t = Tally::new();
+    let start = Instant::now();
+    let removed = s.delete_range(&key(first), &key(first + count))?;
+    let elapsed = start.elapsed();
+    t.hist.record(elapsed.as_nanos().max(1) as u64)?;
+    t.ops = count;
+    t.commits = 1;
+    t.user_bytes = count * cfg.key_size as u64;
+    // A range tombstone does not count: its engine is checked below only.
+    t.found = removed.unwrap_or(count);
+    let mut present = |index: u64| s.get(&key(index), &mut |_| {});
+    let outside = [
+        first.checked_sub(1),
+        Some(first + count).filter(|&i| i < cfg.num),
+    ];
+    for index in outside.into_iter().flatten() {
+        if !present(index)? {
+            return Err(format!("deleterange removed record {index}, outside its range").into());
+        }
+    }
+    if count > 0 {
+        for index in [first, first + count - 1] {
+            if present(index)? {
+                return Err(format!("deleterange left record {index}, inside its range").into());
+            }
+        }
+    }
+    if t.found != count {
+        return Err(format!("deleterange removed {} records, not {count}", t.found).into());
+    }
+    Ok(t)
+}
+
 /// A full forward scan: pages the database in before timed reads (this
 /// machine pages out idle memory), and checks the record count.
 fn warm(engine: &dyn Engine) -> Result<u64> {
@@ -657,6 +705,11 @@ fn run_benchmark(job: &Job, engine: &dyn Engine, values: &Values) -> Result<Meas
             let expected = total.ops;
             (total, Some(writer?), expected)
         }
+        "deleterange" => {
+            let mut s = engine.session()?;
+            let count = range_records(cfg);
+            (delete_range(&ctx, s.as_mut(), count)?, None, count)
+        }
         "longreader" => {
             let (t, held) = long_reader(&ctx, engine, &job.engine, seed(0), batch_default(10))?;
             held_disk_bytes = Some(held);
@@ -720,6 +773,7 @@ pub fn run_child(job: &Job) -> Result<RunResult> {
         "longreader" => cfg.txns * cfg.batch_size.unwrap_or(10),
         "fillsync" => (cfg.num / 1000).max(1),
         "overwrite" | "deleterandom" => cfg.writes.unwrap_or(cfg.num),
+        "deleterange" => range_records(cfg),
         _ => cfg.num,
     };
     let bar = progress::Bar::start(format!("{} {}", job.engine, b), total_hint);
@@ -767,7 +821,7 @@ pub fn run_child(job: &Job) -> Result<RunResult> {
         + engine_counters.get("bytes_mapped").copied().unwrap_or(0);
     let write_calls = io1.syscw.saturating_sub(io0.syscw);
     let per_op_bytes = match b {
-        "deleterandom" | "readmissing" => cfg.key_size as f64,
+        "deleterandom" | "deleterange" | "readmissing" => cfg.key_size as f64,
         _ => (cfg.key_size + cfg.value_size) as f64,
     };
     let ops_per_sec = main.ops as f64 / wall_s;

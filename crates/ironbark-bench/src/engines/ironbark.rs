@@ -96,6 +96,13 @@ impl Session for IronbarkSession<'_> {
         Ok(())
     }
 
+    fn delete_range(&mut self, start: &[u8], end: &[u8]) -> Result<Option<u64>> {
+        let mut tx = self.e.db.begin_write()?;
+        let removed = tx.delete_range(&self.e.tree, start..end)?;
+        tx.commit()?;
+        Ok(Some(removed))
+    }
+
     fn hold_snapshot(&mut self) -> Result<bool> {
         self.held = Some(self.e.db.begin_read()?);
         Ok(true)

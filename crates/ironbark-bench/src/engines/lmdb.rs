@@ -90,6 +90,15 @@ impl Session for LmdbSession<'_> {
         Ok(())
     }
 
+    fn delete_range(&mut self, start: &[u8], end: &[u8]) -> Result<Option<u64>> {
+        // heed's range delete: a cursor that deletes as it goes.
+        let mut wtxn = self.e.env.write_txn()?;
+        let range: (Bound<&[u8]>, Bound<&[u8]>) = (Bound::Included(start), Bound::Excluded(end));
+        let removed = self.e.db.delete_range(&mut wtxn, &range)?;
+        wtxn.commit()?;
+        Ok(Some(removed as u64))
+    }
+
     fn hold_snapshot(&mut self) -> Result<bool> {
         self.held = None;
         self.held = Some(self.e.env.read_txn()?);

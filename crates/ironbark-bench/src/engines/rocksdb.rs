@@ -92,6 +92,14 @@ impl Session for RocksSession<'_> {
         Ok(())
     }
 
+    fn delete_range(&mut self, start: &[u8], end: &[u8]) -> Result<Option<u64>> {
+        // A range tombstone: it does not count what it covers.
+        let mut batch = WriteBatch::default();
+        batch.delete_range(start, end);
+        self.e.db.write_opt(batch, &self.e.write_options)?;
+        Ok(None)
+    }
+
     fn hold_snapshot(&mut self) -> Result<bool> {
         self.held = Some(self.e.db.snapshot());
         Ok(true)

@@ -112,6 +112,16 @@ impl Session for SqliteSession {
         Ok(())
     }
 
+    fn delete_range(&mut self, start: &[u8], end: &[u8]) -> Result<Option<u64>> {
+        let tx = self.conn.transaction()?;
+        let removed = tx.execute(
+            "DELETE FROM kv WHERE k >= ?1 AND k < ?2",
+            params![start, end],
+        )?;
+        tx.commit()?;
+        Ok(Some(removed as u64))
+    }
+
     fn hold_snapshot(&mut self) -> Result<bool> {
         self.release_snapshot();
         let conn = connect(&self.path, self.sync, self.cache_kib)?;
