@@ -494,43 +494,83 @@ fn delete_range_across_leaves_survives_a_crash() {
 }
 
 #[test]
-fn clear_commits_pages_and_small_removals_stay_logged() {
+fn clears_and_ranges_stay_logged_and_replay_after_a_crash() {
+    // A clear, a range that prunes whole subtrees, and a range within one
+    // leaf are each one redo operation: their commits stay logged, and a
+    // crash image replays them to the same trees.
     let db_dir = temp_db("logging.ib");
-    let db = open_small(&db_dir.path);
+    let crashed = db_dir.dir.path().join("crashed.ib");
     let logged = |db: &Database| db.stats().unwrap().counters.logged_commits;
-    let mut tx = db.begin_write().unwrap();
-    let small = tx.open_tree("small").unwrap();
-    let big = tx.open_tree("big").unwrap();
-    fill(&mut tx, &big, 2000, 7, false);
-    tx.commit().unwrap();
-    let mut tx = db.begin_write().unwrap();
-    for k in [b"a", b"b", b"c"] {
-        tx.put(&small, k, b"v").unwrap();
-    }
-    tx.commit().unwrap();
-    let before = logged(&db);
-    // All of a one-leaf tree: three deletes, logged (beside a put, so
-    // that the commit has a page to weigh its record against).
-    let mut tx = db.begin_write().unwrap();
-    assert_eq!(
-        tx.delete_range::<std::ops::RangeFull>(&small, ..).unwrap(),
-        3
-    );
-    tx.put(&big, b"extra", b"1").unwrap();
-    tx.commit().unwrap();
-    assert_eq!(logged(&db), before + 1, "the small removal was not logged");
-    // A clear is a commit of pages, whatever else the transaction did.
-    let mut tx = db.begin_write().unwrap();
-    tx.put(&small, b"x", b"y").unwrap();
-    assert_eq!(tx.delete_range(&big, b"".as_slice()..).unwrap(), 2001);
-    tx.commit().unwrap();
-    assert_eq!(logged(&db), before + 1, "the clear was logged");
+    let expected = {
+        let db = open_small(&db_dir.path);
+        let mut tx = db.begin_write().unwrap();
+        let small = tx.open_tree("small").unwrap();
+        let big = tx.open_tree("big").unwrap();
+        let wide = tx.open_tree("wide").unwrap();
+        fill(&mut tx, &big, 2000, 7, false);
+        fill(&mut tx, &wide, 20_000, 8, true);
+        for k in [b"a", b"b", b"c"] {
+            tx.put(&small, k, b"v").unwrap();
+        }
+        tx.commit().unwrap();
+        // (`stats` checkpoints: only before the commits under test.)
+        let before = logged(&db);
+        // All of a one-leaf tree: a range op, logged (beside a put, so
+        // that the commit has a page to weigh its record against).
+        let mut tx = db.begin_write().unwrap();
+        assert_eq!(
+            tx.delete_range::<std::ops::RangeFull>(&small, ..).unwrap(),
+            3
+        );
+        tx.put(&big, b"extra", b"1").unwrap();
+        tx.commit().unwrap();
+        // A clear, and all of a tree as a range (a clear too).
+        let mut tx = db.begin_write().unwrap();
+        tx.put(&small, b"x", b"y").unwrap();
+        assert_eq!(tx.delete_range(&big, b"".as_slice()..).unwrap(), 2001);
+        tx.commit().unwrap();
+        let mut tx = db.begin_write().unwrap();
+        tx.put(&big, b"again", b"2").unwrap();
+        assert_eq!(tx.clear(&big).unwrap(), 1);
+        tx.put(&big, b"after", b"3").unwrap();
+        tx.commit().unwrap();
+        // Most of a tree with blobs: whole subtrees pruned.
+        let mut tx = db.begin_write().unwrap();
+        let lo = 0x1000_0000u32.to_be_bytes();
+        let hi = 0xf000_0000u32.to_be_bytes();
+        let removed = tx
+            .delete_range(&wide, lo.as_slice()..hi.as_slice())
+            .unwrap();
+        assert!(removed > 15_000, "removed {removed}");
+        tx.commit().unwrap();
+        Images::read(&db_dir.path).write(&crashed);
+        assert_eq!(logged(&db), before + 4, "a removal was not logged");
+        let rx = db.begin_read().unwrap();
+        let trees = ["small", "big", "wide"].map(|name| {
+            let t = rx.tree(name).unwrap();
+            collect(rx.iter(&t).unwrap())
+        });
+        assert_eq!(trees[0], [(b"x".to_vec(), b"y".to_vec())], "the small tree");
+        assert_eq!(
+            trees[1],
+            [(b"after".to_vec(), b"3".to_vec())],
+            "the cleared tree"
+        );
+        assert_eq!(trees[2].len() as u64, 20_000 - removed);
+        drop(rx);
+        db.check().unwrap();
+        trees
+    };
+    let db = open_small(&crashed);
     let rx = db.begin_read().unwrap();
-    assert!(rx.is_empty(&big).unwrap());
-    assert_eq!(
-        collect(rx.iter(&small).unwrap()),
-        [(b"x".to_vec(), b"y".to_vec())]
-    );
+    for (name, entries) in ["small", "big", "wide"].iter().zip(&expected) {
+        let t = rx.tree(name).unwrap();
+        assert_eq!(
+            &collect(rx.iter(&t).unwrap()),
+            entries,
+            "{name} after replay"
+        );
+    }
     drop(rx);
     db.check().unwrap();
 }

@@ -12,10 +12,17 @@
 //! | delete | `2`, u64 tree id, u16 key length, key |
 //! | create tree | `3`, u64 tree id, u16 name length (low byte) and kind flags (high byte), name (UTF-8) |
 //! | drop tree | `4`, u64 tree id |
+//! | delete range | `5`, u64 tree id, lower bound, upper bound |
+//! | clear tree | `6`, u64 tree id |
+//!
+//! A bound is `0` (unbounded), or `1` (included) or `2` (excluded)
+//! followed by u16 key length and key.
 //!
 //! Invariant: decoding never trusts a length: a payload that does not
 //! parse to whole operations is an error, never a panic (the record's
 //! checksum makes that damage, not data).
+
+use std::ops::Bound;
 
 use crate::error::{Error, Result};
 use crate::kind::TreeKind;
@@ -24,6 +31,12 @@ const PUT: u8 = 1;
 const DELETE: u8 = 2;
 const CREATE: u8 = 3;
 const DROP: u8 = 4;
+const DELETE_RANGE: u8 = 5;
+const CLEAR: u8 = 6;
+
+const UNBOUNDED: u8 = 0;
+const INCLUDED: u8 = 1;
+const EXCLUDED: u8 = 2;
 
 /// A decoded operation, borrowing the payload.
 #[derive(Debug, PartialEq, Eq)]
@@ -43,6 +56,14 @@ pub(crate) enum RedoOp<'a> {
         kind: TreeKind,
     },
     Drop {
+        tree: u64,
+    },
+    DeleteRange {
+        tree: u64,
+        lower: Bound<&'a [u8]>,
+        upper: Bound<&'a [u8]>,
+    },
+    Clear {
         tree: u64,
     },
 }
@@ -93,6 +114,31 @@ pub(crate) fn drop_tree(out: &mut Vec<u8>, tree: u64) {
     out.extend_from_slice(&tree.to_le_bytes());
 }
 
+/// A `delete_range`: one operation, whatever the range holds (replayed on
+/// the same trees, it removes the same entries).
+pub(crate) fn delete_range(out: &mut Vec<u8>, tree: u64, lower: Bound<&[u8]>, upper: Bound<&[u8]>) {
+    out.push(DELETE_RANGE);
+    out.extend_from_slice(&tree.to_le_bytes());
+    for bound in [lower, upper] {
+        let (kind, key) = match bound {
+            Bound::Unbounded => (UNBOUNDED, None),
+            Bound::Included(k) => (INCLUDED, Some(k)),
+            Bound::Excluded(k) => (EXCLUDED, Some(k)),
+        };
+        out.push(kind);
+        if let Some(k) = key {
+            let klen = u16::try_from(k.len()).expect("bounds are keys, shorter than 64 KiB");
+            out.extend_from_slice(&klen.to_le_bytes());
+            out.extend_from_slice(k);
+        }
+    }
+}
+
+pub(crate) fn clear(out: &mut Vec<u8>, tree: u64) {
+    out.push(CLEAR);
+    out.extend_from_slice(&tree.to_le_bytes());
+}
+
 /// The operations of `payload`, in order.
 pub(crate) struct Ops<'a> {
     rest: &'a [u8],
@@ -127,6 +173,21 @@ impl<'a> Ops<'a> {
         Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2")) as usize)
     }
 
+    fn bound(&mut self) -> Result<Bound<&'a [u8]>> {
+        Ok(match self.take(1)?[0] {
+            UNBOUNDED => Bound::Unbounded,
+            INCLUDED => {
+                let klen = self.u16()?;
+                Bound::Included(self.take(klen)?)
+            }
+            EXCLUDED => {
+                let klen = self.u16()?;
+                Bound::Excluded(self.take(klen)?)
+            }
+            other => return Err(bad(&format!("unknown bound kind {other}"))),
+        })
+    }
+
     fn next_op(&mut self) -> Result<RedoOp<'a>> {
         let kind = self.take(1)?[0];
         let tree = self.u64()?;
@@ -156,6 +217,12 @@ impl<'a> Ops<'a> {
                 RedoOp::Create { tree, name, kind }
             }
             DROP => RedoOp::Drop { tree },
+            DELETE_RANGE => RedoOp::DeleteRange {
+                tree,
+                lower: self.bound()?,
+                upper: self.bound()?,
+            },
+            CLEAR => RedoOp::Clear { tree },
             other => return Err(bad(&format!("unknown operation {other}"))),
         })
     }
@@ -188,6 +255,9 @@ mod tests {
         put(&mut b, 7, b"k", b"value");
         put(&mut b, 7, b"", b"");
         delete(&mut b, 7, b"k");
+        delete_range(&mut b, 7, Bound::Included(b"a"), Bound::Excluded(b"q"));
+        delete_range(&mut b, 7, Bound::Unbounded, Bound::Included(b""));
+        clear(&mut b, 8);
         drop_tree(&mut b, 7);
         let ops: Vec<_> = decode(&b).collect::<Result<_>>().unwrap();
         assert_eq!(
@@ -214,6 +284,17 @@ mod tests {
                     value: b""
                 },
                 RedoOp::Delete { tree: 7, key: b"k" },
+                RedoOp::DeleteRange {
+                    tree: 7,
+                    lower: Bound::Included(b"a"),
+                    upper: Bound::Excluded(b"q"),
+                },
+                RedoOp::DeleteRange {
+                    tree: 7,
+                    lower: Bound::Unbounded,
+                    upper: Bound::Included(b""),
+                },
+                RedoOp::Clear { tree: 8 },
                 RedoOp::Drop { tree: 7 },
             ]
         );
@@ -230,6 +311,12 @@ mod tests {
             ends.push(probe.len());
             delete(&mut probe, 7, b"k");
             ends.push(probe.len());
+            delete_range(&mut probe, 7, Bound::Included(b"a"), Bound::Excluded(b"q"));
+            ends.push(probe.len());
+            delete_range(&mut probe, 7, Bound::Unbounded, Bound::Included(b""));
+            ends.push(probe.len());
+            clear(&mut probe, 8);
+            ends.push(probe.len());
             ends
         };
         for cut in 1..b.len() {
@@ -241,6 +328,10 @@ mod tests {
         create(&mut unknown, 9, "x", 0x80);
         assert!(decode(&unknown).collect::<Result<Vec<_>>>().is_err());
         assert!(decode(&[9, 0, 0, 0, 0, 0, 0, 0, 0])
+            .collect::<Result<Vec<_>>>()
+            .is_err());
+        // A bound of a kind this version does not know.
+        assert!(decode(&[5, 7, 0, 0, 0, 0, 0, 0, 0, 3, 0])
             .collect::<Result<Vec<_>>>()
             .is_err());
     }

@@ -9,12 +9,10 @@
 //! Its reads are a `ReadTxn`'s (the same functions of `btree::search` and
 //! `btree::cursor`), over its own pages. The conveniences built on `put`
 //! and `delete` (`insert`, `get_or_insert`, `pop_first`, `pop_last`,
-//! `delete_range`, `retain`) reach the redo log as the puts and deletes
-//! they make. `clear` frees a tree's pages without a delete per key, which
-//! no redo operation expresses, and so does a `delete_range` of at least
-//! `btree::write::PRUNE_MIN_LEAVES` whole leaves (it frees the subtrees
-//! the range holds whole): a transaction that does either stops recording
-//! and commits by writing its pages to the file.
+//! `retain`) reach the redo log as the puts and deletes they make;
+//! `delete_range` and `clear`, which free whole subtrees without a delete
+//! per key, reach it as one operation each (replayed on the same trees,
+//! it removes the same entries).
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -661,6 +659,14 @@ impl<'db> WriteTxn<'db> {
                     let name = tree_of(self, tree)?.name;
                     self.drop_tree(&name)?;
                 }
+                RedoOp::DeleteRange { tree, lower, upper } => {
+                    let t = tree_of(self, tree)?;
+                    self.delete_range(&t, (lower, upper))?;
+                }
+                RedoOp::Clear { tree } => {
+                    let t = tree_of(self, tree)?;
+                    self.clear(&t)?;
+                }
             }
         }
         Ok(())
@@ -1100,9 +1106,7 @@ impl<'db> WriteTxn<'db> {
     /// tree stays (same handle, same id): its pages are freed as by
     /// [`WriteTxn::drop_tree`], one visit per page, not a delete per key.
     ///
-    /// The redo log has no operation for it, so a transaction that clears
-    /// a non-empty tree commits by writing its pages to the file, like a
-    /// large transaction does (see `Options::logged_commits`).
+    /// The redo log records it as one operation, whatever the tree holds.
     ///
     /// ```
     /// # fn main() -> ironbark::Result<()> {
@@ -1122,13 +1126,20 @@ impl<'db> WriteTxn<'db> {
     /// ```
     pub fn clear(&mut self, tree: &Tree) -> Result<u64> {
         let i = self.index_of(tree)?;
+        if self.logging {
+            self.flush_reserved();
+            redo::clear(&mut self.redo, tree.id);
+        }
+        self.clear_at(i)
+    }
+
+    /// `clear` of catalog entry `i`, not recorded.
+    fn clear_at(&mut self, i: usize) -> Result<u64> {
         let state = self.catalog.trees[i].state;
         if state.root.is_empty() {
             return Ok(0);
         }
         self.changed = true;
-        self.logging = false;
-        self.redo.clear();
         let result = self.tree_writer()?.free_tree(&state);
         self.note_failure(result)?;
         self.catalog.trees[i].state = TreeState::default();
@@ -1141,12 +1152,12 @@ impl<'db> WriteTxn<'db> {
     /// whole subtrees of at least 64 leaves between them has them freed
     /// from their parents' records, unread but for their leaves' entry
     /// counts (and blobs): removing most of a tree of a million entries
-    /// copies a few pages, on the range's two edges. Such a transaction
-    /// commits by writing its pages, as a `clear` does (no redo record
-    /// says "these subtrees"). What is left in range, or all of a smaller
-    /// range, is removed a leaf at a time: a lookup, one copy of the path
-    /// and one rebalancing per leaf it touches, not per key, recorded as
-    /// deletes. An empty or inverted range removes nothing.
+    /// copies a few pages, on the range's two edges. What is left in
+    /// range, or all of a smaller range, is removed a leaf at a time: a
+    /// lookup, one copy of the path and one rebalancing per leaf it
+    /// touches, not per key. The redo log records the range as one
+    /// operation, whatever it holds. An empty or inverted range removes
+    /// nothing.
     ///
     /// ```
     /// # fn main() -> ironbark::Result<()> {
@@ -1165,31 +1176,30 @@ impl<'db> WriteTxn<'db> {
     pub fn delete_range<R: KeyRange>(&mut self, tree: &Tree, range: R) -> Result<u64> {
         let (lower, upper) = range.key_bounds();
         let (lower, upper) = (lower.map(<[u8]>::to_vec), upper.map(<[u8]>::to_vec));
-        // A clear is a commit of pages (the log has no clear): worth it
-        // for a tree of more than one leaf, not for a leaf's worth of
-        // deletes, which stay logged.
+        let i = self.index_of(tree)?;
+        // One redo operation for the whole range: replayed on the same
+        // trees, it removes the same entries, however it removes them.
+        if self.logging {
+            self.flush_reserved();
+            redo::delete_range(&mut self.redo, tree.id, as_slice(&lower), as_slice(&upper));
+        }
+        // All of a tree of more than one leaf: one visit per page.
         if self.root(tree)?.depth > 1
             && self.covers_tree(tree, as_slice(&lower), as_slice(&upper))?
         {
-            return self.clear(tree);
+            return self.clear_at(i);
         }
-        let i = self.index_of(tree)?;
-        let mut removed = 0;
         // The subtrees wholly in range go first, freed from their parents'
         // records (`TreeWriter::prune_range`); what is left in range lies
-        // in the leaves on its two edges. A pruned subtree is no redo
-        // record, so the transaction then commits by writing its pages.
+        // in the leaves on its two edges.
         let mut state = self.catalog.trees[i].state;
         let result =
             self.tree_writer()?
                 .prune_range(&mut state, as_slice(&lower), as_slice(&upper));
-        let pruned = self.note_failure(result)?;
-        if pruned > 0 {
+        let mut removed = self.note_failure(result)?;
+        if removed > 0 {
             self.catalog.trees[i].state = state;
             self.changed = true;
-            self.logging = false;
-            self.redo.clear();
-            removed += pruned;
         }
         let mut from = lower;
         loop {
@@ -1204,26 +1214,12 @@ impl<'db> WriteTxn<'db> {
                 Some(entry) => entry?.0.to_vec(),
             };
             let mut state = self.catalog.trees[i].state;
-            self.flush_reserved();
-            let (logging, redo, id) = (self.logging, &mut self.redo, tree.id);
-            let result = TreeWriter {
-                base: &self.base.source,
-                dirty: &mut self.dirty,
-                freed: &mut self.freed,
-                finger: &mut self.finger,
-                limits: self.shared.limits,
-            }
-            .delete_run(&mut state, &start, as_slice(&upper), |key| {
-                if logging {
-                    redo::delete(redo, id, key);
-                }
-            });
+            let result = self
+                .tree_writer()?
+                .delete_run(&mut state, &start, as_slice(&upper));
             self.catalog.trees[i].state = state;
             self.changed = true;
             removed += self.note_failure(result)?;
-            if self.logging {
-                self.check_log_size();
-            }
             from = Bound::Excluded(start);
         }
     }
