@@ -30,12 +30,16 @@
 //! the bytes the write covered (a write never damages durable bytes it did
 //! not cover: SQLite's "powersafe overwrite").
 //!
-//! Default run (about a minute in release on a 2-core machine, the two
-//! modes in parallel): 11,034 crash states with logged commits off (6 per
-//! crash point: keep all, drop all, 4 random; seeds 1-2) and 15,302 with
+//! The workloads include key ranges removed by pruning whole subtrees and
+//! trees cleared (`Ranges`): with logged commits, each is one redo
+//! operation, replayed after a crash.
+//!
+//! Default run (a minute or two in release on a 2-core machine, the two
+//! modes in parallel): 18,438 crash states with logged commits off (6 per
+//! crash point: keep all, drop all, 4 random; seeds 1-2) and 14,494 with
 //! them on (up to `LOGGED_VARIANTS` = 8 per crash point: each file's
 //! unsynced writes kept or dropped, the 4 combinations, less those that
-//! repeat one, then 4 random; seeds 1-2); plus 459 and 615 crash states
+//! repeat one, then 4 random; seed 1); plus 462 and 693 crash states
 //! during the first open after a crash (with logged commits on, during
 //! the log's replay). The tests print the counts.
 //!
@@ -281,6 +285,11 @@ enum Workload {
     /// trees, each of which reaches three levels, so that roots split
     /// between checkpoints.
     Inserts,
+    /// Refills of a tree of some hundred leaves, and key ranges removed
+    /// from it: most ranges hold whole subtrees, which are freed from
+    /// their parents' records (`delete_range`'s pruning), some trees are
+    /// cleared; each is one redo operation with logged commits.
+    Ranges,
 }
 
 fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>, mode: Mode) -> Run {
@@ -363,9 +372,38 @@ fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>, m
         let ops = match workload {
             Workload::Growth => 300 + rng.below(600),
             Workload::Inserts => 10 + rng.below(30),
+            Workload::Ranges => 0,
             _ if big => 150 + rng.below(100),
             _ => 1 + rng.below(25),
         };
+        if matches!(workload, Workload::Ranges) {
+            let tree = tx.open_tree("ranges").unwrap();
+            let key = |i: u64| format!("r{i:05}").into_bytes();
+            // A tree of up to some 300 leaves of 1 KiB; a range of a
+            // fifth of it or more holds 64 whole leaves (pruned).
+            match if c < 2 { 0 } else { rng.below(16) } {
+                0..=6 => {
+                    for _ in 0..1000 + rng.below(1000) {
+                        let len = 8 + rng.below(20) as usize;
+                        tx.put(&tree, &key(rng.below(6000)), &rng.bytes(len))
+                            .unwrap();
+                    }
+                }
+                7..=12 => {
+                    let from = rng.below(6000);
+                    let to = from + 500 + rng.below(5000);
+                    tx.delete_range(&tree, key(from)..key(to)).unwrap();
+                }
+                13 => {
+                    tx.clear(&tree).unwrap();
+                }
+                _ => {
+                    for _ in 0..1 + rng.below(10) {
+                        tx.delete(&tree, &key(rng.below(6000))).unwrap();
+                    }
+                }
+            }
+        }
         for _ in 0..ops {
             if matches!(workload, Workload::Inserts) {
                 // Long keys go to four trees, each of which gains levels.
@@ -809,6 +847,7 @@ fn explore_all(mode: Mode, variants: usize, target: usize) -> usize {
         Workload::Growth,
         Workload::PinnedReader,
         Workload::Inserts,
+        Workload::Ranges,
     ];
     let mut states = 0;
     let (mut steps, mut runs, mut roots) = (0, 0, 0);
