@@ -67,10 +67,10 @@ pub trait Session {
     /// In one write transaction, removes every key in `start..end` and
     /// returns how many it removed (`None` from an engine whose range
     /// delete does not count them: a range tombstone): `deleterange`.
-    /// This default is what a
-    /// user of an engine without a range delete does: it reads the keys
-    /// (a scan, in chunks), then deletes them one by one in one
-    /// transaction. Engines with a range delete of their own override it.
+    /// This default is what a user of an engine without a range delete
+    /// does: it reads the keys (a scan, in chunks), then deletes them one
+    /// by one in one transaction. Engines with a range delete of their own
+    /// override it.
     fn delete_range(&mut self, start: &[u8], end: &[u8]) -> Result<Option<u64>> {
         const CHUNK: u64 = 4096;
         let mut keys: Vec<Vec<u8>> = Vec::new();

@@ -395,11 +395,7 @@ fn long_reader(
     // (with another value, unless an earlier run left that very one).
     let mut rng = Rng::new(seed);
     let probes: Vec<Vec<u8>> = (0..PROBES)
-        .map(|_| {
-            let mut k = vec![0u8; cfg.key_size];
-            keys::key_into(cfg.keys, rng.below(cfg.num), &mut k);
-            k
-        })
+        .map(|_| key_of(cfg, rng.below(cfg.num)))
         .collect();
     let mut seen = Vec::with_capacity(probes.len());
     for k in &probes {
@@ -447,28 +443,46 @@ fn range_records(cfg: &Config) -> u64 {
     cfg.writes.unwrap_or(cfg.num / 2).min(cfg.num)
 }
 
-/// `deleterange`: removes the middle `count` records in one transaction,
-/// as one key range, then checks (untimed) that the records on both sides
-/// of the range are there and the range's own first and last are gone.
-fn delete_range(ctx: &Ctx<'_>, s: &mut dyn Session, count: u64) -> Result<Tally> {
+/// The first record `deleterange` removes: its range is the middle one.
+fn range_first(cfg: &Config) -> u64 {
+    (cfg.num - range_records(cfg)) / 2
+}
+
+/// Key number `index` of `cfg`'s key format.
+fn key_of(cfg: &Config, index: u64) -> Vec<u8> {
+    let mut k = vec![0u8; cfg.key_size];
+    keys::key_into(cfg.keys, index, &mut k);
+    k
+}
+
+/// `deleterange`: removes the middle records in one transaction, as one
+/// key range (checked afterwards, untimed: `check_range_removed`).
+fn delete_range(ctx: &Ctx<'_>, s: &mut dyn Session) -> Result<Tally> {
     let cfg = ctx.cfg;
-    let first = (cfg.num - count) / 2;
-    let key = |index: u64| {
-        let mut k = vec![0u8; cfg.key_size];
-        keys::key_into(cfg.keys, index, &mut k);
-        k
-    };
+    let (first, count) = (range_first(cfg), range_records(cfg));
+    let (start_key, end_key) = (key_of(cfg, first), key_of(cfg, first + count));
     let mut t = Tally::new();
     let start = Instant::now();
-    let removed = s.delete_range(&key(first), &key(first + count))?;
-    let elapsed = start.elapsed();
-    t.hist.record(elapsed.as_nanos().max(1) as u64)?;
+    let removed = s.delete_range(&start_key, &end_key)?;
+    t.hist.record(start.elapsed().as_nanos().max(1) as u64)?;
     t.ops = count;
     t.commits = 1;
     t.user_bytes = count * cfg.key_size as u64;
-    // A range tombstone does not count: its engine is checked below only.
+    // A range tombstone does not count: its engine is checked by lookups
+    // only.
     t.found = removed.unwrap_or(count);
-    let mut present = |index: u64| s.get(&key(index), &mut |_| {});
+    if t.found != count {
+        return Err(format!("deleterange removed {} records, not {count}", t.found).into());
+    }
+    Ok(t)
+}
+
+/// After `deleterange`, outside its timed phase: the records on both sides
+/// of the range are there, and the range's own first and last are gone.
+fn check_range_removed(cfg: &Config, engine: &dyn Engine) -> Result<()> {
+    let (first, count) = (range_first(cfg), range_records(cfg));
+    let mut s = engine.session()?;
+    let mut present = |index: u64| s.get(&key_of(cfg, index), &mut |_| {});
     let outside = [
         first.checked_sub(1),
         Some(first + count).filter(|&i| i < cfg.num),
@@ -485,10 +499,7 @@ fn delete_range(ctx: &Ctx<'_>, s: &mut dyn Session, count: u64) -> Result<Tally>
             }
         }
     }
-    if t.found != count {
-        return Err(format!("deleterange removed {} records, not {count}", t.found).into());
-    }
-    Ok(t)
+    Ok(())
 }
 
 /// A full forward scan: pages the database in before timed reads (this
@@ -707,8 +718,7 @@ fn run_benchmark(job: &Job, engine: &dyn Engine, values: &Values) -> Result<Meas
         }
         "deleterange" => {
             let mut s = engine.session()?;
-            let count = range_records(cfg);
-            (delete_range(&ctx, s.as_mut(), count)?, None, count)
+            (delete_range(&ctx, s.as_mut())?, None, range_records(cfg))
         }
         "longreader" => {
             let (t, held) = long_reader(&ctx, engine, &job.engine, seed(0), batch_default(10))?;
@@ -782,6 +792,9 @@ pub fn run_child(job: &Job) -> Result<RunResult> {
     let measured = measured?;
     let u1 = metrics::usage();
     let (end_rss, peak_rss) = metrics::rss();
+    if b == "deleterange" {
+        check_range_removed(cfg, engine.as_ref())?;
+    }
     let counters1: BTreeMap<String, u64> = engine.counters().into_iter().collect();
 
     let t_close = Instant::now();
