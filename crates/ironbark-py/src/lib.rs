@@ -406,6 +406,7 @@ impl PyDatabase {
             s.counters.checkpoint_runs_spliced,
         )?;
         d.set_item("checkpoint_roots_grown", s.counters.checkpoint_roots_grown)?;
+        d.set_item("values_overlaid", s.counters.values_overlaid)?;
         d.set_item("commits", s.counters.commits)?;
         d.set_item("bytes_written", s.counters.bytes_written)?;
         d.set_item("log_bytes", s.counters.log_bytes)?;

@@ -421,6 +421,24 @@ impl<'a> Checker<'a> {
         if node.is_leaf {
             counts.leaf_pages += 1;
             counts.entries += node.count as u64;
+            let overlay = self.src.arena.as_ref().and_then(|a| a.overlay(at.pgno));
+            if let Some(overlay) = overlay {
+                // Each overlaid value replaces an inline value of its
+                // length (`storage::overlay`).
+                let r = overlay.visit(self.meta.txn, |i, v| {
+                    let i = usize::from(i);
+                    match (i < node.count).then(|| node.leaf_entry(i)).transpose()? {
+                        Some((_, LeafValue::Inline(old))) if old.len() == v.len() => Ok(()),
+                        _ => Err(Error::corrupted_page(
+                            at.pgno,
+                            format!("value overlay entry for slot {i} does not fit it"),
+                        )),
+                    }
+                });
+                if let Err(e) = r {
+                    self.problem(e)?;
+                }
+            }
             if self.kind != TreeKind::PLAIN {
                 for i in 0..node.count {
                     let (key, value) = node.leaf_entry(i)?;

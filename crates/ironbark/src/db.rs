@@ -755,6 +755,7 @@ impl Database {
             checkpoint_steps: c.checkpoint_steps.load(Ordering::Relaxed),
             checkpoint_runs_spliced: c.checkpoint_runs_spliced.load(Ordering::Relaxed),
             checkpoint_roots_grown: c.checkpoint_roots_grown.load(Ordering::Relaxed),
+            values_overlaid: c.values_overlaid.load(Ordering::Relaxed),
         }
     }
 
@@ -1012,6 +1013,7 @@ fn open_instance(
             page_count: 0,
             page_size,
             arena: None,
+            overlay_txn: 0,
         },
         catalog: Catalog::default(),
     };
@@ -1325,6 +1327,7 @@ fn load(file: &DataFile, map_reservation: u64) -> Result<Loaded> {
             page_count: meta.page_count,
             page_size,
             arena: None,
+            overlay_txn: 0,
         };
         let state = match state::load(&source, &meta, true).and_then(|s| {
             if meta.last_synced_txn < meta.txn {

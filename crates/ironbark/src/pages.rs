@@ -28,6 +28,12 @@ pub(crate) trait PageSource: Sync {
     fn page(&self, pgno: u64) -> Result<&[u8]>;
     /// The bytes of the blob run whose first page is `pgno`.
     fn blob_run(&self, pgno: u64) -> Result<&[u8]>;
+    /// The value overlaid on entry `index` of arena leaf `leaf` as this
+    /// source sees it (`storage::overlay`), if any.
+    fn overlay(&self, leaf: u64, index: usize) -> Result<Option<&[u8]>> {
+        let _ = (leaf, index);
+        Ok(None)
+    }
 }
 
 /// Committed pages of one snapshot, read through the map.
@@ -39,6 +45,9 @@ pub(crate) struct MapSource {
     /// The arena holding the pages of logged commits not yet checkpointed
     /// (`None` when the snapshot has none).
     pub(crate) arena: Option<Arc<Arena>>,
+    /// The snapshot's txn: the value overlays of its arena leaves that it
+    /// sees are those written at or before it (0 without an arena).
+    pub(crate) overlay_txn: u64,
 }
 
 impl MapSource {
@@ -91,6 +100,14 @@ impl PageSource for MapSource {
             return Err(Error::corrupted_page(pgno, "blob run of zero pages"));
         }
         self.range(pgno, pages)
+    }
+
+    #[inline]
+    fn overlay(&self, leaf: u64, index: usize) -> Result<Option<&[u8]>> {
+        match self.arena.as_ref().and_then(|a| a.overlay(leaf)) {
+            Some(page) => page.value(index, self.overlay_txn),
+            None => Ok(None),
+        }
     }
 }
 
@@ -901,6 +918,18 @@ impl<'a> WriteSource<'a> {
         }
     }
 
+    /// The value overlaid on entry `index` of committed leaf `leaf`: every
+    /// entry counts, this transaction's own too.
+    pub(crate) fn resolve_overlay(self, leaf: u64, index: usize) -> Result<Option<&'a [u8]>> {
+        if leaf & DIRTY_BIT != 0 {
+            return Ok(None);
+        }
+        match self.base.arena.as_ref().and_then(|a| a.overlay(leaf)) {
+            Some(page) => page.value(index, u64::MAX),
+            None => Ok(None),
+        }
+    }
+
     pub(crate) fn resolve_blob_run(self, pgno: u64) -> Result<&'a [u8]> {
         if pgno & DIRTY_BIT != 0 {
             Ok(self.dirty.get(pgno))
@@ -918,6 +947,10 @@ impl PageSource for WriteSource<'_> {
 
     fn blob_run(&self, pgno: u64) -> Result<&[u8]> {
         self.resolve_blob_run(pgno)
+    }
+
+    fn overlay(&self, leaf: u64, index: usize) -> Result<Option<&[u8]>> {
+        self.resolve_overlay(leaf, index)
     }
 }
 

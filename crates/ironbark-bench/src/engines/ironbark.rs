@@ -63,6 +63,7 @@ impl Engine for Ironbark {
             ("checkpoint_steps".into(), c.checkpoint_steps),
             ("checkpoint_runs_spliced".into(), c.checkpoint_runs_spliced),
             ("checkpoint_roots_grown".into(), c.checkpoint_roots_grown),
+            ("values_overlaid".into(), c.values_overlaid),
         ]
     }
 

@@ -29,7 +29,7 @@
 use std::ops::Bound;
 
 use crate::btree::page::{verify_blob, verify_page, LeafValue, Node, Reads};
-use crate::btree::search::{check_root, node_at, resolve_value, Root};
+use crate::btree::search::{check_root, leaf_entry_seen, node_at, resolve_value, Root};
 use crate::btree::MAX_DEPTH;
 use crate::error::Result;
 use crate::pages::PageSource;
@@ -445,7 +445,7 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     fn leaf_entry(&self) -> Result<(&'a [u8], LeafValue<'a>)> {
         debug_assert!(self.valid);
-        self.leaf.leaf_entry(self.idx)
+        leaf_entry_seen(self.src, &self.leaf, self.idx)
     }
 
     /// The bytes of a value found by `leaf_entry` (its blob verified first

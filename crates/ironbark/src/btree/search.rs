@@ -6,6 +6,7 @@ use crate::btree::page::{blob_data, prefetch_blob_start, prefetch_page, LeafValu
 use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
 use crate::pages::{expected_txn, PageSource};
+use crate::storage::arena::ARENA_BIT;
 
 /// Where a tree starts: its root page (0 for an empty tree), the txn that
 /// wrote it, its checksum, and the number of levels.
@@ -89,7 +90,7 @@ pub(crate) fn get<'a, S: PageSource + ?Sized>(
     let leaf = find_leaf(src, root, key)?;
     match leaf.search_leaf(key)? {
         Ok(i) => {
-            let (_, value) = leaf.leaf_entry(i)?;
+            let (_, value) = leaf_entry_seen(src, &leaf, i)?;
             resolve_value(src, value).map(Some)
         }
         Err(_) => Ok(None),
@@ -102,6 +103,24 @@ pub(crate) fn contains<S: PageSource + ?Sized>(src: &S, root: Root, key: &[u8]) 
         return Ok(false);
     }
     Ok(find_leaf(src, root, key)?.search_leaf(key)?.is_ok())
+}
+
+/// Entry `i` of `leaf` as `src` sees it: the key, and the value a value
+/// overlay gives it if its leaf is an arena page with one
+/// (`storage::overlay`), else the cell's.
+#[inline(always)]
+pub(crate) fn leaf_entry_seen<'a, S: PageSource + ?Sized>(
+    src: &'a S,
+    leaf: &Node<'a>,
+    i: usize,
+) -> Result<(&'a [u8], LeafValue<'a>)> {
+    let (key, value) = leaf.leaf_entry(i)?;
+    if leaf.pgno & ARENA_BIT != 0 {
+        if let Some(v) = src.overlay(leaf.pgno, i)? {
+            return Ok((key, LeafValue::Inline(v)));
+        }
+    }
+    Ok((key, value))
 }
 
 /// The bytes of a leaf value, following an overflow reference.

@@ -30,6 +30,44 @@ use crate::error::{Error, Result};
 use crate::pages::{expected_txn, DirtyPages, MapSource, PageSource, WriteSource};
 use crate::storage::arena::ARENA_BIT;
 use crate::storage::freespace::{Extent, Freed};
+use crate::storage::overlay::{OverlayPage, MAX_ENTRIES};
+
+/// Writes the values of `overlay` (all its entries: the writer's view)
+/// into `page`, dirty page `id`, a copy of the leaf the overlay belongs
+/// to. An overlaid value has its cell's length (`storage::overlay`), so
+/// each replaces the cell's value in place; one that does not fit its
+/// cell is damage.
+pub(crate) fn apply_overlay(page: &mut [u8], id: u64, overlay: &OverlayPage<'_>) -> Result<()> {
+    let mut at = [(0usize, &[][..]); MAX_ENTRIES];
+    let mut n = 0;
+    {
+        let node = Node::parse(page, id, None)?;
+        let base = page.as_ptr() as usize;
+        overlay.visit(u64::MAX, |i, v| {
+            let i = usize::from(i);
+            let old = match (node.is_leaf && i < node.count).then(|| node.leaf_entry(i)) {
+                Some(entry) => match entry?.1 {
+                    LeafValue::Inline(old) if old.len() == v.len() => Some(old),
+                    _ => None,
+                },
+                None => None,
+            };
+            let Some(old) = old else {
+                return Err(Error::Corrupted {
+                    page: None,
+                    detail: format!("a value overlay's entry {i} does not fit its leaf"),
+                });
+            };
+            at[n] = (old.as_ptr() as usize - base, v);
+            n += 1;
+            Ok(())
+        })?;
+    }
+    for &(offset, value) in &at[..n] {
+        page[offset..offset + value.len()].copy_from_slice(value);
+    }
+    Ok(())
+}
 
 /// A tree's root and counters, as the catalog stores them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -151,13 +189,20 @@ impl<'a> TreeWriter<'a> {
             return Ok(self.dirty.supersede(pgno));
         }
         let node = self.committed_node(pgno, txn, sum, level)?;
-        Ok(self.copy_committed(node, txn))
+        self.copy_committed(node, txn)
     }
 
     /// The dirty copy of committed page `node`, verified (`verified`) and
     /// written by `txn`, which is recorded as freed by this transaction.
-    fn copy_committed(&mut self, node: Node<'a>, txn: u64) -> u64 {
+    /// An arena leaf's copy takes the values of its overlay, if it has one
+    /// (`storage::overlay`).
+    fn copy_committed(&mut self, node: Node<'a>, txn: u64) -> Result<u64> {
         let copy = self.dirty.add_copy(node.bytes);
+        if node.pgno & ARENA_BIT != 0 && node.is_leaf {
+            if let Some(overlay) = self.base.arena.as_ref().and_then(|a| a.overlay(node.pgno)) {
+                apply_overlay(self.dirty.get_mut(copy), copy, &overlay)?;
+            }
+        }
         self.freed.push(Freed {
             extent: Extent {
                 start: node.pgno,
@@ -165,7 +210,7 @@ impl<'a> TreeWriter<'a> {
             },
             born: txn,
         });
-        copy
+        Ok(copy)
     }
 
     /// A committed page about to be copied into the write path.
@@ -805,7 +850,7 @@ impl<'a> TreeWriter<'a> {
             let id = if pgno & DIRTY_BIT == 0 {
                 // Its kind and txn were checked on the way down.
                 let node = self.verified(Node::parse(read[d], pgno, None)?, txn, sum)?;
-                self.copy_committed(node, txn)
+                self.copy_committed(node, txn)?
             } else {
                 self.touch(pgno, txn, sum, (depth - d) as u32)?
             };

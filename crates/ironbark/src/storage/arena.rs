@@ -44,6 +44,7 @@ use std::io;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::storage::overlay::{OverlayPage, OverlayTable};
 
 /// Marks a page number as an arena slot (the dirty bit is `1 << 63`).
 pub(crate) const ARENA_BIT: u64 = 1 << 62;
@@ -78,6 +79,8 @@ pub(crate) struct Arena {
     /// Slots `0..upper_slots` hold branch pages (see [`ArenaSpace`]); 0
     /// in an arena too small to set them apart.
     upper_slots: u64,
+    /// Which leaf slots have a value overlay (`storage::overlay`).
+    overlays: OverlayTable,
 }
 
 // SAFETY: the mapping lives until `Drop`; readers only read published
@@ -93,6 +96,7 @@ impl Arena {
     pub(crate) fn new(page_size: usize, reserve: usize) -> Result<Arena> {
         assert!(page_size.is_power_of_two());
         let len = reserve.max(page_size) / page_size * page_size;
+        let overlays = OverlayTable::new((len / page_size) as u64)?;
         // SAFETY: a fresh private anonymous mapping; the kernel picks the
         // address and the result is checked for MAP_FAILED. NORESERVE: only
         // the pages touched take memory.
@@ -136,7 +140,62 @@ impl Arena {
             page_size,
             slots: (len / page_size) as u64,
             upper_slots: (upper_bytes / page_size) as u64,
+            overlays,
         })
+    }
+
+    /// The value overlay of leaf `pgno` (an arena page number), if it has
+    /// one (`storage::overlay`).
+    #[inline]
+    pub(crate) fn overlay(&self, pgno: u64) -> Option<OverlayPage<'_>> {
+        let slot = pgno & !ARENA_BIT;
+        if pgno & ARENA_BIT == 0 || slot >= self.slots {
+            return None;
+        }
+        let overlay = self.overlays.get(slot)?;
+        if overlay >= self.slots {
+            return None;
+        }
+        Some(OverlayPage {
+            // SAFETY: in the mapping (checked); what may be read or written
+            // of an overlay page is `storage::overlay`'s protocol.
+            ptr: unsafe { self.ptr.add(overlay as usize * self.page_size) },
+            page_size: self.page_size,
+            arena: std::marker::PhantomData,
+        })
+    }
+
+    /// The page number of leaf `pgno`'s value overlay, if it has one.
+    pub(crate) fn overlay_pgno(&self, pgno: u64) -> Option<u64> {
+        let slot = pgno & !ARENA_BIT;
+        if pgno & ARENA_BIT == 0 || slot >= self.slots {
+            return None;
+        }
+        self.overlays.get(slot).map(|s| ARENA_BIT | s)
+    }
+
+    /// Makes `fresh` (one slot, just handed out) the empty overlay of leaf
+    /// `pgno`, which has none.
+    pub(crate) fn attach_overlay(&self, pgno: u64, fresh: Fresh) -> OverlayPage<'_> {
+        let slot = pgno & !ARENA_BIT;
+        assert!(pgno & ARENA_BIT != 0 && slot < self.slots && fresh.pages == 1);
+        assert!(self.overlays.get(slot).is_none(), "a leaf has one overlay");
+        assert!(fresh.slot < self.slots);
+        let page = OverlayPage {
+            // SAFETY: in the mapping (asserted); a `Fresh` slot is reachable
+            // by no reader until the table names it below.
+            ptr: unsafe { self.ptr.add(fresh.slot as usize * self.page_size) },
+            page_size: self.page_size,
+            arena: std::marker::PhantomData,
+        };
+        page.init();
+        self.overlays.set(slot, fresh.slot);
+        page
+    }
+
+    /// Forgets any overlay of `slot`, which is being handed out again.
+    fn forget_overlay(&self, slot: u64) {
+        self.overlays.clear(slot);
     }
 
     /// The slots of the upper region (branch pages): `0..` this.
@@ -322,6 +381,12 @@ pub(crate) struct ArenaSpace {
     lent: Vec<u64>,
     lent_bits: Vec<u64>,
     lent_count: u64,
+    /// Live slots that hold value overlays (`storage::overlay`), by bit,
+    /// and their count. At most one per live leaf, they are left out of
+    /// the bounds (`limit`, `live_pages`): an overlay spares copies of its
+    /// leaf, and counting it would make checkpoints come twice as often.
+    overlay_bits: Vec<u64>,
+    overlay_count: u64,
 }
 
 /// Sets (`on`) or clears bit `slot` of `bits`, which must be the other way.
@@ -400,9 +465,10 @@ fn protected(protectors: &[u64], born: u64, freed: u64) -> bool {
 }
 
 impl ArenaSpace {
-    /// Slots in use by the newest commit's trees.
+    /// Slots in use by the newest commit's trees (value overlays left
+    /// out).
     pub(crate) fn live_pages(&self) -> u64 {
-        self.live_count
+        self.live_count - self.overlay_count
     }
 
     /// Slots free for reuse now, in the region that has fewer (the upper
@@ -444,9 +510,10 @@ impl ArenaSpace {
         }
     }
 
-    /// Slots of either region used since the last reset.
+    /// Slots of either region used since the last reset, less those
+    /// holding value overlays now.
     fn touched(&self) -> u64 {
-        self.next - self.upper_end + self.upper_next
+        (self.next - self.upper_end + self.upper_next).saturating_sub(self.overlay_count)
     }
 
     /// The first of `pages` slots beyond `next` (never used since the last
@@ -539,6 +606,9 @@ impl ArenaSpace {
             None if pages == 1 && !self.free.is_empty() => self.free.pop().expect("non-empty"),
             None => self.never_used(arena, pages, limit)?,
         };
+        for s in slot..slot + pages {
+            arena.forget_overlay(s);
+        }
         self.set_live(slot, pages, true);
         let end = (slot + pages) as usize;
         if self.born.len() < end {
@@ -562,6 +632,7 @@ impl ArenaSpace {
             Some(slot) => slot,
             None => self.never_used(arena, 1, limit)?,
         };
+        arena.forget_overlay(slot);
         flip(&mut self.lent_bits, slot, true);
         self.lent.push(slot);
         self.lent_count += 1;
@@ -586,6 +657,24 @@ impl ArenaSpace {
         }
         self.born[slot as usize] = txn;
         ARENA_BIT | slot
+    }
+
+    /// A slot for the value overlay of live leaf `leaf`: born when the
+    /// leaf was (a reader that sees the leaf may read its overlay, so it is
+    /// kept as long), and left out of the bounds (see `overlay_bits`).
+    pub(crate) fn alloc_overlay(&mut self, arena: &Arena, leaf: u64, limit: u64) -> Option<Fresh> {
+        let born = self.born_of(leaf);
+        let fresh = self.alloc(arena, 1, limit, born, false)?;
+        flip(&mut self.overlay_bits, fresh.slot, true);
+        self.overlay_count += 1;
+        Some(fresh)
+    }
+
+    /// The txn that wrote live slot `pgno` (an arena page number).
+    pub(crate) fn born_of(&self, pgno: u64) -> u64 {
+        let slot = pgno & !ARENA_BIT;
+        assert!(is_set(&self.live, slot), "born_of a slot not in use");
+        self.born[slot as usize]
     }
 
     /// Slots lent and not adopted.
@@ -630,6 +719,10 @@ impl ArenaSpace {
             slot + pages <= self.next
         });
         self.set_live(slot, pages, false);
+        if is_set(&self.overlay_bits, slot) {
+            flip(&mut self.overlay_bits, slot, false);
+            self.overlay_count -= 1;
+        }
         let born = self.born[slot as usize];
         assert!(born < txn, "arena slot retired by the commit that wrote it");
         self.retired.push((slot, pages, born, txn));

@@ -18,4 +18,5 @@ pub(crate) mod map;
 pub(crate) mod memory;
 pub(crate) mod meta;
 pub(crate) mod oslock;
+pub(crate) mod overlay;
 pub(crate) mod spill;

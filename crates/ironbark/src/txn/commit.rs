@@ -53,13 +53,19 @@ const HELD_BYTES: u64 = 64 << 20;
 const GROWTH_MIN_BYTES: u64 = 1 << 20;
 
 /// What a write transaction changed, handed to the commit.
-pub(crate) struct Changes {
+pub(crate) struct Changes<'db> {
     pub(crate) catalog: Catalog,
     pub(crate) dirty: DirtyPages,
     /// Committed pages (file pages, or arena pages) it stopped using.
     pub(crate) freed: Vec<Freed>,
     /// Its redo record, if it recorded one (small enough to log).
     pub(crate) redo: Option<Vec<u8>>,
+    /// Values it overlaid on arena leaves instead of copying them
+    /// (`storage::overlay`): pages a logged commit does not copy.
+    pub(crate) overlaid: u64,
+    /// Its overlay entries, cut off (when this drops, before the writer
+    /// lock is released) unless the commit succeeds.
+    pub(crate) overlays: crate::txn::overlay_undo::OverlayUndo<'db>,
 }
 
 /// Commits a write transaction's changes (the caller checked that there
@@ -82,6 +88,8 @@ pub(crate) fn commit(
         mut dirty,
         mut freed,
         redo,
+        overlaid: changes_overlaid,
+        mut overlays,
     } = changes;
     if let Some(payload) = &redo {
         let mut attempts = 0;
@@ -95,6 +103,7 @@ pub(crate) fn commit(
                 &mut dirty,
                 &freed,
                 payload,
+                changes_overlaid,
                 durability,
             );
             match logged {
@@ -108,6 +117,11 @@ pub(crate) fn commit(
                     }
                 }
                 Ok(Logged::Done(snapshot)) => {
+                    overlays.keep();
+                    shared
+                        .counters
+                        .values_overlaid
+                        .fetch_add(changes_overlaid, Ordering::Relaxed);
                     w.page_pool = dirty.into_pool(shared.limits.page_size);
                     w.redo_buffer = redo.unwrap_or_default();
                     w.freed_buffer = freed;
@@ -141,7 +155,15 @@ pub(crate) fn commit(
         Part::Whole,
     );
     w.page_pool = dirty.into_pool(shared.limits.page_size);
-    finish(shared, w, base, catalog, &space, result)
+    let published = finish(shared, w, base, catalog, &space, result);
+    if published.is_ok() {
+        overlays.keep();
+        shared
+            .counters
+            .values_overlaid
+            .fetch_add(changes_overlaid, Ordering::Relaxed);
+    }
+    published
 }
 
 /// Publishes a written commit, or gives back what a failed one took.
@@ -172,6 +194,7 @@ fn finish(
                         page_count: meta.page_count,
                         page_size: shared.limits.page_size,
                         arena: None,
+                        overlay_txn: 0,
                     },
                     catalog,
                 },
@@ -856,6 +879,7 @@ fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
             page_count,
             page_size: ps,
             arena: None,
+            overlay_txn: 0,
         };
         let last_catalog = w
             .checkpoint_catalog

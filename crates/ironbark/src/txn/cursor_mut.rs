@@ -15,7 +15,7 @@
 
 use crate::btree::cursor::Cursor;
 use crate::btree::page::Node;
-use crate::btree::search::resolve_value;
+use crate::btree::search::{leaf_entry_seen, resolve_value};
 use crate::error::Result;
 use crate::pages::PageSource;
 use crate::txn::write::WriteTxn;
@@ -136,7 +136,7 @@ impl<'t, 'db> CursorMut<'t, 'db> {
             self.position = Position::End;
             return Ok(None);
         };
-        let (key, value) = node.leaf_entry(slot)?;
+        let (key, value) = leaf_entry_seen(src, &node, slot)?;
         let value = resolve_value(src, value)?;
         self.key.clear();
         self.key.extend_from_slice(key);

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use crate::btree::page::{
     page_kind, set_child, set_overflow, LeafValue, Node, DIRTY_BIT, KIND_BRANCH, KIND_LEAF,
 };
+use crate::btree::write::apply_overlay;
 use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::options::Durability;
@@ -90,7 +91,7 @@ pub(crate) const ARENA_MIN_BOUND_BYTES: u64 = 64 << 20;
 /// overwrites into a 3 GiB file (10M records) in a 1 GiB container were
 /// killed for lack of memory (LMDB's ran at 19k/s there). An eighth leaves
 /// room for the checkpoint's copies and the page cache.
-fn arena_bound(page_size: u64, page_count: u64) -> u64 {
+pub(crate) fn arena_bound(page_size: u64, page_count: u64) -> u64 {
     arena_bound_within(page_size, page_count, memory_limit())
 }
 
@@ -187,6 +188,7 @@ pub(crate) fn write(
     dirty: &mut DirtyPages,
     freed: &[Freed],
     payload: &[u8],
+    overlaid: u64,
     durability: Durability,
 ) -> Result<Logged> {
     let mut placement = std::mem::take(&mut w.placement);
@@ -197,7 +199,7 @@ pub(crate) fn write(
         catalog,
         dirty,
         freed,
-        payload,
+        (payload, overlaid),
         durability,
         &mut placement,
     );
@@ -214,7 +216,7 @@ fn write_placed(
     catalog: &mut Catalog,
     dirty: &mut DirtyPages,
     freed: &[Freed],
-    payload: &[u8],
+    (payload, overlaid): (&[u8], u64),
     durability: Durability,
     placement: &mut Placement,
 ) -> Result<Logged> {
@@ -224,7 +226,9 @@ fn write_placed(
     };
     let ps = shared.limits.page_size as u64;
     order_dirty(catalog, dirty, placement)?;
-    if payload.len() as u64 * LOG_RATIO > placement.page_count(dirty, ps as usize) * ps {
+    // A value overlaid counts as the page it spared.
+    let pages = placement.page_count(dirty, ps as usize) + overlaid;
+    if payload.len() as u64 * LOG_RATIO > pages * ps {
         // Its pages are few for its bytes (a sorted load fills new pages):
         // logging would write the bytes twice, the pages once anyway.
         return Ok(Logged::No);
@@ -314,6 +318,10 @@ fn write_placed(
     for f in freed {
         if f.extent.start & ARENA_BIT != 0 {
             w.arena_space.retire(f.extent.start, f.extent.len, txn);
+            // A leaf's value overlay goes with it (born when it was).
+            if let Some(overlay) = arena.overlay_pgno(f.extent.start) {
+                w.arena_space.retire(overlay, 1, txn);
+            }
         } else {
             w.logged_freed.push(*f);
         }
@@ -345,6 +353,7 @@ fn arena_snapshot(
             page_count: meta.page_count,
             page_size: shared.limits.page_size,
             arena: Some(arena),
+            overlay_txn: txn,
         },
         catalog: std::mem::take(catalog),
     }
@@ -525,7 +534,11 @@ pub(crate) fn pull_arena(
         let tree_has_blobs = t.state.overflow_pages != 0;
         let root = &mut t.state.root;
         if root.pgno & ARENA_BIT != 0 {
-            root.pgno = dirty.add_copy(base.page(root.pgno)?);
+            let arena_pgno = root.pgno;
+            root.pgno = dirty.add_copy(base.page(arena_pgno)?);
+            if let Some(overlay) = base.arena.as_ref().and_then(|a| a.overlay(arena_pgno)) {
+                apply_overlay(dirty.get_mut(root.pgno), root.pgno, &overlay)?;
+            }
         }
         if root.pgno & DIRTY_BIT != 0 {
             stack.push(root.pgno);
@@ -559,11 +572,23 @@ pub(crate) fn pull_arena(
                     (dirty.add_copy(base.blob_run(target)?), false)
                 } else {
                     let page = base.page(target)?;
+                    // A leaf with a value overlay is copied, the overlay
+                    // applied: no page reaches the file with one.
+                    let overlay = base.arena.as_ref().and_then(|a| a.overlay(target));
                     match &base.arena {
-                        Some(arena) if is_sealed_as_is(page, target, tree_has_blobs)? => {
+                        Some(arena)
+                            if overlay.is_none()
+                                && is_sealed_as_is(page, target, tree_has_blobs)? =>
+                        {
                             (dirty.park_arena_leaf(arena, target), true)
                         }
-                        _ => (dirty.add_copy(page), false),
+                        _ => {
+                            let copy = dirty.add_copy(page);
+                            if let Some(overlay) = overlay {
+                                apply_overlay(dirty.get_mut(copy), copy, &overlay)?;
+                            }
+                            (copy, false)
+                        }
                     }
                 };
                 let buf = dirty.get_mut(id);

@@ -11,6 +11,8 @@ pub(crate) mod checkpoint_steps;
 pub(crate) mod commit;
 pub(crate) mod cursor_mut;
 pub(crate) mod logged;
+pub(crate) mod overlaid;
+pub(crate) mod overlay_undo;
 pub(crate) mod read;
 pub(crate) mod reader_stripes;
 pub(crate) mod readers;

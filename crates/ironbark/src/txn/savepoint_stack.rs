@@ -64,6 +64,11 @@ pub(crate) struct Savepoints {
 }
 
 impl Savepoints {
+    /// Whether no savepoint is taken.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.stack.is_empty()
+    }
+
     /// Where the savepoint `sp` is on the stack, or why it cannot be used.
     pub(super) fn find(&self, sp: &Savepoint) -> Result<usize> {
         if sp.owner != self.owner {

@@ -207,6 +207,7 @@ pub(crate) struct Counters {
     pub(crate) checkpoint_steps: AtomicU64,
     pub(crate) checkpoint_runs_spliced: AtomicU64,
     pub(crate) checkpoint_roots_grown: AtomicU64,
+    pub(crate) values_overlaid: AtomicU64,
 }
 
 // Aligned to a cache line for the reason `Snapshot` is: each read
@@ -800,6 +801,7 @@ impl Shared {
             page_count: meta.page_count,
             page_size: self.limits.page_size,
             arena: None,
+            overlay_txn: 0,
         })
     }
 

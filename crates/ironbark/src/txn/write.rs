@@ -63,6 +63,10 @@ pub struct WriteTxn<'db> {
     /// Declared (so dropped) before `writer`: its lent arena slots are gone
     /// before the next write transaction can reclaim them.
     pub(crate) dirty: DirtyPages,
+    /// The value overlays it appended to (`txn::overlaid`); declared before
+    /// `writer` too: they are cut off under the writer lock unless it
+    /// commits.
+    pub(crate) overlays: crate::txn::overlay_undo::OverlayUndo<'db>,
     pub(crate) writer: WriterGuard<'db>,
     pub(crate) base: Arc<Snapshot>,
     pub(crate) catalog: Catalog,
@@ -191,6 +195,7 @@ impl<'db> WriteTxn<'db> {
             durability,
             reserved: None,
             savepoints: Default::default(),
+            overlays: Default::default(),
         })
     }
 
@@ -566,6 +571,17 @@ impl<'db> WriteTxn<'db> {
     /// `put`, or with `append` an append (which may refuse the key).
     fn store(&mut self, tree: &Tree, key: &[u8], value: Value<'_>, append: bool) -> Result<()> {
         let i = self.index_of(tree)?;
+        if let (false, Value::Bytes(v)) = (append, value) {
+            self.flush_reserved();
+            let overlaid = self.put_overlaid(i, key, v);
+            if overlaid.as_ref().is_ok_and(|&done| done) {
+                self.changed = true;
+                self.record_put(tree, key, value);
+            }
+            if !matches!(overlaid, Ok(false)) {
+                return self.note_failure(overlaid.map(|_| ()));
+            }
+        }
         let mut state = self.catalog.trees[i].state;
         let mut writer = self.tree_writer()?;
         writer.check_sizes(key, value.len())?;
@@ -579,6 +595,12 @@ impl<'db> WriteTxn<'db> {
         };
         self.catalog.trees[i].state = state;
         self.changed = true;
+        self.record_put(tree, key, value);
+        self.note_failure(result)
+    }
+
+    /// Records a put in the redo record, while the transaction is logged.
+    fn record_put(&mut self, tree: &Tree, key: &[u8], value: Value<'_>) {
         if self.logging {
             // A record that would outgrow the log's bound stops recording
             // before its value is copied in: a large value is never copied
@@ -595,7 +617,6 @@ impl<'db> WriteTxn<'db> {
                 self.check_log_size();
             }
         }
-        self.note_failure(result)
     }
 
     /// Stops recording redo operations once the commit will not be logged
@@ -1334,9 +1355,12 @@ impl<'db> WriteTxn<'db> {
             durability,
             redo,
             logging,
+            overlays,
             ..
         } = self;
         if failed.is_some() || !changed {
+            // Cut off under the writer lock.
+            drop(overlays);
             writer.page_pool = dirty.into_pool(shared.limits.page_size);
             writer.redo_buffer = redo;
             writer.freed_buffer = freed;
@@ -1353,6 +1377,8 @@ impl<'db> WriteTxn<'db> {
             dirty,
             freed,
             redo: logging.then_some(redo),
+            overlaid: overlays.overlaid,
+            overlays,
         };
         crate::txn::commit::commit(shared, writer, &base, changes, durability)
     }
@@ -1398,6 +1424,14 @@ impl PageSource for WriteTxn<'_> {
             dirty: &self.dirty,
         }
         .resolve_blob_run(pgno)
+    }
+
+    fn overlay(&self, leaf: u64, index: usize) -> Result<Option<&[u8]>> {
+        WriteSource {
+            base: &self.base.source,
+            dirty: &self.dirty,
+        }
+        .resolve_overlay(leaf, index)
     }
 }
 

@@ -1,0 +1,374 @@
+//! Value overlays: a same-size overwrite of a published arena leaf,
+//! recorded beside the leaf instead of in a copy of it.
+//!
+//! A logged commit that overwrites the value of a key with one of the same
+//! length, where the key's leaf is a published arena page, would copy the
+//! leaf and every branch above it (copy-on-write). Instead the new value
+//! goes into the leaf's *overlay*: an arena slot of entries (txn, the
+//! entry's index in the leaf, the value), appended in commit order. A
+//! reader of snapshot `S` takes the last entry for its index with txn <=
+//! `S`; the leaf itself, its parents and the reader's page walk are
+//! unchanged. The next copy of the leaf (a change of its keys, a full
+//! overlay, a checkpoint) applies the overlay to the copy, so no page ever
+//! reaches the file with one.
+//!
+//! Which leaf has an overlay: the *overlay table*, one word per arena slot
+//! (a reserved anonymous mapping beside the arena), `overlay slot + 1` or 0.
+//!
+//! An overlay page: bytes 0..16 are the writer's (the entry count and where
+//! the values begin; no reader reads them), then entry headers of 16 bytes
+//! from byte 16 up (txn: u64, index: u16, length: u16, value offset: u32),
+//! values packed from the page's end down. After the last entry a header
+//! whose txn is 0 ends the list.
+//!
+//! The protocol, which makes the reads sound while the writer appends:
+//! - a header's txn word is only ever read and written atomically; a
+//!   reader reads nothing else of an entry until it has read its txn and
+//!   found it at or below its snapshot (and not 0);
+//! - an entry whose txn is at or below the newest published commit is
+//!   complete and never written again until the page is reused, which the
+//!   oldest-reader rule orders after every reader that could see it: the
+//!   overlay is retired with its leaf, born when the leaf was;
+//! - every header txn word that is neither 0 nor at or below the newest
+//!   published commit belongs to the write transaction in progress (or to
+//!   one that was given up and whose entries were cut off by writing 0 into
+//!   the first of them): no reader reads past it;
+//! - the writer writes an entry's value and header fields, then a 0 into
+//!   the next header's txn, then the entry's txn (release), all before the
+//!   commit that publishes that txn;
+//! - the overlay table's word for a leaf slot is cleared when the slot is
+//!   handed out again, before anything can publish the new page in it.
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::error::{Error, Result};
+
+/// Values longer than this are not overlaid: an overlay holds a few dozen
+/// small values, and a long value is better written into a copy.
+pub(crate) const MAX_OVERLAY_VALUE: usize = 512;
+
+/// Bytes of the writer's word at the start of an overlay page, and of each
+/// entry header.
+const WRITER_WORD: usize = 16;
+const ENTRY_HEADER: usize = 16;
+
+/// Entries an overlay holds at most, whatever its room for values: a
+/// reader scans every header, so the list stays a few cache lines.
+pub(crate) const MAX_ENTRIES: usize = 48;
+
+/// One word per arena slot: `overlay slot + 1` for a leaf slot with an
+/// overlay, else 0. A reserved anonymous mapping: only the words of slots
+/// in use cost memory.
+#[derive(Debug)]
+pub(crate) struct OverlayTable {
+    ptr: *mut AtomicU32,
+    slots: u64,
+}
+
+// SAFETY: the table is only accessed through atomics.
+unsafe impl Send for OverlayTable {}
+// SAFETY: as above.
+unsafe impl Sync for OverlayTable {}
+
+impl OverlayTable {
+    /// A table for `slots` arena slots, all without an overlay.
+    pub(crate) fn new(slots: u64) -> Result<OverlayTable> {
+        let len = (slots.max(1) * 4) as usize;
+        // SAFETY: a fresh private anonymous mapping, checked for failure;
+        // its zero bytes are valid `AtomicU32`s (0: no overlay).
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::Io(std::io::Error::last_os_error()));
+        }
+        Ok(OverlayTable {
+            ptr: ptr.cast(),
+            slots,
+        })
+    }
+
+    fn word(&self, slot: u64) -> &AtomicU32 {
+        assert!(slot < self.slots, "overlay table index out of range");
+        // SAFETY: in bounds (asserted); the mapping lives as long as `self`
+        // and is only accessed atomically.
+        unsafe { &*self.ptr.add(slot as usize) }
+    }
+
+    /// The overlay slot of leaf slot `slot`, if it has one.
+    #[inline]
+    pub(crate) fn get(&self, slot: u64) -> Option<u64> {
+        match self.word(slot).load(Ordering::Acquire) {
+            0 => None,
+            v => Some(u64::from(v) - 1),
+        }
+    }
+
+    /// Gives leaf slot `slot` the overlay in slot `overlay` (initialized).
+    pub(crate) fn set(&self, slot: u64, overlay: u64) {
+        let v = u32::try_from(overlay + 1).expect("arena slots fit in 32 bits");
+        self.word(slot).store(v, Ordering::Release);
+    }
+
+    /// Forgets the overlay of `slot` (the slot is being handed out anew).
+    #[inline]
+    pub(crate) fn clear(&self, slot: u64) {
+        let w = self.word(slot);
+        if w.load(Ordering::Relaxed) != 0 {
+            w.store(0, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for OverlayTable {
+    fn drop(&mut self) {
+        // SAFETY: unmapping what `new` mapped; no reference outlives `self`.
+        unsafe {
+            libc::munmap(self.ptr.cast(), (self.slots.max(1) * 4) as usize);
+        }
+    }
+}
+
+/// Where the writer is in an overlay page: entries, and the offset where
+/// the values begin. Saved before a transaction's first append, so that
+/// giving the transaction up cuts its entries off (`OverlayPage::cut`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Mark {
+    pub(crate) entries: u32,
+    pub(crate) values_at: u32,
+}
+
+/// One overlay page in the arena: `ptr` to its `page_size` bytes. Made by
+/// the arena only, for a slot that holds an overlay (see the module doc
+/// for who may call what).
+pub(crate) struct OverlayPage<'a> {
+    pub(crate) ptr: *mut u8,
+    pub(crate) page_size: usize,
+    /// The arena the page lies in, borrowed.
+    pub(crate) arena: PhantomData<&'a [u8]>,
+}
+
+impl<'a> OverlayPage<'a> {
+    fn txn_word(&self, entry: usize) -> Option<&AtomicU64> {
+        let at = WRITER_WORD + entry * ENTRY_HEADER;
+        if at + ENTRY_HEADER > self.page_size {
+            return None;
+        }
+        // SAFETY: in the page (checked), 8-aligned (the page is, and so are
+        // `at`'s terms); header txn words are only accessed atomically.
+        Some(unsafe { &*(self.ptr.add(at) as *const AtomicU64) })
+    }
+
+    /// Starts loading the page's first line (the writer's word and the
+    /// first headers) without waiting for it: an append reads it first.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `_mm_prefetch` needs SSE, in the x86_64 baseline; a
+        // prefetch reads nothing and cannot fault, and this address is in
+        // the arena's mapping anyway.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(self.ptr.cast::<i8>());
+        }
+    }
+
+    /// Writer: an empty overlay.
+    pub(crate) fn init(&self) {
+        self.set_mark(Mark {
+            entries: 0,
+            values_at: self.page_size as u32,
+        });
+        self.txn_word(0)
+            .expect("a page holds a header")
+            .store(0, Ordering::Release);
+    }
+
+    /// Writer: where it is (the writer's word).
+    pub(crate) fn mark(&self) -> Mark {
+        // SAFETY: the writer's word is read and written by the one writer
+        // only (module doc).
+        let w = unsafe { std::ptr::read(self.ptr as *const [u32; 2]) };
+        Mark {
+            entries: w[0],
+            values_at: w[1],
+        }
+    }
+
+    fn set_mark(&self, m: Mark) {
+        // SAFETY: as for `mark`.
+        unsafe { std::ptr::write(self.ptr as *mut [u32; 2], [m.entries, m.values_at]) };
+    }
+
+    /// Writer: appends entry `index` = `value`, written by `txn`. False
+    /// when the overlay has no room for it.
+    pub(crate) fn append(&self, index: u16, value: &[u8], txn: u64) -> bool {
+        assert!(txn != 0 && value.len() <= MAX_OVERLAY_VALUE);
+        let m = self.mark();
+        let entries = m.entries as usize;
+        let headers_end = WRITER_WORD + (entries + 2) * ENTRY_HEADER;
+        let values_at = m.values_at as usize;
+        if entries + 1 >= MAX_ENTRIES || values_at < headers_end + value.len() {
+            return false;
+        }
+        let at = values_at - value.len();
+        let header = WRITER_WORD + entries * ENTRY_HEADER;
+        // SAFETY: `at..values_at` and the header's fields lie in the page
+        // (checked above) and belong to no entry a reader may read: they
+        // are past the list's end (module doc).
+        unsafe {
+            std::ptr::copy_nonoverlapping(value.as_ptr(), self.ptr.add(at), value.len());
+            let fields = self.ptr.add(header + 8);
+            std::ptr::write_unaligned(fields as *mut u16, index);
+            std::ptr::write_unaligned(fields.add(2) as *mut u16, value.len() as u16);
+            std::ptr::write_unaligned(fields.add(4) as *mut u32, at as u32);
+        }
+        self.txn_word(entries + 1)
+            .expect("room checked")
+            .store(0, Ordering::Relaxed);
+        self.txn_word(entries)
+            .expect("room checked")
+            .store(txn, Ordering::Release);
+        self.set_mark(Mark {
+            entries: entries as u32 + 1,
+            values_at: at as u32,
+        });
+        true
+    }
+
+    /// Writer: cuts the entries off back to `m` (a transaction given up).
+    pub(crate) fn cut(&self, m: Mark) {
+        self.txn_word(m.entries as usize)
+            .expect("a mark lies within the page")
+            .store(0, Ordering::Release);
+        self.set_mark(m);
+    }
+
+    /// The entries visible at `bound` (txn <= bound), oldest first, as
+    /// (index, value). A reader's bound is its snapshot's txn; the writer's
+    /// is `u64::MAX` (its own entries too). An entry whose fields do not
+    /// fit the page is damage: `Err`.
+    pub(crate) fn visit(
+        &self,
+        bound: u64,
+        mut f: impl FnMut(u16, &'a [u8]) -> Result<()>,
+    ) -> Result<()> {
+        for entry in 0..MAX_ENTRIES {
+            let Some(word) = self.txn_word(entry) else {
+                break;
+            };
+            let txn = word.load(Ordering::Acquire);
+            if txn == 0 || txn > bound {
+                break;
+            }
+            let header = WRITER_WORD + entry * ENTRY_HEADER;
+            // SAFETY: the entry is complete and not written again while
+            // visible (module doc); the fields lie in the page (the header
+            // does, `txn_word` checked).
+            let (index, len, at) = unsafe {
+                let fields = self.ptr.add(header + 8);
+                (
+                    std::ptr::read_unaligned(fields as *const u16),
+                    std::ptr::read_unaligned(fields.add(2) as *const u16) as usize,
+                    std::ptr::read_unaligned(fields.add(4) as *const u32) as usize,
+                )
+            };
+            if at < header + ENTRY_HEADER || at + len > self.page_size {
+                return Err(Error::Corrupted {
+                    page: None,
+                    detail: format!("overlay entry {entry} lies outside its page"),
+                });
+            }
+            // SAFETY: in the page (checked); immutable while visible.
+            let value = unsafe { std::slice::from_raw_parts(self.ptr.add(at), len) };
+            f(index, value)?;
+        }
+        Ok(())
+    }
+
+    /// The newest value of entry `index` visible at `bound`.
+    #[inline]
+    pub(crate) fn value(&self, index: usize, bound: u64) -> Result<Option<&'a [u8]>> {
+        let mut found = None;
+        self.visit(bound, |i, v| {
+            if usize::from(i) == index {
+                found = Some(v);
+            }
+            Ok(())
+        })?;
+        Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::storage::arena::{Arena, ArenaSpace, ARENA_BIT};
+
+    #[test]
+    fn readers_see_the_entries_of_their_snapshot_and_cut_entries_never() {
+        let arena = Arena::new(4096, 64 * 4096).unwrap();
+        let mut space = ArenaSpace::default();
+        let leaf = space.alloc(&arena, 1, u64::MAX, 3, false).unwrap().pgno();
+        assert!(arena.overlay(leaf).is_none());
+        let fresh = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
+        let page = arena.attach_overlay(leaf, fresh);
+        assert!(page.append(5, b"at 4", 4));
+        assert!(page.append(6, b"six", 4));
+        let before_5 = page.mark();
+        assert!(page.append(5, b"at 5", 5));
+        let page = arena.overlay(leaf).unwrap();
+        assert_eq!(page.value(5, 3).unwrap(), None, "older than every entry");
+        assert_eq!(page.value(5, 4).unwrap(), Some(&b"at 4"[..]));
+        assert_eq!(page.value(5, 5).unwrap(), Some(&b"at 5"[..]));
+        assert_eq!(page.value(5, u64::MAX).unwrap(), Some(&b"at 5"[..]));
+        assert_eq!(page.value(6, 9).unwrap(), Some(&b"six"[..]));
+        assert_eq!(page.value(7, 9).unwrap(), None);
+        // Txn 5 given up: its entry is cut off, and a later txn 5 that
+        // appends nothing leaves nothing of it visible.
+        page.cut(before_5);
+        assert_eq!(page.value(5, u64::MAX).unwrap(), Some(&b"at 4"[..]));
+        assert!(page.append(6, b"new", 5));
+        assert_eq!(page.value(6, 5).unwrap(), Some(&b"new"[..]));
+        assert_eq!(page.value(5, 5).unwrap(), Some(&b"at 4"[..]));
+        // The table forgets the overlay when the leaf's slot is handed out
+        // again.
+        space.retire(leaf, 1, 9);
+        space.retire(arena.overlay_pgno(leaf).unwrap(), 1, 9);
+        assert_eq!(space.live_pages(), 0);
+        space.release(&[]);
+        let again = space.alloc(&arena, 1, u64::MAX, 10, false).unwrap().pgno();
+        let other = space.alloc(&arena, 1, u64::MAX, 10, false).unwrap().pgno();
+        assert!(arena.overlay(again).is_none() && arena.overlay(other).is_none());
+        assert_eq!(leaf & ARENA_BIT, ARENA_BIT);
+    }
+
+    #[test]
+    fn an_overlay_refuses_entries_past_its_room() {
+        let arena = Arena::new(1024, 64 * 1024).unwrap();
+        let mut space = ArenaSpace::default();
+        let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
+        let fresh = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
+        let page = arena.attach_overlay(leaf, fresh);
+        let value = [7u8; 100];
+        let mut n = 0;
+        while page.append(n, &value, 2) {
+            n += 1;
+        }
+        // 1 KiB: 16 bytes of the writer's, then 16 of header and 100 of
+        // value each, with room for the closing header.
+        assert_eq!(n, 8);
+        for i in 0..n {
+            assert_eq!(page.value(usize::from(i), 2).unwrap(), Some(&value[..]));
+        }
+        assert!(page.append(0, b"", 2), "an empty value still fits");
+        assert_eq!(page.value(0, 2).unwrap(), Some(&b""[..]));
+    }
+}

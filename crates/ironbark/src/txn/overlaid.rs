@@ -1,0 +1,105 @@
+//! Same-size overwrites as value overlays: the write transaction's side of
+//! `storage::overlay`.
+//!
+//! A put whose key is in a published arena leaf, holding an inline value of
+//! the new value's length, appends the value to the leaf's overlay instead
+//! of copying the leaf and its path. It is tried only where it can pay: a
+//! transaction that may be logged (overlays live in the arena, which only
+//! logged commits use), with no savepoint taken (a rollback to one would
+//! have to cut overlays too), and for values up to `MAX_OVERLAY_VALUE`. A
+//! transaction whose puts keep finding no such leaf (inserts, leaves it
+//! already copied) stops looking after a few (`txn::overlay_undo`).
+//!
+//! Invariant: every overlay entry this transaction appends is recorded
+//! in its `OverlayUndo` (`txn::overlay_undo`) before `put_overlaid`
+//! returns, so that it is cut off again unless the transaction commits.
+
+use crate::btree::page::{LeafValue, DIRTY_BIT};
+use crate::btree::search::find_leaf;
+use crate::error::Result;
+use crate::pages::WriteSource;
+use crate::storage::arena::ARENA_BIT;
+use crate::storage::overlay::MAX_OVERLAY_VALUE;
+use crate::txn::logged::arena_bound;
+use crate::txn::write::WriteTxn;
+
+impl<'db> WriteTxn<'db> {
+    /// `put` of `value` into tree `i` (the catalog's index) as a value
+    /// overlay, if `key` holds an inline value of the same length in a
+    /// published arena leaf: `Ok(true)`, no page copied. `Ok(false)`, with
+    /// nothing changed, when it does not (the caller puts as usual).
+    pub(crate) fn put_overlaid(&mut self, i: usize, key: &[u8], value: &[u8]) -> Result<bool> {
+        if !self.logging
+            || !self.savepoints.is_empty()
+            || value.len() > MAX_OVERLAY_VALUE
+            || self.overlays.gave_up()
+        {
+            return Ok(false);
+        }
+        let root = self.catalog.trees[i].state.root;
+        if self.base.source.arena.is_none() {
+            return Ok(false);
+        }
+        // The snapshot's arena is the process's (`Shared::arena`, set once).
+        let shared: &'db crate::txn::shared::Shared = self.shared;
+        let Some(arena) = shared.arena.get().and_then(|a| a.as_deref()) else {
+            return Ok(false);
+        };
+        debug_assert!(self
+            .base
+            .source
+            .arena
+            .as_deref()
+            .is_some_and(|a| std::ptr::eq(a, arena)));
+        if root.is_empty() {
+            return Ok(false);
+        }
+        let src = WriteSource {
+            base: &self.base.source,
+            dirty: &self.dirty,
+        };
+        let leaf = find_leaf(&src, root, key)?;
+        let existing = arena.overlay(leaf.pgno);
+        if let Some(page) = &existing {
+            // Loads while the leaf is searched.
+            page.prefetch();
+        }
+        let mut index = None;
+        if leaf.pgno & (ARENA_BIT | DIRTY_BIT) == ARENA_BIT && leaf.is_leaf {
+            if let Ok(i) = leaf.search_leaf(key)? {
+                if let (_, LeafValue::Inline(old)) = leaf.leaf_entry(i)? {
+                    if old.len() == value.len() {
+                        index = Some(i);
+                    }
+                }
+            }
+        }
+        let Some(index) = index else {
+            self.overlays.missed();
+            return Ok(false);
+        };
+        if !self.overlays.has_room_for(leaf.pgno) {
+            return Ok(false);
+        }
+        let page = match existing {
+            Some(page) => page,
+            None => {
+                let w = &mut *self.writer;
+                let ps = self.shared.limits.page_size as u64;
+                let limit = arena_bound(ps, self.base.meta.page_count);
+                let Some(fresh) = w.arena_space.alloc_overlay(arena, leaf.pgno, limit) else {
+                    return Ok(false);
+                };
+                arena.attach_overlay(leaf.pgno, fresh)
+            }
+        };
+        let mark = page.mark();
+        let index = u16::try_from(index).expect("a leaf holds fewer than 2^16 entries");
+        if !page.append(index, value, self.base.txn() + 1) {
+            // Full: the put copies the leaf, applying the overlay.
+            return Ok(false);
+        }
+        self.overlays.record(arena, leaf.pgno, mark);
+        Ok(true)
+    }
+}

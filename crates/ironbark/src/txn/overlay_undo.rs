@@ -1,0 +1,85 @@
+//! The undo list of a write transaction's value overlays
+//! (`storage::overlay`, `txn::overlaid`): where each overlay it appended
+//! to stood before, so that its entries are cut off unless it commits.
+//!
+//! Invariant: the cut happens while the writer lock is still held (the
+//! list drops inside `commit::commit`, or as a field of the transaction
+//! declared before its `WriterGuard`), so no other transaction and no
+//! checkpoint ever sees an entry of a transaction that did not commit.
+//! Apart from `txn/write.rs`, so that it does not import `txn/overlaid.rs`,
+//! which adds methods to `WriteTxn`.
+
+use crate::storage::arena::Arena;
+use crate::storage::overlay::Mark;
+
+/// Puts that found no leaf to overlay after which a transaction that has
+/// overlaid nothing stops looking (each look is a descent).
+const MISSES_BEFORE_GIVING_UP: u32 = 8;
+
+/// Overlays one transaction appends to at most: its undo list lives inline
+/// (no allocation per transaction). A transaction that overwrites in more
+/// leaves copies the rest, as before overlays.
+const MAX_TOUCHED: usize = 16;
+
+/// The overlay entries a write transaction appended, to cut them off
+/// unless it commits (see the module doc).
+#[derive(Default)]
+pub(crate) struct OverlayUndo<'db> {
+    /// The process's arena (`Shared::arena`, set once): borrowed, not
+    /// counted, since an atomic count here would wait for the append's
+    /// stores to reach the cache.
+    arena: Option<&'db Arena>,
+    /// (leaf page number, the mark of its overlay before the first append).
+    marks: [(u64, Mark); MAX_TOUCHED],
+    touched: usize,
+    /// Values overlaid.
+    pub(crate) overlaid: u64,
+    misses: u32,
+}
+
+impl<'db> OverlayUndo<'db> {
+    /// Whether the transaction stopped looking for leaves to overlay.
+    pub(crate) fn gave_up(&self) -> bool {
+        self.overlaid == 0 && self.misses >= MISSES_BEFORE_GIVING_UP
+    }
+
+    /// Whether an append to the overlay of `leaf` can be recorded.
+    pub(crate) fn has_room_for(&self, leaf: u64) -> bool {
+        self.touched < MAX_TOUCHED || self.marks[..self.touched].iter().any(|m| m.0 == leaf)
+    }
+
+    /// Records an append to the overlay of `leaf`, which stood at `mark`.
+    pub(crate) fn record(&mut self, arena: &'db Arena, leaf: u64, mark: Mark) {
+        self.arena = Some(arena);
+        if !self.marks[..self.touched].iter().any(|m| m.0 == leaf) {
+            assert!(self.touched < MAX_TOUCHED, "room checked");
+            self.marks[self.touched] = (leaf, mark);
+            self.touched += 1;
+        }
+        self.overlaid += 1;
+    }
+
+    /// A put found no leaf to overlay.
+    pub(crate) fn missed(&mut self) {
+        self.misses += 1;
+    }
+
+    /// The transaction committed: its entries stay.
+    pub(crate) fn keep(&mut self) {
+        self.touched = 0;
+    }
+}
+
+impl Drop for OverlayUndo<'_> {
+    fn drop(&mut self) {
+        let Some(arena) = self.arena else {
+            return;
+        };
+        for &(leaf, mark) in self.marks[..self.touched].iter().rev() {
+            let page = arena
+                .overlay(leaf)
+                .expect("an overlay appended to stays attached to its leaf");
+            page.cut(mark);
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! Value overlays (docs/design.md, "Value overlays"): a same-size
+//! overwrite of a key whose leaf is a published arena page keeps the new
+//! value beside the leaf instead of copying the leaf and its path. What is
+//! checked: such overwrites are overlaid (the counter moves, and no page
+//! is copied for them), every reader sees exactly its snapshot's values
+//! through `get` and through cursors in both directions, an aborted or
+//! failed transaction's overlaid values never show, a savepoint's rollback
+//! undoes overwrites, overlays that fill up are folded into a copy of the
+//! leaf, and checkpoints, reopens and crash images (log replay) keep every
+//! committed value; `check` passes throughout.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{temp_db, Images, Rng};
+use ironbark::{Database, Durability, Options, ReadTxn, Tree};
+
+/// A tree's entries, as a model.
+type Entries = BTreeMap<Vec<u8>, Vec<u8>>;
+
+const KEYS: u32 = 3_000;
+const VALUE_LEN: usize = 40;
+
+fn key(i: u32) -> [u8; 4] {
+    i.to_be_bytes()
+}
+
+/// A value of `VALUE_LEN` bytes naming key `i` and version `v`.
+fn value(i: u32, v: u32) -> Vec<u8> {
+    let mut out = format!("key {i:>6} version {v:>8}").into_bytes();
+    out.resize(VALUE_LEN, b'.');
+    out
+}
+
+fn options() -> Options {
+    Options {
+        durability: Durability::None,
+        ..Options::default()
+    }
+}
+
+/// A database with keys `0..KEYS` at version 0, then each overwritten once
+/// in single-put commits, so that every leaf is a published arena page.
+fn arena_resident(path: &std::path::Path) -> (Database, Tree, BTreeMap<u32, Vec<u8>>) {
+    let db = Database::open_with(path, &options()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..KEYS {
+        tx.put(&tree, &key(i), &value(i, 0)).unwrap();
+        model.insert(i, value(i, 0));
+    }
+    tx.commit().unwrap();
+    for i in (0..KEYS).step_by(7) {
+        let mut tx = db.begin_write().unwrap();
+        tx.put(&tree, &key(i), &value(i, 1)).unwrap();
+        tx.commit().unwrap();
+        model.insert(i, value(i, 1));
+    }
+    (db, tree, model)
+}
+
+/// Asserts that `rx` sees exactly `model`: by `get` of every key, and by
+/// full scans forward and backward.
+fn assert_sees(rx: &ReadTxn, tree: &Tree, model: &BTreeMap<u32, Vec<u8>>, what: &str) {
+    for (i, v) in model {
+        assert_eq!(
+            rx.get(tree, &key(*i)).unwrap(),
+            Some(&v[..]),
+            "{what}: get of key {i}"
+        );
+    }
+    let forward: Vec<(Vec<u8>, Vec<u8>)> = rx
+        .iter(tree)
+        .unwrap()
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect();
+    let expected: Vec<(Vec<u8>, Vec<u8>)> = model
+        .iter()
+        .map(|(i, v)| (key(*i).to_vec(), v.clone()))
+        .collect();
+    assert_eq!(forward, expected, "{what}: forward scan");
+    let backward: Vec<(Vec<u8>, Vec<u8>)> = rx
+        .iter(tree)
+        .unwrap()
+        .rev()
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect();
+    let mut reversed = expected;
+    reversed.reverse();
+    assert_eq!(backward, reversed, "{what}: backward scan");
+}
+
+fn overlaid(db: &Database) -> u64 {
+    db.counters().values_overlaid
+}
+
+#[test]
+fn same_size_overwrites_are_overlaid_and_each_snapshot_sees_its_own_values() {
+    let t = temp_db("overlays.ib");
+    let (db, tree, mut model) = arena_resident(&t.path);
+    let start = overlaid(&db);
+    let mut snapshots = vec![(db.begin_read().unwrap(), model.clone())];
+    let mut rng = Rng::new(11);
+    let pages_before = db.counters().pages_written;
+    for round in 1..=2_000u32 {
+        let mut tx = db.begin_write().unwrap();
+        let i = rng.below(u64::from(KEYS)) as u32;
+        tx.put(&tree, &key(i), &value(i, round + 1)).unwrap();
+        // The transaction reads its own overlaid value.
+        assert_eq!(
+            tx.get(&tree, &key(i)).unwrap(),
+            Some(&value(i, round + 1)[..])
+        );
+        tx.commit().unwrap();
+        model.insert(i, value(i, round + 1));
+        if round % 500 == 0 {
+            snapshots.push((db.begin_read().unwrap(), model.clone()));
+        }
+    }
+    let after = overlaid(&db) - start;
+    // Most of the 2,000 overwrites find their leaf in the arena; those
+    // whose overlay was full copied the leaf instead.
+    assert!(
+        after > 1_500,
+        "only {after} of 2000 overwrites were overlaid"
+    );
+    assert_eq!(
+        db.counters().pages_written,
+        pages_before,
+        "logged overwrites wrote pages"
+    );
+    for (n, (rx, m)) in snapshots.iter().enumerate() {
+        assert_sees(rx, &tree, m, &format!("snapshot {n}"));
+    }
+    assert_sees(&db.begin_read().unwrap(), &tree, &model, "newest");
+    drop(snapshots);
+    db.check().unwrap();
+    db.checkpoint().unwrap();
+    assert_sees(
+        &db.begin_read().unwrap(),
+        &tree,
+        &model,
+        "after a checkpoint",
+    );
+    db.check().unwrap();
+    drop(db);
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    let rx = db.begin_read().unwrap();
+    assert_sees(&rx, &rx.tree("t").unwrap(), &model, "reopened");
+    drop(rx);
+    db.check().unwrap();
+}
+
+#[test]
+fn aborted_and_rolled_back_overwrites_never_show() {
+    let t = temp_db("undo.ib");
+    let (db, tree, model) = arena_resident(&t.path);
+    let before = overlaid(&db);
+    // An overlaid overwrite, then an abort: the value stays, for readers
+    // and for the next transaction, which overlays the same leaf again.
+    for i in [0u32, 7, 14, 700] {
+        let mut tx = db.begin_write().unwrap();
+        tx.put(&tree, &key(i), &value(i, 99)).unwrap();
+        tx.put(&tree, &key(i + 1), &value(i + 1, 99)).unwrap();
+        assert_eq!(tx.get(&tree, &key(i)).unwrap(), Some(&value(i, 99)[..]));
+        tx.abort();
+        assert_sees(&db.begin_read().unwrap(), &tree, &model, "after an abort");
+        let tx = db.begin_write().unwrap();
+        assert_eq!(tx.get(&tree, &key(i)).unwrap(), Some(&model[&i][..]));
+        drop(tx);
+    }
+    assert_eq!(overlaid(&db), before, "an aborted overwrite was counted");
+    // The same leaves, overwritten and committed after the aborts.
+    let mut model = model;
+    for i in [0u32, 7, 14, 700] {
+        let mut tx = db.begin_write().unwrap();
+        tx.put(&tree, &key(i), &value(i, 5)).unwrap();
+        tx.commit().unwrap();
+        model.insert(i, value(i, 5));
+    }
+    assert!(overlaid(&db) >= before + 4);
+    assert_sees(&db.begin_read().unwrap(), &tree, &model, "after commits");
+    // A savepoint's rollback undoes an overwrite made after it.
+    let mut tx = db.begin_write().unwrap();
+    tx.put(&tree, &key(21), &value(21, 50)).unwrap();
+    model.insert(21, value(21, 50));
+    let sp = tx.savepoint().unwrap();
+    tx.put(&tree, &key(28), &value(28, 51)).unwrap();
+    tx.rollback_to(&sp).unwrap();
+    assert_eq!(tx.get(&tree, &key(28)).unwrap(), Some(&model[&28][..]));
+    tx.commit().unwrap();
+    assert_sees(&db.begin_read().unwrap(), &tree, &model, "after a rollback");
+    db.check().unwrap();
+    drop(db);
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    let rx = db.begin_read().unwrap();
+    assert_sees(&rx, &rx.tree("t").unwrap(), &model, "reopened");
+}
+
+#[test]
+fn a_crash_image_replays_overlaid_overwrites() {
+    let t = temp_db("crash.ib");
+    let (db, tree, mut model) = arena_resident(&t.path);
+    let start = overlaid(&db);
+    let mut rng = Rng::new(5);
+    let mut images = Vec::new();
+    for round in 0..600u32 {
+        let mut tx = db.begin_write().unwrap();
+        if round % 50 == 0 {
+            tx.set_durability(Durability::Immediate);
+        }
+        for _ in 0..1 + rng.below(3) {
+            let i = rng.below(u64::from(KEYS)) as u32;
+            tx.put(&tree, &key(i), &value(i, round + 10)).unwrap();
+            model.insert(i, value(i, round + 10));
+        }
+        tx.commit().unwrap();
+        if round % 100 == 99 {
+            // The files as a crash would leave them: every commit is in the
+            // log (written through its map), none of the overlays in a file.
+            images.push((Images::read(&t.path), model.clone()));
+        }
+    }
+    assert!(overlaid(&db) - start > 500);
+    drop(db);
+    for (n, (image, m)) in images.iter().enumerate() {
+        let c = temp_db("image.ib");
+        image.write(&c.path);
+        let db = Database::open_with(&c.path, &options()).unwrap();
+        let rx = db.begin_read().unwrap();
+        let tree = rx.tree("t").unwrap();
+        assert_sees(&rx, &tree, m, &format!("crash image {n}"));
+        drop(rx);
+        db.check().unwrap();
+    }
+}
+
+#[test]
+fn overwrites_mixed_with_inserts_deletes_and_other_lengths_agree_with_a_model() {
+    let t = temp_db("mixed.ib");
+    let (db, tree, model) = arena_resident(&t.path);
+    let mut model: Entries = model
+        .into_iter()
+        .map(|(i, v)| (key(i).to_vec(), v))
+        .collect();
+    let mut rng = Rng::new(3);
+    let mut held: Vec<(ReadTxn, Entries)> = Vec::new();
+    for round in 0..3_000u32 {
+        let mut tx = db.begin_write().unwrap();
+        let mut staged = model.clone();
+        for _ in 0..1 + rng.below(4) {
+            let k = key(rng.below(u64::from(KEYS) + 200) as u32).to_vec();
+            match rng.below(10) {
+                0 => {
+                    tx.delete(&tree, &k).unwrap();
+                    staged.remove(&k);
+                }
+                1 => {
+                    // Another length: a copy of the leaf, never an overlay.
+                    let len = 1 + rng.below(80) as usize;
+                    let v = rng.bytes(len);
+                    tx.put(&tree, &k, &v).unwrap();
+                    staged.insert(k, v);
+                }
+                _ => {
+                    let len = staged.get(&k).map_or(VALUE_LEN, Vec::len);
+                    let v = rng.bytes(len);
+                    tx.put(&tree, &k, &v).unwrap();
+                    staged.insert(k, v);
+                }
+            }
+        }
+        if rng.chance(10) {
+            tx.abort();
+        } else {
+            tx.commit().unwrap();
+            model = staged;
+        }
+        if round % 400 == 0 {
+            held.push((db.begin_read().unwrap(), model.clone()));
+        }
+        if round % 1_000 == 999 {
+            db.checkpoint().unwrap();
+        }
+    }
+    assert!(overlaid(&db) > 1_000, "{} overlaid", overlaid(&db));
+    for (n, (rx, m)) in held.iter().enumerate() {
+        let seen: Entries = rx
+            .iter(&tree)
+            .unwrap()
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+            .collect();
+        assert_eq!(&seen, m, "held snapshot {n}");
+        for (k, v) in m {
+            assert_eq!(rx.get(&tree, k).unwrap(), Some(&v[..]), "held {n}");
+        }
+    }
+    drop(held);
+    db.check().unwrap();
+    drop(db);
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    let rx = db.begin_read().unwrap();
+    let tree = rx.tree("t").unwrap();
+    let seen: Entries = rx
+        .iter(&tree)
+        .unwrap()
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect();
+    assert_eq!(seen, model, "reopened");
+}
