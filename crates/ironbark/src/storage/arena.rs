@@ -719,7 +719,7 @@ impl ArenaSpace {
             slot + pages <= self.next
         });
         self.set_live(slot, pages, false);
-        if is_set(&self.overlay_bits, slot) {
+        if self.overlay_count > 0 && is_set(&self.overlay_bits, slot) {
             flip(&mut self.overlay_bits, slot, false);
             self.overlay_count -= 1;
         }

@@ -15,11 +15,15 @@
 //! Which leaf has an overlay: the *overlay table*, one word per arena slot
 //! (a reserved anonymous mapping beside the arena), `overlay slot + 1` or 0.
 //!
-//! An overlay page: bytes 0..16 are the writer's (the entry count and where
-//! the values begin; no reader reads them), then entry headers of 16 bytes
-//! from byte 16 up (txn: u64, index: u16, length: u16, value offset: u32),
-//! values packed from the page's end down. After the last entry a header
-//! whose txn is 0 ends the list.
+//! An overlay page: bytes 0..8 are a filter of the indexes that have
+//! entries (bit `index % 64`, only ever set until the page is reused: a
+//! reader of an index whose bit is clear reads nothing else), alone in
+//! their cache line, which the writer writes only when a bit is new;
+//! bytes 64..72 are the writer's (the entry count and where the values
+//! begin; no reader reads them); entry headers of 16 bytes from byte 128
+//! up (txn: u64, index: u16, length: u16, value offset: u32), values
+//! packed from the page's end down. After the last entry a header whose
+//! txn is 0 ends the list.
 //!
 //! The protocol, which makes the reads sound while the writer appends:
 //! - a header's txn word is only ever read and written atomically; a
@@ -48,14 +52,16 @@ use crate::error::{Error, Result};
 /// small values, and a long value is better written into a copy.
 pub(crate) const MAX_OVERLAY_VALUE: usize = 512;
 
-/// Bytes of the writer's word at the start of an overlay page, and of each
-/// entry header.
-const WRITER_WORD: usize = 16;
+/// Bytes before the first entry header (the filter and the writer's word,
+/// a cache line each), and bytes of each entry header.
+const FIRST_HEADER: usize = 128;
+/// Where the writer's word lies (its own cache line).
+const WRITER_WORD_AT: usize = 64;
 const ENTRY_HEADER: usize = 16;
 
 /// Entries an overlay holds at most, whatever its room for values: a
 /// reader scans every header, so the list stays a few cache lines.
-pub(crate) const MAX_ENTRIES: usize = 48;
+pub(crate) const MAX_ENTRIES: usize = 32;
 
 /// One word per arena slot: `overlay slot + 1` for a leaf slot with an
 /// overlay, else 0. A reserved anonymous mapping: only the words of slots
@@ -64,6 +70,13 @@ pub(crate) const MAX_ENTRIES: usize = 48;
 pub(crate) struct OverlayTable {
     ptr: *mut AtomicU32,
     slots: u64,
+    /// Words set now. While it is 0 no look-up reads the table: an arena
+    /// with no overlay (random inserts, deletes) pays one load of this
+    /// line, not a miss in the table per page. A reader that can see an
+    /// overlay entry sees it non-zero: it was raised before the entry's
+    /// commit was published, and is lowered for that overlay only when
+    /// its leaf's slot is handed out again, after no reader sees the leaf.
+    attached: AtomicU64,
 }
 
 // SAFETY: the table is only accessed through atomics.
@@ -93,6 +106,7 @@ impl OverlayTable {
         Ok(OverlayTable {
             ptr: ptr.cast(),
             slots,
+            attached: AtomicU64::new(0),
         })
     }
 
@@ -106,6 +120,9 @@ impl OverlayTable {
     /// The overlay slot of leaf slot `slot`, if it has one.
     #[inline]
     pub(crate) fn get(&self, slot: u64) -> Option<u64> {
+        if self.attached.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
         match self.word(slot).load(Ordering::Acquire) {
             0 => None,
             v => Some(u64::from(v) - 1),
@@ -115,15 +132,20 @@ impl OverlayTable {
     /// Gives leaf slot `slot` the overlay in slot `overlay` (initialized).
     pub(crate) fn set(&self, slot: u64, overlay: u64) {
         let v = u32::try_from(overlay + 1).expect("arena slots fit in 32 bits");
+        self.attached.fetch_add(1, Ordering::Relaxed);
         self.word(slot).store(v, Ordering::Release);
     }
 
     /// Forgets the overlay of `slot` (the slot is being handed out anew).
     #[inline]
     pub(crate) fn clear(&self, slot: u64) {
+        if self.attached.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         let w = self.word(slot);
         if w.load(Ordering::Relaxed) != 0 {
             w.store(0, Ordering::Release);
+            self.attached.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -158,7 +180,7 @@ pub(crate) struct OverlayPage<'a> {
 
 impl<'a> OverlayPage<'a> {
     fn txn_word(&self, entry: usize) -> Option<&AtomicU64> {
-        let at = WRITER_WORD + entry * ENTRY_HEADER;
+        let at = FIRST_HEADER + entry * ENTRY_HEADER;
         if at + ENTRY_HEADER > self.page_size {
             return None;
         }
@@ -181,12 +203,19 @@ impl<'a> OverlayPage<'a> {
         }
     }
 
+    fn filter(&self) -> &AtomicU64 {
+        // SAFETY: bytes 0..8 of the page (which is longer, and 8-aligned),
+        // only ever accessed atomically.
+        unsafe { &*(self.ptr as *const AtomicU64) }
+    }
+
     /// Writer: an empty overlay.
     pub(crate) fn init(&self) {
         self.set_mark(Mark {
             entries: 0,
             values_at: self.page_size as u32,
         });
+        self.filter().store(0, Ordering::Release);
         self.txn_word(0)
             .expect("a page holds a header")
             .store(0, Ordering::Release);
@@ -196,7 +225,7 @@ impl<'a> OverlayPage<'a> {
     pub(crate) fn mark(&self) -> Mark {
         // SAFETY: the writer's word is read and written by the one writer
         // only (module doc).
-        let w = unsafe { std::ptr::read(self.ptr as *const [u32; 2]) };
+        let w = unsafe { std::ptr::read(self.ptr.add(WRITER_WORD_AT) as *const [u32; 2]) };
         Mark {
             entries: w[0],
             values_at: w[1],
@@ -205,7 +234,12 @@ impl<'a> OverlayPage<'a> {
 
     fn set_mark(&self, m: Mark) {
         // SAFETY: as for `mark`.
-        unsafe { std::ptr::write(self.ptr as *mut [u32; 2], [m.entries, m.values_at]) };
+        unsafe {
+            std::ptr::write(
+                self.ptr.add(WRITER_WORD_AT) as *mut [u32; 2],
+                [m.entries, m.values_at],
+            )
+        };
     }
 
     /// Writer: appends entry `index` = `value`, written by `txn`. False
@@ -214,13 +248,13 @@ impl<'a> OverlayPage<'a> {
         assert!(txn != 0 && value.len() <= MAX_OVERLAY_VALUE);
         let m = self.mark();
         let entries = m.entries as usize;
-        let headers_end = WRITER_WORD + (entries + 2) * ENTRY_HEADER;
+        let headers_end = FIRST_HEADER + (entries + 2) * ENTRY_HEADER;
         let values_at = m.values_at as usize;
         if entries + 1 >= MAX_ENTRIES || values_at < headers_end + value.len() {
             return false;
         }
         let at = values_at - value.len();
-        let header = WRITER_WORD + entries * ENTRY_HEADER;
+        let header = FIRST_HEADER + entries * ENTRY_HEADER;
         // SAFETY: `at..values_at` and the header's fields lie in the page
         // (checked above) and belong to no entry a reader may read: they
         // are past the list's end (module doc).
@@ -234,6 +268,13 @@ impl<'a> OverlayPage<'a> {
         self.txn_word(entries + 1)
             .expect("room checked")
             .store(0, Ordering::Relaxed);
+        // One writer: a load and a store, no read-modify-write, and none
+        // when the bit is set (readers' copies of the line stay valid).
+        let filter = self.filter();
+        let bits = filter.load(Ordering::Relaxed);
+        if bits & 1 << (index % 64) == 0 {
+            filter.store(bits | 1 << (index % 64), Ordering::Release);
+        }
         self.txn_word(entries)
             .expect("room checked")
             .store(txn, Ordering::Release);
@@ -269,7 +310,7 @@ impl<'a> OverlayPage<'a> {
             if txn == 0 || txn > bound {
                 break;
             }
-            let header = WRITER_WORD + entry * ENTRY_HEADER;
+            let header = FIRST_HEADER + entry * ENTRY_HEADER;
             // SAFETY: the entry is complete and not written again while
             // visible (module doc); the fields lie in the page (the header
             // does, `txn_word` checked).
@@ -297,6 +338,9 @@ impl<'a> OverlayPage<'a> {
     /// The newest value of entry `index` visible at `bound`.
     #[inline]
     pub(crate) fn value(&self, index: usize, bound: u64) -> Result<Option<&'a [u8]>> {
+        if self.filter().load(Ordering::Acquire) & 1 << (index % 64) == 0 {
+            return Ok(None);
+        }
         let mut found = None;
         self.visit(bound, |i, v| {
             if usize::from(i) == index {
@@ -362,9 +406,9 @@ mod tests {
         while page.append(n, &value, 2) {
             n += 1;
         }
-        // 1 KiB: 16 bytes of the writer's, then 16 of header and 100 of
-        // value each, with room for the closing header.
-        assert_eq!(n, 8);
+        // 1 KiB: 128 bytes before the headers, then 16 of header and 100
+        // of value each, with room for the closing header.
+        assert_eq!(n, 7);
         for i in 0..n {
             assert_eq!(page.value(usize::from(i), 2).unwrap(), Some(&value[..]));
         }
