@@ -12,9 +12,10 @@
 use crate::storage::arena::Arena;
 use crate::storage::overlay::Mark;
 
-/// Puts that found no leaf to overlay after which a transaction that has
-/// overlaid nothing stops looking (each look is a descent).
-const MISSES_BEFORE_GIVING_UP: u32 = 8;
+/// Puts that found no leaf to overlay after which a transaction whose
+/// looks mostly miss (four times as often as they find one) stops looking:
+/// each look is a descent, wasted on an insert.
+const MISSES_BEFORE_GIVING_UP: u64 = 8;
 
 /// Overlays one transaction appends to at most: its undo list lives inline
 /// (no allocation per transaction). A transaction that overwrites in more
@@ -34,13 +35,13 @@ pub(crate) struct OverlayUndo<'db> {
     touched: usize,
     /// Values overlaid.
     pub(crate) overlaid: u64,
-    misses: u32,
+    misses: u64,
 }
 
 impl<'db> OverlayUndo<'db> {
     /// Whether the transaction stopped looking for leaves to overlay.
     pub(crate) fn gave_up(&self) -> bool {
-        self.overlaid == 0 && self.misses >= MISSES_BEFORE_GIVING_UP
+        self.misses >= MISSES_BEFORE_GIVING_UP && self.misses > 4 * self.overlaid
     }
 
     /// Whether an append to the overlay of `leaf` can be recorded.
