@@ -381,11 +381,11 @@ pub(crate) struct ArenaSpace {
     lent: Vec<u64>,
     lent_bits: Vec<u64>,
     lent_count: u64,
-    /// Live slots that hold value overlays (`storage::overlay`), by bit,
-    /// and their count. At most one per live leaf, they are left out of
-    /// the bounds (`limit`, `live_pages`): an overlay spares copies of its
-    /// leaf, and counting it would make checkpoints come twice as often.
-    overlay_bits: Vec<u64>,
+    /// Live slots that hold value overlays (`storage::overlay`): taken by
+    /// `alloc_overlay`, given back by `retire_overlay` or `retire_all`. At
+    /// most one per live leaf, they are left out of the bounds (`limit`,
+    /// `live_pages`): an overlay spares copies of its leaf, and counting
+    /// it would make checkpoints come twice as often.
     overlay_count: u64,
 }
 
@@ -468,6 +468,7 @@ impl ArenaSpace {
     /// Slots in use by the newest commit's trees (value overlays left
     /// out).
     pub(crate) fn live_pages(&self) -> u64 {
+        debug_assert!(self.overlay_count <= self.live_count);
         self.live_count - self.overlay_count
     }
 
@@ -661,13 +662,18 @@ impl ArenaSpace {
 
     /// A slot for the value overlay of live leaf `leaf`: born when the
     /// leaf was (a reader that sees the leaf may read its overlay, so it is
-    /// kept as long), and left out of the bounds (see `overlay_bits`).
+    /// kept as long), and left out of the bounds (see `overlay_count`).
     pub(crate) fn alloc_overlay(&mut self, arena: &Arena, leaf: u64, limit: u64) -> Option<Fresh> {
         let born = self.born_of(leaf);
         let fresh = self.alloc(arena, 1, limit, born, false)?;
-        flip(&mut self.overlay_bits, fresh.slot, true);
         self.overlay_count += 1;
         Some(fresh)
+    }
+
+    /// `retire` of the value overlay `pgno` (with its leaf).
+    pub(crate) fn retire_overlay(&mut self, pgno: u64, txn: u64) {
+        self.retire(pgno, 1, txn);
+        self.overlay_count -= 1;
     }
 
     /// The txn that wrote live slot `pgno` (an arena page number).
@@ -719,10 +725,6 @@ impl ArenaSpace {
             slot + pages <= self.next
         });
         self.set_live(slot, pages, false);
-        if self.overlay_count > 0 && is_set(&self.overlay_bits, slot) {
-            flip(&mut self.overlay_bits, slot, false);
-            self.overlay_count -= 1;
-        }
         let born = self.born[slot as usize];
         assert!(born < txn, "arena slot retired by the commit that wrote it");
         self.retired.push((slot, pages, born, txn));
@@ -746,6 +748,8 @@ impl ArenaSpace {
             }
         }
         debug_assert_eq!(self.live_count, 0);
+        // The overlays went with the rest.
+        self.overlay_count = 0;
     }
 
     /// Makes reusable every retired slot no reader of `protectors` (sorted

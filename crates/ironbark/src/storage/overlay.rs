@@ -385,7 +385,7 @@ mod tests {
         // The table forgets the overlay when the leaf's slot is handed out
         // again.
         space.retire(leaf, 1, 9);
-        space.retire(arena.overlay_pgno(leaf).unwrap(), 1, 9);
+        space.retire_overlay(arena.overlay_pgno(leaf).unwrap(), 9);
         assert_eq!(space.live_pages(), 0);
         space.release(&[]);
         let again = space.alloc(&arena, 1, u64::MAX, 10, false).unwrap().pgno();

@@ -320,7 +320,7 @@ fn write_placed(
             w.arena_space.retire(f.extent.start, f.extent.len, txn);
             // A leaf's value overlay goes with it (born when it was).
             if let Some(overlay) = arena.overlay_pgno(f.extent.start) {
-                w.arena_space.retire(overlay, 1, txn);
+                w.arena_space.retire_overlay(overlay, txn);
             }
         } else {
             w.logged_freed.push(*f);

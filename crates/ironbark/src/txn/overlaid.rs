@@ -8,7 +8,10 @@
 //! logged commits use), with no savepoint taken (a rollback to one would
 //! have to cut overlays too), and for values up to `MAX_OVERLAY_VALUE`. A
 //! transaction whose puts keep finding no such leaf (inserts, leaves it
-//! already copied) stops looking after a few (`txn::overlay_undo`).
+//! already copied) stops looking after a few (`txn::overlay_undo`); a
+//! writer whose looks keep missing across transactions (single-put
+//! commits to leaves not in the arena) looks at one put in 16 until a
+//! look finds one.
 //!
 //! Invariant: every overlay entry this transaction appends is recorded
 //! in its `OverlayUndo` (`txn::overlay_undo`) before `put_overlaid`
@@ -22,6 +25,12 @@ use crate::storage::arena::ARENA_BIT;
 use crate::storage::overlay::MAX_OVERLAY_VALUE;
 use crate::txn::logged::arena_bound;
 use crate::txn::write::WriteTxn;
+
+/// Looks that found no leaf to overlay, in a row across transactions,
+/// after which only one put in [`OVERLAY_SAMPLE`] looks (a look that finds
+/// one looks at every put again).
+const MISSES_BEFORE_SAMPLING: u64 = 64;
+const OVERLAY_SAMPLE: u64 = 16;
 
 impl<'db> WriteTxn<'db> {
     /// `put` of `value` into tree `i` (the catalog's index) as a value
@@ -39,6 +48,13 @@ impl<'db> WriteTxn<'db> {
         let root = self.catalog.trees[i].state.root;
         if self.base.source.arena.is_none() {
             return Ok(false);
+        }
+        let w = &mut *self.writer;
+        if w.overlay_misses >= MISSES_BEFORE_SAMPLING {
+            w.overlay_misses += 1;
+            if w.overlay_misses % OVERLAY_SAMPLE != 0 {
+                return Ok(false);
+            }
         }
         // The snapshot's arena is the process's (`Shared::arena`, set once).
         let shared: &'db crate::txn::shared::Shared = self.shared;
@@ -76,8 +92,11 @@ impl<'db> WriteTxn<'db> {
         }
         let Some(index) = index else {
             self.overlays.missed();
+            let w = &mut *self.writer;
+            w.overlay_misses = w.overlay_misses.saturating_add(1);
             return Ok(false);
         };
+        self.writer.overlay_misses = 0;
         if !self.overlays.has_room_for(leaf.pgno) {
             return Ok(false);
         }

@@ -106,6 +106,12 @@ pub(crate) struct WriterState {
     /// Set when an fsync failed: the kernel may have dropped dirty pages, so
     /// no further commit can be trusted until the file is reopened.
     pub(crate) poisoned: bool,
+    /// Looks for a leaf to overlay (`txn::overlaid`) that found none, in a
+    /// row, across transactions: past a few dozen, only one put in
+    /// `OVERLAY_SAMPLE` looks, so single-put commits whose leaves are not
+    /// in the arena (a file larger than the working set between
+    /// checkpoints) do not pay a second descent each.
+    pub(crate) overlay_misses: u64,
     /// When the reader table was last searched for slots of dead processes.
     pub(crate) stale_checked: Option<Instant>,
     /// The redo log (`None` for an instance that cannot write).
@@ -165,6 +171,7 @@ impl WriterState {
             durable_slot,
             file_len,
             poisoned: false,
+            overlay_misses: 0,
             stale_checked: None,
             log,
             arena_space: ArenaSpace::default(),
