@@ -472,6 +472,11 @@ impl ArenaSpace {
         self.live_count - self.overlay_count
     }
 
+    /// Slots in use, value overlays included (memory in use).
+    pub(crate) fn live_pages_and_overlays(&self) -> u64 {
+        self.live_count
+    }
+
     /// Slots free for reuse now, in the region that has fewer (the upper
     /// region counted when the arena has one): a release is worth its scan
     /// of the reader table when either runs short, or branches would take

@@ -98,6 +98,12 @@ pub(crate) fn arena_bound(page_size: u64, page_count: u64) -> u64 {
 /// The share of memory the arena may take at most: 1 / this.
 const ARENA_MEMORY_SHARE: u64 = 8;
 
+/// Arena slots this process may fill at most, value overlays included
+/// (which [`arena_bound`] leaves out): an eighth of its memory.
+pub(crate) fn arena_memory_cap(page_size: u64) -> u64 {
+    (memory_limit() / ARENA_MEMORY_SHARE / page_size).max(1)
+}
+
 /// [`arena_bound`] for a process that may fill `memory` bytes.
 fn arena_bound_within(page_size: u64, page_count: u64, memory: u64) -> u64 {
     let cap = (memory / ARENA_MEMORY_SHARE / page_size).max(1);
@@ -120,8 +126,12 @@ pub(crate) fn checkpoint_due(shared: &Shared, w: &WriterState, page_count: u64) 
         let bound = log_bound(shared, page_count);
         log.len_used() > bound - bound / 16
     });
-    let limit = arena_bound(shared.limits.page_size as u64, page_count);
-    log_full || w.arena_space.live_pages() > limit - limit / 16
+    let ps = shared.limits.page_size as u64;
+    let limit = arena_bound(ps, page_count);
+    let cap = arena_memory_cap(ps);
+    log_full
+        || w.arena_space.live_pages() > limit - limit / 16
+        || w.arena_space.live_pages_and_overlays() > cap - cap / 16
 }
 
 /// Arena slots a write transaction is lent at most (16 MiB of 4 KiB

@@ -23,7 +23,7 @@ use crate::error::Result;
 use crate::pages::WriteSource;
 use crate::storage::arena::ARENA_BIT;
 use crate::storage::overlay::MAX_OVERLAY_VALUE;
-use crate::txn::logged::arena_bound;
+use crate::txn::logged::{arena_bound, arena_memory_cap};
 use crate::txn::write::WriteTxn;
 
 /// Looks that found no leaf to overlay, in a row across transactions,
@@ -105,6 +105,12 @@ impl<'db> WriteTxn<'db> {
             None => {
                 let w = &mut *self.writer;
                 let ps = self.shared.limits.page_size as u64;
+                let cap = arena_memory_cap(ps);
+                if w.arena_space.live_pages_and_overlays() >= cap - cap / 16 {
+                    // Overlays are left out of the arena's bound, never out
+                    // of its share of memory.
+                    return Ok(false);
+                }
                 let limit = arena_bound(ps, self.base.meta.page_count);
                 let Some(fresh) = w.arena_space.alloc_overlay(arena, leaf.pgno, limit) else {
                     return Ok(false);
