@@ -15,15 +15,18 @@
 //! Which leaf has an overlay: the *overlay table*, one word per arena slot
 //! (a reserved anonymous mapping beside the arena), `overlay slot + 1` or 0.
 //!
-//! An overlay page: bytes 0..8 are a filter of the indexes that have
-//! entries (bit `index % 64`, only ever set until the page is reused: a
-//! reader of an index whose bit is clear reads nothing else), alone in
-//! their cache line, which the writer writes only when a bit is new;
-//! bytes 64..72 are the writer's (the entry count and where the values
-//! begin; no reader reads them); entry headers of 16 bytes from byte 128
-//! up (txn: u64, index: u16, length: u16, value offset: u32), values
-//! packed from the page's end down. After the last entry a header whose
-//! txn is 0 ends the list.
+//! An overlay page: bytes 0..64 say, for each index below 64, which entry
+//! is its newest (entry number + 1, 0 for none; a reader of such an index
+//! reads that entry, and all of the list only if the entry is not its to
+//! read: newer than its snapshot, or cut off and reused for another
+//! index); bytes 64..72 are the writer's (the entry count and where the
+//! values begin; no reader reads them); bytes 72..80 a filter of the
+//! indexes from 64 up that have entries (bit `index % 64`: a reader of an
+//! index whose bit is clear reads nothing else). Entry headers of 16 bytes
+//! follow from byte 128 up (txn: u64, index: u16, length: u16, value
+//! offset: u32), values packed from the page's end down. After the last
+//! entry a header whose txn is 0 ends the list. The first line and the
+//! filter are only ever set, until the page is reused.
 //!
 //! The protocol, which makes the reads sound while the writer appends:
 //! - a header's txn word is only ever read and written atomically; a
@@ -44,7 +47,7 @@
 //!   handed out again, before anything can publish the new page in it.
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use crate::error::{Error, Result};
 
@@ -55,8 +58,12 @@ pub(crate) const MAX_OVERLAY_VALUE: usize = 512;
 /// Bytes before the first entry header (the filter and the writer's word,
 /// a cache line each), and bytes of each entry header.
 const FIRST_HEADER: usize = 128;
-/// Where the writer's word lies (its own cache line).
+/// Where the writer's word lies, and the filter of indexes from
+/// [`NEWEST_INDEXES`] up.
 const WRITER_WORD_AT: usize = 64;
+const FILTER_AT: usize = 72;
+/// Indexes whose newest entry the first line names.
+const NEWEST_INDEXES: usize = 64;
 const ENTRY_HEADER: usize = 16;
 
 /// Entries an overlay holds at most, whatever its room for values: a
@@ -189,24 +196,33 @@ impl<'a> OverlayPage<'a> {
         Some(unsafe { &*(self.ptr.add(at) as *const AtomicU64) })
     }
 
-    /// Starts loading the page's first line (the writer's word and the
-    /// first headers) without waiting for it: an append reads it first.
+    /// Starts loading the page's first two lines (the newest entries and
+    /// the writer's word) without waiting for them: an append reads both.
     #[inline(always)]
     pub(crate) fn prefetch(&self) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `_mm_prefetch` needs SSE, in the x86_64 baseline; a
-        // prefetch reads nothing and cannot fault, and this address is in
-        // the arena's mapping anyway.
+        // prefetch reads nothing and cannot fault, and these addresses are
+        // in the arena's mapping anyway.
         unsafe {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             _mm_prefetch::<_MM_HINT_T0>(self.ptr.cast::<i8>());
+            _mm_prefetch::<_MM_HINT_T0>(self.ptr.add(WRITER_WORD_AT).cast::<i8>());
         }
     }
 
     fn filter(&self) -> &AtomicU64 {
-        // SAFETY: bytes 0..8 of the page (which is longer, and 8-aligned),
+        // SAFETY: bytes 72..80 of the page (which is longer, and 8-aligned),
         // only ever accessed atomically.
-        unsafe { &*(self.ptr as *const AtomicU64) }
+        unsafe { &*(self.ptr.add(FILTER_AT) as *const AtomicU64) }
+    }
+
+    /// The newest entry of index `index` (< `NEWEST_INDEXES`), plus one.
+    fn newest(&self, index: usize) -> &AtomicU8 {
+        assert!(index < NEWEST_INDEXES);
+        // SAFETY: byte `index` of the page's first line, only ever
+        // accessed atomically.
+        unsafe { &*(self.ptr.add(index) as *const AtomicU8) }
     }
 
     /// Writer: an empty overlay.
@@ -215,6 +231,9 @@ impl<'a> OverlayPage<'a> {
             entries: 0,
             values_at: self.page_size as u32,
         });
+        for index in 0..NEWEST_INDEXES {
+            self.newest(index).store(0, Ordering::Relaxed);
+        }
         self.filter().store(0, Ordering::Release);
         self.txn_word(0)
             .expect("a page holds a header")
@@ -270,14 +289,19 @@ impl<'a> OverlayPage<'a> {
             .store(0, Ordering::Relaxed);
         // One writer: a load and a store, no read-modify-write, and none
         // when the bit is set (readers' copies of the line stay valid).
+        let at_or_past = usize::from(index) >= NEWEST_INDEXES;
         let filter = self.filter();
         let bits = filter.load(Ordering::Relaxed);
-        if bits & 1 << (index % 64) == 0 {
+        if at_or_past && bits & 1 << (index % 64) == 0 {
             filter.store(bits | 1 << (index % 64), Ordering::Release);
         }
         self.txn_word(entries)
             .expect("room checked")
             .store(txn, Ordering::Release);
+        if !at_or_past {
+            self.newest(usize::from(index))
+                .store(entries as u8 + 1, Ordering::Release);
+        }
         self.set_mark(Mark {
             entries: entries as u32 + 1,
             values_at: at as u32,
@@ -286,10 +310,20 @@ impl<'a> OverlayPage<'a> {
     }
 
     /// Writer: cuts the entries off back to `m` (a transaction given up).
+    /// Every entry cut gets a zero txn word, not only the first: a reader
+    /// that goes straight to an index's newest entry (the first line may
+    /// still name a cut one) finds it unreadable and reads the list.
     pub(crate) fn cut(&self, m: Mark) {
-        self.txn_word(m.entries as usize)
-            .expect("a mark lies within the page")
-            .store(0, Ordering::Release);
+        let now = self.mark();
+        assert!(
+            m.entries <= now.entries,
+            "a mark from before the entries cut"
+        );
+        for entry in (m.entries..now.entries).rev() {
+            self.txn_word(entry as usize)
+                .expect("entries lie within the page")
+                .store(0, Ordering::Release);
+        }
         self.set_mark(m);
     }
 
@@ -303,12 +337,24 @@ impl<'a> OverlayPage<'a> {
         mut f: impl FnMut(u16, &'a [u8]) -> Result<()>,
     ) -> Result<()> {
         for entry in 0..MAX_ENTRIES {
+            match self.entry(entry, bound)? {
+                Some((index, value)) => f(index, value)?,
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Entry `entry` if it is visible at `bound` (its txn not 0 and at or
+    /// below it): its index and value.
+    fn entry(&self, entry: usize, bound: u64) -> Result<Option<(u16, &'a [u8])>> {
+        {
             let Some(word) = self.txn_word(entry) else {
-                break;
+                return Ok(None);
             };
             let txn = word.load(Ordering::Acquire);
             if txn == 0 || txn > bound {
-                break;
+                return Ok(None);
             }
             let header = FIRST_HEADER + entry * ENTRY_HEADER;
             // SAFETY: the entry is complete and not written again while
@@ -330,15 +376,25 @@ impl<'a> OverlayPage<'a> {
             }
             // SAFETY: in the page (checked); immutable while visible.
             let value = unsafe { std::slice::from_raw_parts(self.ptr.add(at), len) };
-            f(index, value)?;
+            Ok(Some((index, value)))
         }
-        Ok(())
     }
 
     /// The newest value of entry `index` visible at `bound`.
     #[inline]
     pub(crate) fn value(&self, index: usize, bound: u64) -> Result<Option<&'a [u8]>> {
-        if self.filter().load(Ordering::Acquire) & 1 << (index % 64) == 0 {
+        if index < NEWEST_INDEXES {
+            let newest = usize::from(self.newest(index).load(Ordering::Acquire));
+            if newest == 0 {
+                return Ok(None);
+            }
+            if let Some(found) = self.entry(newest - 1, bound)? {
+                if usize::from(found.0) == index {
+                    return Ok(Some(found.1));
+                }
+            }
+            // Newer than the snapshot, or cut off and reused: the list.
+        } else if self.filter().load(Ordering::Acquire) & 1 << (index % 64) == 0 {
             return Ok(None);
         }
         let mut found = None;
@@ -392,6 +448,46 @@ mod tests {
         let other = space.alloc(&arena, 1, u64::MAX, 10, false).unwrap().pgno();
         assert!(arena.overlay(again).is_none() && arena.overlay(other).is_none());
         assert_eq!(leaf & ARENA_BIT, ARENA_BIT);
+    }
+
+    #[test]
+    fn a_cut_entry_named_newest_is_never_read() {
+        let arena = Arena::new(4096, 64 * 4096).unwrap();
+        let mut space = ArenaSpace::default();
+        let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
+        let fresh = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
+        let page = arena.attach_overlay(leaf, fresh);
+        assert!(page.append(1, b"kept", 2));
+        let before = page.mark();
+        // Txn 3 overwrites index 1 twice and index 5, then is given up.
+        assert!(page.append(1, b"gone", 3));
+        assert!(page.append(5, b"gone", 3));
+        assert!(page.append(1, b"gone", 3));
+        page.cut(before);
+        // Txn 3 again (the id is reused), overwriting index 7 only, commits:
+        // the first line still names cut entries for indexes 1 and 5.
+        assert!(page.append(7, b"new", 3));
+        assert_eq!(page.value(1, 3).unwrap(), Some(&b"kept"[..]));
+        assert_eq!(page.value(5, 3).unwrap(), None);
+        assert_eq!(page.value(7, 3).unwrap(), Some(&b"new"[..]));
+        assert_eq!(page.value(1, u64::MAX).unwrap(), Some(&b"kept"[..]));
+    }
+
+    #[test]
+    fn indexes_past_the_first_line_are_found_by_the_list() {
+        let arena = Arena::new(4096, 64 * 4096).unwrap();
+        let mut space = ArenaSpace::default();
+        let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
+        let fresh = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
+        let page = arena.attach_overlay(leaf, fresh);
+        assert!(page.append(200, b"a", 2));
+        assert!(page.append(70, b"b", 2));
+        assert!(page.append(200, b"c", 3));
+        assert_eq!(page.value(200, 2).unwrap(), Some(&b"a"[..]));
+        assert_eq!(page.value(200, 3).unwrap(), Some(&b"c"[..]));
+        assert_eq!(page.value(70, 3).unwrap(), Some(&b"b"[..]));
+        assert_eq!(page.value(71, 3).unwrap(), None);
+        assert_eq!(page.value(6, 3).unwrap(), None, "6 is 70 % 64, below 64");
     }
 
     #[test]
