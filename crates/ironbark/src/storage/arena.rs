@@ -41,10 +41,11 @@
 //! is bounds-checked against the reservation.
 
 use std::io;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::storage::overlay::{OverlayPage, OverlayTable};
+use crate::storage::overlay::OverlayPage;
 
 /// Marks a page number as an arena slot (the dirty bit is `1 << 63`).
 pub(crate) const ARENA_BIT: u64 = 1 << 62;
@@ -97,22 +98,7 @@ impl Arena {
         assert!(page_size.is_power_of_two());
         let len = reserve.max(page_size) / page_size * page_size;
         let overlays = OverlayTable::new((len / page_size) as u64)?;
-        // SAFETY: a fresh private anonymous mapping; the kernel picks the
-        // address and the result is checked for MAP_FAILED. NORESERVE: only
-        // the pages touched take memory.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(Error::Io(io::Error::last_os_error()));
-        }
+        let ptr = reserve_anonymous(len)?;
         let upper_bytes = if len >= 8 * UPPER_REGION_BYTES {
             UPPER_REGION_BYTES
         } else {
@@ -131,11 +117,11 @@ impl Arena {
             // way), never a byte read or written. A failure (no THP) leaves
             // 4 KiB pages.
             unsafe {
-                libc::madvise(ptr, upper_bytes, libc::MADV_HUGEPAGE)
+                libc::madvise(ptr.cast(), upper_bytes, libc::MADV_HUGEPAGE)
             };
         }
         Ok(Arena {
-            ptr: ptr as *mut u8,
+            ptr,
             len,
             page_size,
             slots: (len / page_size) as u64,
@@ -263,6 +249,110 @@ impl Arena {
                 self.ptr.add((fresh.slot * self.page_size as u64) as usize),
                 bytes.len(),
             );
+        }
+    }
+}
+
+/// Reserves `len` bytes of private anonymous memory, readable and
+/// writable and zero, of which only the pages touched take memory
+/// (`MAP_NORESERVE`). The caller unmaps it.
+fn reserve_anonymous(len: usize) -> Result<*mut u8> {
+    // SAFETY: a fresh private anonymous mapping; the kernel picks the
+    // address and the result is checked for MAP_FAILED.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(Error::Io(io::Error::last_os_error()));
+    }
+    Ok(ptr.cast())
+}
+
+/// One word per arena slot: `overlay slot + 1` for a leaf slot with an
+/// overlay, else 0. A reserved anonymous mapping: only the words of slots
+/// in use cost memory.
+#[derive(Debug)]
+struct OverlayTable {
+    ptr: *mut AtomicU32,
+    slots: u64,
+    /// Words set now. While it is 0 no look-up reads the table: an arena
+    /// with no overlay (random inserts, deletes) pays one load of this
+    /// line, not a miss in the table per page. A reader that can see an
+    /// overlay entry sees it non-zero: it was raised before the entry's
+    /// commit was published, and is lowered for that overlay only when
+    /// its leaf's slot is handed out again, after no reader sees the leaf.
+    attached: AtomicU64,
+}
+
+// SAFETY: the table is only accessed through atomics.
+unsafe impl Send for OverlayTable {}
+// SAFETY: as above.
+unsafe impl Sync for OverlayTable {}
+
+impl OverlayTable {
+    /// A table for `slots` arena slots, all without an overlay.
+    fn new(slots: u64) -> Result<OverlayTable> {
+        // Its zero bytes are valid `AtomicU32`s (0: no overlay).
+        let ptr = reserve_anonymous((slots.max(1) * 4) as usize)?;
+        Ok(OverlayTable {
+            ptr: ptr.cast(),
+            slots,
+            attached: AtomicU64::new(0),
+        })
+    }
+
+    fn word(&self, slot: u64) -> &AtomicU32 {
+        assert!(slot < self.slots, "overlay table index out of range");
+        // SAFETY: in bounds (asserted); the mapping lives as long as `self`
+        // and is only accessed atomically.
+        unsafe { &*self.ptr.add(slot as usize) }
+    }
+
+    /// The overlay slot of leaf slot `slot`, if it has one.
+    #[inline]
+    pub(crate) fn get(&self, slot: u64) -> Option<u64> {
+        if self.attached.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        match self.word(slot).load(Ordering::Acquire) {
+            0 => None,
+            v => Some(u64::from(v) - 1),
+        }
+    }
+
+    /// Gives leaf slot `slot` the overlay in slot `overlay` (initialized).
+    pub(crate) fn set(&self, slot: u64, overlay: u64) {
+        let v = u32::try_from(overlay + 1).expect("arena slots fit in 32 bits");
+        self.attached.fetch_add(1, Ordering::Relaxed);
+        self.word(slot).store(v, Ordering::Release);
+    }
+
+    /// Forgets the overlay of `slot` (the slot is being handed out anew).
+    #[inline]
+    pub(crate) fn clear(&self, slot: u64) {
+        if self.attached.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let w = self.word(slot);
+        if w.load(Ordering::Relaxed) != 0 {
+            w.store(0, Ordering::Release);
+            self.attached.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for OverlayTable {
+    fn drop(&mut self) {
+        // SAFETY: unmapping what `new` mapped; no reference outlives `self`.
+        unsafe {
+            libc::munmap(self.ptr.cast(), (self.slots.max(1) * 4) as usize);
         }
     }
 }

@@ -12,8 +12,8 @@
 //! overlay, a checkpoint) applies the overlay to the copy, so no page ever
 //! reaches the file with one.
 //!
-//! Which leaf has an overlay: the *overlay table*, one word per arena slot
-//! (a reserved anonymous mapping beside the arena), `overlay slot + 1` or 0.
+//! Which leaf has an overlay: the *overlay table* (`storage::arena`), one
+//! word per arena slot, `overlay slot + 1` or 0.
 //!
 //! An overlay page: bytes 0..64 say, for each index below 64, which entry
 //! is its newest (entry number + 1, 0 for none; a reader of such an index
@@ -47,7 +47,7 @@
 //!   handed out again, before anything can publish the new page in it.
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use crate::error::{Error, Result};
 
@@ -69,102 +69,6 @@ const ENTRY_HEADER: usize = 16;
 /// Entries an overlay holds at most, whatever its room for values: a
 /// reader scans every header, so the list stays a few cache lines.
 pub(crate) const MAX_ENTRIES: usize = 32;
-
-/// One word per arena slot: `overlay slot + 1` for a leaf slot with an
-/// overlay, else 0. A reserved anonymous mapping: only the words of slots
-/// in use cost memory.
-#[derive(Debug)]
-pub(crate) struct OverlayTable {
-    ptr: *mut AtomicU32,
-    slots: u64,
-    /// Words set now. While it is 0 no look-up reads the table: an arena
-    /// with no overlay (random inserts, deletes) pays one load of this
-    /// line, not a miss in the table per page. A reader that can see an
-    /// overlay entry sees it non-zero: it was raised before the entry's
-    /// commit was published, and is lowered for that overlay only when
-    /// its leaf's slot is handed out again, after no reader sees the leaf.
-    attached: AtomicU64,
-}
-
-// SAFETY: the table is only accessed through atomics.
-unsafe impl Send for OverlayTable {}
-// SAFETY: as above.
-unsafe impl Sync for OverlayTable {}
-
-impl OverlayTable {
-    /// A table for `slots` arena slots, all without an overlay.
-    pub(crate) fn new(slots: u64) -> Result<OverlayTable> {
-        let len = (slots.max(1) * 4) as usize;
-        // SAFETY: a fresh private anonymous mapping, checked for failure;
-        // its zero bytes are valid `AtomicU32`s (0: no overlay).
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(Error::Io(std::io::Error::last_os_error()));
-        }
-        Ok(OverlayTable {
-            ptr: ptr.cast(),
-            slots,
-            attached: AtomicU64::new(0),
-        })
-    }
-
-    fn word(&self, slot: u64) -> &AtomicU32 {
-        assert!(slot < self.slots, "overlay table index out of range");
-        // SAFETY: in bounds (asserted); the mapping lives as long as `self`
-        // and is only accessed atomically.
-        unsafe { &*self.ptr.add(slot as usize) }
-    }
-
-    /// The overlay slot of leaf slot `slot`, if it has one.
-    #[inline]
-    pub(crate) fn get(&self, slot: u64) -> Option<u64> {
-        if self.attached.load(Ordering::Relaxed) == 0 {
-            return None;
-        }
-        match self.word(slot).load(Ordering::Acquire) {
-            0 => None,
-            v => Some(u64::from(v) - 1),
-        }
-    }
-
-    /// Gives leaf slot `slot` the overlay in slot `overlay` (initialized).
-    pub(crate) fn set(&self, slot: u64, overlay: u64) {
-        let v = u32::try_from(overlay + 1).expect("arena slots fit in 32 bits");
-        self.attached.fetch_add(1, Ordering::Relaxed);
-        self.word(slot).store(v, Ordering::Release);
-    }
-
-    /// Forgets the overlay of `slot` (the slot is being handed out anew).
-    #[inline]
-    pub(crate) fn clear(&self, slot: u64) {
-        if self.attached.load(Ordering::Relaxed) == 0 {
-            return;
-        }
-        let w = self.word(slot);
-        if w.load(Ordering::Relaxed) != 0 {
-            w.store(0, Ordering::Release);
-            self.attached.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
-impl Drop for OverlayTable {
-    fn drop(&mut self) {
-        // SAFETY: unmapping what `new` mapped; no reference outlives `self`.
-        unsafe {
-            libc::munmap(self.ptr.cast(), (self.slots.max(1) * 4) as usize);
-        }
-    }
-}
 
 /// Where the writer is in an overlay page: entries, and the offset where
 /// the values begin. Saved before a transaction's first append, so that
