@@ -1505,6 +1505,58 @@ fn shortest_separator<'k>(left: &[u8], right: &'k [u8]) -> &'k [u8] {
 mod tests {
     use super::shortest_separator;
 
+    /// An overlay's values replace their cells' values in a copy of the
+    /// leaf; an entry for a slot the leaf does not have, or of another
+    /// length, is `Corrupted`, and the copy is left as it was.
+    #[test]
+    fn an_overlay_applies_to_its_leaf_and_a_misfit_entry_is_an_error() {
+        use super::apply_overlay;
+        use crate::btree::page::{fill_page, leaf_cell_inline, LeafValue, Node, DIRTY_BIT};
+        use crate::error::Error;
+        use crate::storage::arena::{Arena, ArenaSpace};
+
+        let leaf_page = |values: [&[u8]; 2]| {
+            let mut page = vec![0u8; 4096];
+            let cells = [
+                leaf_cell_inline(b"a", values[0]),
+                leaf_cell_inline(b"b", values[1]),
+            ];
+            fill_page(&mut page, true, &cells);
+            page
+        };
+        let value = |page: &[u8], i: usize| match Node::parse(page, DIRTY_BIT, None)
+            .unwrap()
+            .leaf_entry(i)
+            .unwrap()
+            .1
+        {
+            LeafValue::Inline(v) => v.to_vec(),
+            LeafValue::Overflow { .. } => panic!("inline values only"),
+        };
+        let arena = Arena::new(4096, 64 * 4096).unwrap();
+        let mut space = ArenaSpace::default();
+        let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
+        let fresh = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
+        let overlay = arena.attach_overlay(leaf, fresh);
+        assert!(overlay.append(1, b"BBB", 2));
+        assert!(overlay.append(1, b"CCC", 3));
+        let mut page = leaf_page([b"111", b"222"]);
+        apply_overlay(&mut page, DIRTY_BIT, &overlay).unwrap();
+        assert_eq!(
+            (value(&page, 0), value(&page, 1)),
+            (b"111".to_vec(), b"CCC".to_vec())
+        );
+        for (index, bad) in [(2u16, &b"XYZ"[..]), (0, &b"toolong"[..])] {
+            let mut page = leaf_page([b"111", b"222"]);
+            let mark = overlay.mark();
+            assert!(overlay.append(index, bad, 4));
+            let r = apply_overlay(&mut page, DIRTY_BIT, &overlay);
+            assert!(matches!(r, Err(Error::Corrupted { .. })), "{r:?}");
+            assert_eq!(page, leaf_page([b"111", b"222"]), "the copy changed");
+            overlay.cut(mark);
+        }
+    }
+
     /// A delete copies each page of its path once (one descent, whose
     /// slots hold in the copies); a delete of a missing key copies none.
     /// Checked on pages a commit wrote to the file, then on pages a

@@ -134,14 +134,7 @@ impl Arena {
     /// one (`storage::overlay`).
     #[inline]
     pub(crate) fn overlay(&self, pgno: u64) -> Option<OverlayPage<'_>> {
-        let slot = pgno & !ARENA_BIT;
-        if pgno & ARENA_BIT == 0 || slot >= self.slots {
-            return None;
-        }
-        let overlay = self.overlays.get(slot)?;
-        if overlay >= self.slots {
-            return None;
-        }
+        let overlay = self.overlay_slot(pgno)?;
         Some(OverlayPage {
             // SAFETY: in the mapping (checked); what may be read or written
             // of an overlay page is `storage::overlay`'s protocol.
@@ -153,11 +146,18 @@ impl Arena {
 
     /// The page number of leaf `pgno`'s value overlay, if it has one.
     pub(crate) fn overlay_pgno(&self, pgno: u64) -> Option<u64> {
+        self.overlay_slot(pgno).map(|s| ARENA_BIT | s)
+    }
+
+    /// The slot of leaf `pgno`'s value overlay, if it has one (in the
+    /// reservation: the table's words are the writer's, checked anyway).
+    #[inline]
+    fn overlay_slot(&self, pgno: u64) -> Option<u64> {
         let slot = pgno & !ARENA_BIT;
         if pgno & ARENA_BIT == 0 || slot >= self.slots {
             return None;
         }
-        self.overlays.get(slot).map(|s| ARENA_BIT | s)
+        self.overlays.get(slot).filter(|&s| s < self.slots)
     }
 
     /// Makes `fresh` (one slot, just handed out) the empty overlay of leaf
@@ -317,7 +317,7 @@ impl OverlayTable {
 
     /// The overlay slot of leaf slot `slot`, if it has one.
     #[inline]
-    pub(crate) fn get(&self, slot: u64) -> Option<u64> {
+    fn get(&self, slot: u64) -> Option<u64> {
         if self.attached.load(Ordering::Relaxed) == 0 {
             return None;
         }
@@ -328,7 +328,7 @@ impl OverlayTable {
     }
 
     /// Gives leaf slot `slot` the overlay in slot `overlay` (initialized).
-    pub(crate) fn set(&self, slot: u64, overlay: u64) {
+    fn set(&self, slot: u64, overlay: u64) {
         let v = u32::try_from(overlay + 1).expect("arena slots fit in 32 bits");
         self.attached.fetch_add(1, Ordering::Relaxed);
         self.word(slot).store(v, Ordering::Release);
@@ -336,7 +336,7 @@ impl OverlayTable {
 
     /// Forgets the overlay of `slot` (the slot is being handed out anew).
     #[inline]
-    pub(crate) fn clear(&self, slot: u64) {
+    fn clear(&self, slot: u64) {
         if self.attached.load(Ordering::Relaxed) == 0 {
             return;
         }

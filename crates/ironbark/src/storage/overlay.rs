@@ -38,8 +38,9 @@
 //!   overlay is retired with its leaf, born when the leaf was;
 //! - every header txn word that is neither 0 nor at or below the newest
 //!   published commit belongs to the write transaction in progress (or to
-//!   one that was given up and whose entries were cut off by writing 0 into
-//!   the first of them): no reader reads past it;
+//!   one that was given up, whose entries were each cut off by a 0 written
+//!   into their txn words): no reader reads that entry, nor a list past
+//!   it;
 //! - the writer writes an entry's value and header fields, then a 0 into
 //!   the next header's txn, then the entry's txn (release), all before the
 //!   commit that publishes that txn;
@@ -55,8 +56,8 @@ use crate::error::{Error, Result};
 /// small values, and a long value is better written into a copy.
 pub(crate) const MAX_OVERLAY_VALUE: usize = 512;
 
-/// Bytes before the first entry header (the filter and the writer's word,
-/// a cache line each), and bytes of each entry header.
+/// Bytes before the first entry header: a cache line naming each index's
+/// newest entry, and one holding the writer's word and the filter.
 const FIRST_HEADER: usize = 128;
 /// Where the writer's word lies, and the filter of indexes from
 /// [`NEWEST_INDEXES`] up.
@@ -64,10 +65,12 @@ const WRITER_WORD_AT: usize = 64;
 const FILTER_AT: usize = 72;
 /// Indexes whose newest entry the first line names.
 const NEWEST_INDEXES: usize = 64;
+/// Bytes of each entry header.
 const ENTRY_HEADER: usize = 16;
 
-/// Entries an overlay holds at most, whatever its room for values: a
-/// reader scans every header, so the list stays a few cache lines.
+/// Entries an overlay holds at most, whatever its room for values: the
+/// entry numbers fit the first line's bytes, and a reader that must read
+/// the list (an older snapshot, an index from 64 up) reads a few lines.
 pub(crate) const MAX_ENTRIES: usize = 32;
 
 /// Where the writer is in an overlay page: entries, and the offset where
@@ -252,36 +255,34 @@ impl<'a> OverlayPage<'a> {
     /// Entry `entry` if it is visible at `bound` (its txn not 0 and at or
     /// below it): its index and value.
     fn entry(&self, entry: usize, bound: u64) -> Result<Option<(u16, &'a [u8])>> {
-        {
-            let Some(word) = self.txn_word(entry) else {
-                return Ok(None);
-            };
-            let txn = word.load(Ordering::Acquire);
-            if txn == 0 || txn > bound {
-                return Ok(None);
-            }
-            let header = FIRST_HEADER + entry * ENTRY_HEADER;
-            // SAFETY: the entry is complete and not written again while
-            // visible (module doc); the fields lie in the page (the header
-            // does, `txn_word` checked).
-            let (index, len, at) = unsafe {
-                let fields = self.ptr.add(header + 8);
-                (
-                    std::ptr::read_unaligned(fields as *const u16),
-                    std::ptr::read_unaligned(fields.add(2) as *const u16) as usize,
-                    std::ptr::read_unaligned(fields.add(4) as *const u32) as usize,
-                )
-            };
-            if at < header + ENTRY_HEADER || at + len > self.page_size {
-                return Err(Error::Corrupted {
-                    page: None,
-                    detail: format!("overlay entry {entry} lies outside its page"),
-                });
-            }
-            // SAFETY: in the page (checked); immutable while visible.
-            let value = unsafe { std::slice::from_raw_parts(self.ptr.add(at), len) };
-            Ok(Some((index, value)))
+        let Some(word) = self.txn_word(entry) else {
+            return Ok(None);
+        };
+        let txn = word.load(Ordering::Acquire);
+        if txn == 0 || txn > bound {
+            return Ok(None);
         }
+        let header = FIRST_HEADER + entry * ENTRY_HEADER;
+        // SAFETY: the entry is complete and not written again while
+        // visible (module doc); the fields lie in the page (the header
+        // does, `txn_word` checked).
+        let (index, len, at) = unsafe {
+            let fields = self.ptr.add(header + 8);
+            (
+                std::ptr::read_unaligned(fields as *const u16),
+                std::ptr::read_unaligned(fields.add(2) as *const u16) as usize,
+                std::ptr::read_unaligned(fields.add(4) as *const u32) as usize,
+            )
+        };
+        if at < header + ENTRY_HEADER || at + len > self.page_size {
+            return Err(Error::Corrupted {
+                page: None,
+                detail: format!("overlay entry {entry} lies outside its page"),
+            });
+        }
+        // SAFETY: in the page (checked); immutable while visible.
+        let value = unsafe { std::slice::from_raw_parts(self.ptr.add(at), len) };
+        Ok(Some((index, value)))
     }
 
     /// The newest value of entry `index` visible at `bound`.

@@ -60,11 +60,9 @@ pub(crate) struct Changes<'db> {
     pub(crate) freed: Vec<Freed>,
     /// Its redo record, if it recorded one (small enough to log).
     pub(crate) redo: Option<Vec<u8>>,
-    /// Values it overlaid on arena leaves instead of copying them
-    /// (`storage::overlay`): pages a logged commit does not copy.
-    pub(crate) overlaid: u64,
-    /// Its overlay entries, cut off (when this drops, before the writer
-    /// lock is released) unless the commit succeeds.
+    /// Its value overlay entries (`storage::overlay`), cut off (when this
+    /// drops, before the writer lock is released) unless the commit
+    /// succeeds.
     pub(crate) overlays: crate::txn::overlay_undo::OverlayUndo<'db>,
 }
 
@@ -88,7 +86,6 @@ pub(crate) fn commit(
         mut dirty,
         mut freed,
         redo,
-        overlaid: changes_overlaid,
         mut overlays,
     } = changes;
     if let Some(payload) = &redo {
@@ -103,7 +100,7 @@ pub(crate) fn commit(
                 &mut dirty,
                 &freed,
                 payload,
-                changes_overlaid,
+                overlays.overlaid,
                 durability,
             );
             match logged {
@@ -117,11 +114,7 @@ pub(crate) fn commit(
                     }
                 }
                 Ok(Logged::Done(snapshot)) => {
-                    overlays.keep();
-                    shared
-                        .counters
-                        .values_overlaid
-                        .fetch_add(changes_overlaid, Ordering::Relaxed);
+                    overlays.keep(&shared.counters.values_overlaid);
                     w.page_pool = dirty.into_pool(shared.limits.page_size);
                     w.redo_buffer = redo.unwrap_or_default();
                     w.freed_buffer = freed;
@@ -157,11 +150,7 @@ pub(crate) fn commit(
     w.page_pool = dirty.into_pool(shared.limits.page_size);
     let published = finish(shared, w, base, catalog, &space, result);
     if published.is_ok() {
-        overlays.keep();
-        shared
-            .counters
-            .values_overlaid
-            .fetch_add(changes_overlaid, Ordering::Relaxed);
+        overlays.keep(&shared.counters.values_overlaid);
     }
     published
 }

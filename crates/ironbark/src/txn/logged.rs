@@ -101,12 +101,17 @@ const ARENA_MEMORY_SHARE: u64 = 8;
 /// Arena slots this process may fill at most, value overlays included
 /// (which [`arena_bound`] leaves out): an eighth of its memory.
 pub(crate) fn arena_memory_cap(page_size: u64) -> u64 {
-    (memory_limit() / ARENA_MEMORY_SHARE / page_size).max(1)
+    arena_memory_cap_within(page_size, memory_limit())
+}
+
+/// [`arena_memory_cap`] for a process that may fill `memory` bytes.
+fn arena_memory_cap_within(page_size: u64, memory: u64) -> u64 {
+    (memory / ARENA_MEMORY_SHARE / page_size).max(1)
 }
 
 /// [`arena_bound`] for a process that may fill `memory` bytes.
 fn arena_bound_within(page_size: u64, page_count: u64, memory: u64) -> u64 {
-    let cap = (memory / ARENA_MEMORY_SHARE / page_size).max(1);
+    let cap = arena_memory_cap_within(page_size, memory);
     let floor = (ARENA_MIN_BOUND_BYTES / page_size).min(cap);
     page_count.saturating_mul(2).clamp(floor, cap)
 }

@@ -9,6 +9,8 @@
 //! Apart from `txn/write.rs`, so that it does not import `txn/overlaid.rs`,
 //! which adds methods to `WriteTxn`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::storage::arena::Arena;
 use crate::storage::overlay::Mark;
 
@@ -65,9 +67,11 @@ impl<'db> OverlayUndo<'db> {
         self.misses += 1;
     }
 
-    /// The transaction committed: its entries stay.
-    pub(crate) fn keep(&mut self) {
+    /// The transaction committed: its entries stay, counted into
+    /// `counter` (`CommitCounters::values_overlaid`).
+    pub(crate) fn keep(&mut self, counter: &AtomicU64) {
         self.touched = 0;
+        counter.fetch_add(self.overlaid, Ordering::Relaxed);
     }
 }
 

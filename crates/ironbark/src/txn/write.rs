@@ -1377,7 +1377,6 @@ impl<'db> WriteTxn<'db> {
             dirty,
             freed,
             redo: logging.then_some(redo),
-            overlaid: overlays.overlaid,
             overlays,
         };
         crate::txn::commit::commit(shared, writer, &base, changes, durability)
