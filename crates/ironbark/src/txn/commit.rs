@@ -114,7 +114,11 @@ pub(crate) fn commit(
                     }
                 }
                 Ok(Logged::Done(snapshot)) => {
-                    overlays.keep(&shared.counters.values_overlaid);
+                    let kept = overlays.keep();
+                    shared
+                        .counters
+                        .values_overlaid
+                        .fetch_add(kept, Ordering::Relaxed);
                     w.page_pool = dirty.into_pool(shared.limits.page_size);
                     w.redo_buffer = redo.unwrap_or_default();
                     w.freed_buffer = freed;
@@ -150,7 +154,11 @@ pub(crate) fn commit(
     w.page_pool = dirty.into_pool(shared.limits.page_size);
     let published = finish(shared, w, base, catalog, &space, result);
     if published.is_ok() {
-        overlays.keep(&shared.counters.values_overlaid);
+        let kept = overlays.keep();
+        shared
+            .counters
+            .values_overlaid
+            .fetch_add(kept, Ordering::Relaxed);
     }
     published
 }

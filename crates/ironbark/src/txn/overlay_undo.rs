@@ -9,8 +9,6 @@
 //! Apart from `txn/write.rs`, so that it does not import `txn/overlaid.rs`,
 //! which adds methods to `WriteTxn`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use crate::storage::arena::Arena;
 use crate::storage::overlay::Mark;
 
@@ -67,11 +65,11 @@ impl<'db> OverlayUndo<'db> {
         self.misses += 1;
     }
 
-    /// The transaction committed: its entries stay, counted into
-    /// `counter` (`CommitCounters::values_overlaid`).
-    pub(crate) fn keep(&mut self, counter: &AtomicU64) {
+    /// The transaction committed: its entries stay. Returns how many it
+    /// overlaid (for `CommitCounters::values_overlaid`).
+    pub(crate) fn keep(&mut self) -> u64 {
         self.touched = 0;
-        counter.fetch_add(self.overlaid, Ordering::Relaxed);
+        self.overlaid
     }
 }
 
