@@ -310,3 +310,56 @@ fn overwrites_mixed_with_inserts_deletes_and_other_lengths_agree_with_a_model() 
         .collect();
     assert_eq!(seen, model, "reopened");
 }
+
+/// A delete that leaves its leaf underfull merges it with a sibling; a
+/// sibling that is an arena leaf with an overlay must bring its overlaid
+/// values (and not its cells' older ones) into the merged page.
+#[test]
+fn a_merge_with_an_overlaid_sibling_keeps_the_overlaid_values() {
+    let t = temp_db("merge.ib");
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    // Keys put in random order leave leaves partly full, so that an
+    // emptied leaf fits beside its sibling.
+    let mut order: Vec<u32> = (0..KEYS).collect();
+    let mut rng = Rng::new(5);
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    let mut model = BTreeMap::new();
+    for &i in &order {
+        tx.put(&tree, &key(i), &value(i, 0)).unwrap();
+        model.insert(i, value(i, 0));
+    }
+    tx.commit().unwrap();
+    let start = overlaid(&db);
+    for i in (0..KEYS).step_by(3) {
+        let mut tx = db.begin_write().unwrap();
+        tx.put(&tree, &key(i), &value(i, 2)).unwrap();
+        tx.commit().unwrap();
+        model.insert(i, value(i, 2));
+    }
+    assert!(overlaid(&db) - start > 300, "the overwrites were overlaid");
+    // Deleted left to right, 50 keys a transaction (few pages copied, so
+    // no checkpoint sends the overlays to the file first): a leaf emptied
+    // merges with its right sibling, not yet copied, whose overlay holds
+    // the values `arena_resident` and the overwrites above gave it.
+    for chunk in 4..36 {
+        let mut tx = db.begin_write().unwrap();
+        for i in chunk * 50..chunk * 50 + 50 {
+            assert!(tx.delete(&tree, &key(i)).unwrap());
+            model.remove(&i);
+        }
+        tx.commit().unwrap();
+    }
+    assert_sees(&db.begin_read().unwrap(), &tree, &model, "after the merges");
+    db.check().unwrap();
+    db.checkpoint().unwrap();
+    assert_sees(
+        &db.begin_read().unwrap(),
+        &tree,
+        &model,
+        "after a checkpoint",
+    );
+}

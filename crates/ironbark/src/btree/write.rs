@@ -198,10 +198,8 @@ impl<'a> TreeWriter<'a> {
     /// (`storage::overlay`).
     fn copy_committed(&mut self, node: Node<'a>, txn: u64) -> Result<u64> {
         let copy = self.dirty.add_copy(node.bytes);
-        if node.pgno & ARENA_BIT != 0 && node.is_leaf {
-            if let Some(overlay) = self.base.arena.as_ref().and_then(|a| a.overlay(node.pgno)) {
-                apply_overlay(self.dirty.get_mut(copy), copy, &overlay)?;
-            }
+        if let Some(overlay) = self.overlay_of(&node) {
+            apply_overlay(self.dirty.get_mut(copy), copy, &overlay)?;
         }
         self.freed.push(Freed {
             extent: Extent {
@@ -211,6 +209,16 @@ impl<'a> TreeWriter<'a> {
             born: txn,
         });
         Ok(copy)
+    }
+
+    /// The value overlay of committed page `node`, if it is an arena leaf
+    /// with one (`storage::overlay`): whoever takes the leaf's cells must
+    /// take the overlay's entries with them.
+    fn overlay_of(&self, node: &Node<'a>) -> Option<OverlayPage<'a>> {
+        if node.pgno & ARENA_BIT == 0 || !node.is_leaf {
+            return None;
+        }
+        self.base.arena.as_ref().and_then(|a| a.overlay(node.pgno))
     }
 
     /// A committed page about to be copied into the write path.
@@ -963,10 +971,22 @@ impl<'a> TreeWriter<'a> {
         let (sib, sib_txn) = pnode.child(sib_slot)?;
         let separator = pnode.key(right_slot)?.to_vec();
         let level = if is_leaf { 1 } else { 2 };
+        // A committed arena leaf's cells are read with its overlay applied
+        // (in a scratch copy), or the merge would lose its newer values.
+        let folded: Vec<u8>;
         let sib_node = if sib & DIRTY_BIT != 0 {
             Node::parse(self.dirty.get(sib), sib, None)?
         } else {
-            self.committed_node(sib, sib_txn, pnode.child_sum(sib_slot)?, level)?
+            let node = self.committed_node(sib, sib_txn, pnode.child_sum(sib_slot)?, level)?;
+            match self.overlay_of(&node) {
+                Some(overlay) => {
+                    let mut copy = node.bytes.to_vec();
+                    apply_overlay(&mut copy, sib, &overlay)?;
+                    folded = copy;
+                    Node::parse(&folded, sib, None)?
+                }
+                None => node,
+            }
         };
         if sib_node.is_leaf != is_leaf {
             return Err(Error::corrupted_page(sib, "sibling at a different level"));
