@@ -26,6 +26,7 @@ use crate::pages::{MapSource, PageSource};
 use crate::state::Chain;
 use crate::storage::freespace::Extent;
 use crate::storage::meta::{Meta, META_SLOTS};
+use crate::storage::overlay::Overlaid;
 
 /// The most problems one check lists; past it, one last entry says how
 /// many more were found.
@@ -420,25 +421,40 @@ impl<'a> Checker<'a> {
         }
         if node.is_leaf {
             counts.leaf_pages += 1;
-            counts.entries += node.count as u64;
             let overlay = self.src.arena.as_ref().and_then(|a| a.overlay(at.pgno));
+            let mut deleted = 0;
             if let Some(overlay) = overlay {
                 // Each overlaid value replaces an inline value of its
-                // length (`storage::overlay`).
-                let r = overlay.visit(self.meta.txn, |i, v| {
+                // length, each tombstone deletes an inline value, and at
+                // least one entry stays (`storage::overlay`).
+                let r = overlay.visit(self.meta.txn, |i, what| {
                     let i = usize::from(i);
                     match (i < node.count).then(|| node.leaf_entry(i)).transpose()? {
-                        Some((_, LeafValue::Inline(old))) if old.len() == v.len() => Ok(()),
+                        Some((_, LeafValue::Inline(old))) => match what {
+                            Overlaid::Value(v) if old.len() == v.len() => Ok(()),
+                            Overlaid::Deleted => Ok(()),
+                            Overlaid::Value(_) => Err(Error::corrupted_page(
+                                at.pgno,
+                                format!("value overlay entry for slot {i} does not fit it"),
+                            )),
+                        },
                         _ => Err(Error::corrupted_page(
                             at.pgno,
                             format!("value overlay entry for slot {i} does not fit it"),
                         )),
                     }
                 });
-                if let Err(e) = r {
-                    self.problem(e)?;
+                let r = r.and_then(|()| overlay.deleted_between(self.meta.txn, 0, node.count));
+                match r {
+                    Ok(n) if n == 0 || n < node.count => deleted = n,
+                    Ok(_) => self.problem(Error::corrupted_page(
+                        at.pgno,
+                        "value overlay deletes every entry of its leaf",
+                    ))?,
+                    Err(e) => self.problem(e)?,
                 }
             }
+            counts.entries += (node.count - deleted) as u64;
             if self.kind != TreeKind::PLAIN {
                 for i in 0..node.count {
                     let (key, value) = node.leaf_entry(i)?;

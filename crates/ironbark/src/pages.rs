@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::storage::arena::{Arena, SlotBuf, ARENA_BIT};
 use crate::storage::map::Map;
 use crate::storage::meta::META_SLOTS;
+use crate::storage::overlay::{Overlaid, OverlayPage};
 use crate::storage::spill::{SpillFile, SpillSlot};
 
 /// Resolves page numbers to bytes. `Sync`, so that the cursors and
@@ -28,11 +29,17 @@ pub(crate) trait PageSource: Sync {
     fn page(&self, pgno: u64) -> Result<&[u8]>;
     /// The bytes of the blob run whose first page is `pgno`.
     fn blob_run(&self, pgno: u64) -> Result<&[u8]>;
-    /// The value overlaid on entry `index` of arena leaf `leaf` as this
-    /// source sees it (`storage::overlay`), if any.
-    fn overlay(&self, leaf: u64, index: usize) -> Result<Option<&[u8]>> {
+    /// What the value overlay of arena leaf `leaf` says of its entry
+    /// `index` as this source sees it (`storage::overlay`), if anything.
+    fn overlay(&self, leaf: u64, index: usize) -> Result<Option<Overlaid<'_>>> {
         let _ = (leaf, index);
         Ok(None)
+    }
+    /// How many of arena leaf `leaf`'s entries `from..to` its overlay
+    /// deletes, as this source sees it.
+    fn deleted_between(&self, leaf: u64, from: usize, to: usize) -> Result<usize> {
+        let _ = (leaf, from, to);
+        Ok(0)
     }
 }
 
@@ -103,10 +110,17 @@ impl PageSource for MapSource {
     }
 
     #[inline]
-    fn overlay(&self, leaf: u64, index: usize) -> Result<Option<&[u8]>> {
+    fn overlay(&self, leaf: u64, index: usize) -> Result<Option<Overlaid<'_>>> {
         match self.arena.as_ref().and_then(|a| a.overlay(leaf)) {
             Some(page) => page.value(index, self.overlay_txn),
             None => Ok(None),
+        }
+    }
+
+    fn deleted_between(&self, leaf: u64, from: usize, to: usize) -> Result<usize> {
+        match self.arena.as_ref().and_then(|a| a.overlay(leaf)) {
+            Some(page) => page.deleted_between(self.overlay_txn, from, to),
+            None => Ok(0),
         }
     }
 }
@@ -918,15 +932,33 @@ impl<'a> WriteSource<'a> {
         }
     }
 
-    /// The value overlaid on entry `index` of committed leaf `leaf`: every
-    /// entry counts, this transaction's own too.
-    pub(crate) fn resolve_overlay(self, leaf: u64, index: usize) -> Result<Option<&'a [u8]>> {
+    /// The overlay of committed leaf `leaf`, if it has one.
+    fn overlay_page(self, leaf: u64) -> Option<OverlayPage<'a>> {
         if leaf & DIRTY_BIT != 0 {
-            return Ok(None);
+            return None;
         }
-        match self.base.arena.as_ref().and_then(|a| a.overlay(leaf)) {
+        self.base.arena.as_ref().and_then(|a| a.overlay(leaf))
+    }
+
+    /// What the overlay of committed leaf `leaf` says of entry `index`:
+    /// every entry counts, this transaction's own too.
+    pub(crate) fn resolve_overlay(self, leaf: u64, index: usize) -> Result<Option<Overlaid<'a>>> {
+        match self.overlay_page(leaf) {
             Some(page) => page.value(index, u64::MAX),
             None => Ok(None),
+        }
+    }
+
+    /// `PageSource::deleted_between` as this transaction sees it.
+    pub(crate) fn resolve_deleted_between(
+        self,
+        leaf: u64,
+        from: usize,
+        to: usize,
+    ) -> Result<usize> {
+        match self.overlay_page(leaf) {
+            Some(page) => page.deleted_between(u64::MAX, from, to),
+            None => Ok(0),
         }
     }
 
@@ -949,8 +981,12 @@ impl PageSource for WriteSource<'_> {
         self.resolve_blob_run(pgno)
     }
 
-    fn overlay(&self, leaf: u64, index: usize) -> Result<Option<&[u8]>> {
+    fn overlay(&self, leaf: u64, index: usize) -> Result<Option<Overlaid<'_>>> {
         self.resolve_overlay(leaf, index)
+    }
+
+    fn deleted_between(&self, leaf: u64, from: usize, to: usize) -> Result<usize> {
+        self.resolve_deleted_between(leaf, from, to)
     }
 }
 

@@ -363,3 +363,296 @@ fn a_merge_with_an_overlaid_sibling_keeps_the_overlaid_values() {
         "after a checkpoint",
     );
 }
+
+/// Every way a reader reaches entries, checked against `model` for keys
+/// around those of the tree: `get`, `contains_key`, `len`, full scans
+/// both ways, ranges from random bounds both ways, `first`, `last` and
+/// the four nearest-key lookups.
+fn assert_reads_agree(rx: &ReadTxn, tree: &Tree, model: &Entries, rng: &mut Rng, what: &str) {
+    fn entries<'a>(
+        r: impl Iterator<Item = ironbark::Result<(&'a [u8], &'a [u8])>>,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
+        r.map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+            .collect()
+    }
+    let all: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(entries(rx.iter(tree).unwrap()), all, "{what}: forward scan");
+    let mut back = entries(rx.iter(tree).unwrap().rev());
+    back.reverse();
+    assert_eq!(back, all, "{what}: backward scan");
+    assert_eq!(rx.len(tree).unwrap(), model.len() as u64, "{what}: len");
+    let pair = |e: Option<(&[u8], &[u8])>| e.map(|(k, v)| (k.to_vec(), v.to_vec()));
+    let owned = |e: Option<(&Vec<u8>, &Vec<u8>)>| e.map(|(k, v)| (k.clone(), v.clone()));
+    assert_eq!(
+        pair(rx.first(tree).unwrap()),
+        owned(model.iter().next()),
+        "{what}: first"
+    );
+    assert_eq!(
+        pair(rx.last(tree).unwrap()),
+        owned(model.iter().next_back()),
+        "{what}: last"
+    );
+    for i in 0..KEYS + 50 {
+        let k = key(i).to_vec();
+        assert_eq!(
+            rx.get(tree, &k).unwrap(),
+            model.get(&k).map(|v| &v[..]),
+            "{what}: get {i}"
+        );
+        assert_eq!(
+            rx.contains_key(tree, &k).unwrap(),
+            model.contains_key(&k),
+            "{what}: contains {i}"
+        );
+    }
+    for _ in 0..200 {
+        let k = key(rng.below(u64::from(KEYS) + 50) as u32).to_vec();
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        assert_eq!(
+            pair(rx.get_ge(tree, &k).unwrap()),
+            owned(model.range(k.clone()..).next()),
+            "{what}: ge"
+        );
+        assert_eq!(
+            pair(rx.get_gt(tree, &k).unwrap()),
+            owned(model.range((Excluded(k.clone()), Unbounded)).next()),
+            "{what}: gt"
+        );
+        assert_eq!(
+            pair(rx.get_le(tree, &k).unwrap()),
+            owned(model.range(..=k.clone()).next_back()),
+            "{what}: le"
+        );
+        assert_eq!(
+            pair(rx.get_lt(tree, &k).unwrap()),
+            owned(model.range(..k.clone()).next_back()),
+            "{what}: lt"
+        );
+        let hi = key(rng.below(u64::from(KEYS) + 50) as u32).to_vec();
+        if hi >= k {
+            let expected: Vec<(Vec<u8>, Vec<u8>)> = model
+                .range((Excluded(k.clone()), Included(hi.clone())))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let range = (Excluded(&k[..]), Included(&hi[..]));
+            assert_eq!(
+                entries(rx.range(tree, range).unwrap()),
+                expected,
+                "{what}: range"
+            );
+            let mut back = entries(rx.range(tree, range).unwrap().rev());
+            back.reverse();
+            assert_eq!(back, expected, "{what}: range backward");
+        }
+    }
+}
+
+/// Deletes of keys in published arena leaves are tombstones in the
+/// leaves' overlays: no page is written for them, and every reader, of
+/// every snapshot held meanwhile, sees exactly its snapshot's entries by
+/// every kind of lookup and scan, before and after a checkpoint folds
+/// the tombstones in, and after a reopen.
+#[test]
+fn overlaid_deletes_hide_their_keys_from_every_later_snapshot_only() {
+    let t = temp_db("tombstones.ib");
+    let (db, tree, model) = arena_resident(&t.path);
+    let mut model: Entries = model
+        .into_iter()
+        .map(|(i, v)| (key(i).to_vec(), v))
+        .collect();
+    let start = overlaid(&db);
+    let pages_before = db.counters().pages_written;
+    let mut rng = Rng::new(17);
+    let mut held = vec![(db.begin_read().unwrap(), model.clone())];
+    let mut deleted = 0;
+    for round in 0..1_500u32 {
+        let mut tx = db.begin_write().unwrap();
+        let k = key(rng.below(u64::from(KEYS)) as u32).to_vec();
+        if rng.chance(75) {
+            let was = model.remove(&k).is_some();
+            assert_eq!(tx.delete(&tree, &k).unwrap(), was, "round {round}");
+            // The transaction no longer sees it.
+            assert_eq!(tx.get(&tree, &k).unwrap(), None);
+            deleted += u32::from(was);
+        } else {
+            // An overwrite of a live key, or the insert of a deleted one.
+            let v = value(round, round);
+            tx.put(&tree, &k, &v).unwrap();
+            model.insert(k, v);
+        }
+        assert_eq!(tx.len(&tree).unwrap(), model.len() as u64);
+        tx.commit().unwrap();
+        if round % 300 == 0 {
+            held.push((db.begin_read().unwrap(), model.clone()));
+        }
+    }
+    assert!(deleted > 700, "{deleted} deletes");
+    assert!(
+        overlaid(&db) - start > 1_000,
+        "only {} changes overlaid",
+        overlaid(&db) - start
+    );
+    assert!(
+        db.counters().pages_written == pages_before,
+        "logged deletes wrote pages"
+    );
+    for (n, (rx, m)) in held.iter().enumerate() {
+        assert_reads_agree(rx, &tree, m, &mut rng, &format!("held snapshot {n}"));
+    }
+    assert_reads_agree(&db.begin_read().unwrap(), &tree, &model, &mut rng, "newest");
+    db.check().unwrap();
+    drop(held);
+    db.checkpoint().unwrap();
+    assert_reads_agree(
+        &db.begin_read().unwrap(),
+        &tree,
+        &model,
+        &mut rng,
+        "checkpointed",
+    );
+    db.check().unwrap();
+    drop(db);
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    let rx = db.begin_read().unwrap();
+    assert_reads_agree(&rx, &rx.tree("t").unwrap(), &model, &mut rng, "reopened");
+    drop(rx);
+    db.check().unwrap();
+}
+
+/// A transaction that deletes keys by tombstones and then writes the
+/// same leaves the usual way (a put of another length copies the leaf,
+/// taking its tombstones), deletes through a write cursor, a range
+/// delete across tombstoned leaves, and aborts: all agree with a model.
+#[test]
+fn tombstones_meet_copies_cursors_ranges_and_aborts() {
+    let t = temp_db("tombstone-mix.ib");
+    let (db, tree, model) = arena_resident(&t.path);
+    let mut model: Entries = model
+        .into_iter()
+        .map(|(i, v)| (key(i).to_vec(), v))
+        .collect();
+    let mut rng = Rng::new(23);
+    for round in 0..400u32 {
+        let mut tx = db.begin_write().unwrap();
+        let mut staged = model.clone();
+        let base = rng.below(u64::from(KEYS) - 40) as u32;
+        for _ in 0..1 + rng.below(6) {
+            let k = key(base + rng.below(40) as u32).to_vec();
+            match rng.below(6) {
+                0 | 1 | 2 => {
+                    assert_eq!(tx.delete(&tree, &k).unwrap(), staged.remove(&k).is_some());
+                }
+                3 => {
+                    let len = 1 + rng.below(90) as usize;
+                    let v = rng.bytes(len);
+                    tx.put(&tree, &k, &v).unwrap();
+                    staged.insert(k, v);
+                }
+                4 => {
+                    let v = value(round, 1);
+                    tx.put(&tree, &k, &v).unwrap();
+                    staged.insert(k, v);
+                }
+                _ => {
+                    // A write cursor deletes every other entry from `k`.
+                    let mut c = tx.cursor_mut(&tree).unwrap();
+                    c.seek(&k);
+                    for step in 0..6 {
+                        match c.next().unwrap() {
+                            Some((ck, _)) => {
+                                let ck = ck.to_vec();
+                                if step % 2 == 0 {
+                                    assert!(c.delete_current().unwrap());
+                                    staged.remove(&ck);
+                                }
+                            }
+                            None => break,
+                        }
+                    }
+                }
+            }
+        }
+        if round % 50 == 49 {
+            let lo = key(base).to_vec();
+            let hi = key(base + 20).to_vec();
+            let n = tx.delete_range(&tree, &lo[..]..&hi[..]).unwrap();
+            let gone: Vec<Vec<u8>> = staged.range(lo..hi).map(|(k, _)| k.clone()).collect();
+            assert_eq!(n, gone.len() as u64, "round {round}: range delete count");
+            for k in gone {
+                staged.remove(&k);
+            }
+        }
+        let seen: Entries = tx
+            .iter(&tree)
+            .unwrap()
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+            .collect();
+        assert_eq!(seen, staged, "round {round}: the transaction's own view");
+        if rng.chance(15) {
+            tx.abort();
+        } else {
+            tx.commit().unwrap();
+            model = staged;
+        }
+    }
+    assert_reads_agree(&db.begin_read().unwrap(), &tree, &model, &mut rng, "end");
+    db.check().unwrap();
+    drop(db);
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    let rx = db.begin_read().unwrap();
+    assert_reads_agree(&rx, &rx.tree("t").unwrap(), &model, &mut rng, "reopened");
+    drop(rx);
+    db.check().unwrap();
+}
+
+/// `count_dups` counts a key's values by its leaves' entry counts: values
+/// deleted by tombstones are left out, for every snapshot held, and for
+/// the write transaction that deleted them.
+#[test]
+fn counts_of_a_multimap_key_leave_out_its_tombstoned_values() {
+    let t = temp_db("dups.ib");
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let m = tx.open_multimap("m").unwrap();
+    for v in 0..3_000u32 {
+        tx.put_dup(&m, b"k", &v.to_be_bytes()).unwrap();
+    }
+    for v in 0..100u32 {
+        tx.put_dup(&m, b"j", &v.to_be_bytes()).unwrap();
+        tx.put_dup(&m, b"l", &v.to_be_bytes()).unwrap();
+    }
+    tx.commit().unwrap();
+    let start = overlaid(&db);
+    let mut live: std::collections::BTreeSet<u32> = (0..3_000).collect();
+    let mut rng = Rng::new(29);
+    let mut held = Vec::new();
+    for round in 0..1_200 {
+        let v = rng.below(3_000) as u32;
+        let mut tx = db.begin_write().unwrap();
+        assert_eq!(
+            tx.delete_dup(&m, b"k", &v.to_be_bytes()).unwrap(),
+            live.remove(&v)
+        );
+        assert_eq!(tx.count_dups(&m, b"k").unwrap(), live.len() as u64);
+        tx.commit().unwrap();
+        if round % 200 == 0 {
+            held.push((db.begin_read().unwrap(), live.len() as u64));
+        }
+    }
+    assert!(overlaid(&db) - start > 500, "{}", overlaid(&db) - start);
+    held.push((db.begin_read().unwrap(), live.len() as u64));
+    for (n, (rx, count)) in held.iter().enumerate() {
+        let m = rx.multimap("m").unwrap();
+        assert_eq!(rx.count_dups(&m, b"k").unwrap(), *count, "held {n}");
+        assert_eq!(
+            rx.get_dups(&m, b"k").unwrap().count() as u64,
+            *count,
+            "held {n}"
+        );
+        assert_eq!(rx.count_dups(&m, b"j").unwrap(), 100, "held {n}");
+        assert_eq!(rx.count_dups(&m, b"l").unwrap(), 100, "held {n}");
+    }
+    drop(held);
+    db.check().unwrap();
+}

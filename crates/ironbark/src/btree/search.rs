@@ -7,6 +7,7 @@ use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
 use crate::pages::{expected_txn, PageSource};
 use crate::storage::arena::ARENA_BIT;
+use crate::storage::overlay::Overlaid;
 
 /// Where a tree starts: its root page (0 for an empty tree), the txn that
 /// wrote it, its checksum, and the number of levels.
@@ -89,10 +90,10 @@ pub(crate) fn get<'a, S: PageSource + ?Sized>(
     }
     let leaf = find_leaf(src, root, key)?;
     match leaf.search_leaf(key)? {
-        Ok(i) => {
-            let (_, value) = leaf_entry_seen(src, &leaf, i)?;
-            resolve_value(src, value).map(Some)
-        }
+        Ok(i) => match leaf_entry_seen(src, &leaf, i)? {
+            Some((_, value)) => resolve_value(src, value).map(Some),
+            None => Ok(None),
+        },
         Err(_) => Ok(None),
     }
 }
@@ -102,25 +103,51 @@ pub(crate) fn contains<S: PageSource + ?Sized>(src: &S, root: Root, key: &[u8]) 
     if root.is_empty() {
         return Ok(false);
     }
-    Ok(find_leaf(src, root, key)?.search_leaf(key)?.is_ok())
+    let leaf = find_leaf(src, root, key)?;
+    match leaf.search_leaf(key)? {
+        Ok(i) => Ok(!is_deleted(src, &leaf, i)?),
+        Err(_) => Ok(false),
+    }
 }
 
 /// Entry `i` of `leaf` as `src` sees it: the key, and the value a value
 /// overlay gives it if its leaf is an arena page with one
-/// (`storage::overlay`), else the cell's.
+/// (`storage::overlay`), else the cell's; `None` if the overlay deletes
+/// the entry.
 #[inline(always)]
 pub(crate) fn leaf_entry_seen<'a, S: PageSource + ?Sized>(
     src: &'a S,
     leaf: &Node<'a>,
     i: usize,
-) -> Result<(&'a [u8], LeafValue<'a>)> {
+) -> Result<Option<(&'a [u8], LeafValue<'a>)>> {
     let (key, value) = leaf.leaf_entry(i)?;
     if leaf.pgno & ARENA_BIT != 0 {
-        if let Some(v) = src.overlay(leaf.pgno, i)? {
-            return Ok((key, LeafValue::Inline(v)));
+        match src.overlay(leaf.pgno, i)? {
+            Some(Overlaid::Value(v)) => return Ok(Some((key, LeafValue::Inline(v)))),
+            Some(Overlaid::Deleted) => return Ok(None),
+            None => {}
         }
     }
-    Ok((key, value))
+    Ok(Some((key, value)))
+}
+
+/// Whether `src` sees entry `i` of `leaf` deleted by its overlay.
+#[inline(always)]
+pub(crate) fn is_deleted<S: PageSource + ?Sized>(
+    src: &S,
+    leaf: &Node<'_>,
+    i: usize,
+) -> Result<bool> {
+    Ok(leaf.pgno & ARENA_BIT != 0 && matches!(src.overlay(leaf.pgno, i)?, Some(Overlaid::Deleted)))
+}
+
+/// How many entries of `leaf` the source sees, its overlay's deletes
+/// taken off its cell count.
+pub(crate) fn live_entries<S: PageSource + ?Sized>(src: &S, leaf: &Node<'_>) -> Result<usize> {
+    if leaf.pgno & ARENA_BIT == 0 {
+        return Ok(leaf.count);
+    }
+    Ok(leaf.count - src.deleted_between(leaf.pgno, 0, leaf.count)?)
 }
 
 /// The bytes of a leaf value, following an overflow reference.

@@ -24,47 +24,72 @@ use crate::btree::page::{
     overflow_ref, remove_cell, set_child, verify_page, LeafAppend, LeafValue, Limits, Node, Reads,
     BLOB_HEADER_LEN, BRANCH_CELL_HEADER, LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
 };
-use crate::btree::search::{check_root, find_leaf, node_at, Root};
+use crate::btree::search::{check_root, find_leaf, is_deleted, live_entries, node_at, Root};
 use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
 use crate::pages::{expected_txn, DirtyPages, MapSource, PageSource, WriteSource};
 use crate::storage::arena::ARENA_BIT;
 use crate::storage::freespace::{Extent, Freed};
-use crate::storage::overlay::{OverlayPage, MAX_ENTRIES};
+use crate::storage::overlay::{Overlaid, OverlayPage, MAX_ENTRIES};
 
-/// Writes the values of `overlay` (all its entries: the writer's view)
-/// into `page`, dirty page `id`, a copy of the leaf the overlay belongs
-/// to. An overlaid value has its cell's length (`storage::overlay`), so
-/// each replaces the cell's value in place; one that does not fit its
-/// cell is damage.
+/// Applies `overlay` (its newest entry of each index, as the writer sees
+/// them) to `page`, dirty page `id`, a copy of the leaf the overlay
+/// belongs to: an overlaid value has its cell's length
+/// (`storage::overlay`), so each replaces the cell's value in place; a
+/// tombstone removes its cell. An entry that does not fit its cell (a
+/// slot the leaf lacks, a blob's reference, another length), or
+/// tombstones for every cell, are damage: `Err`, the page unchanged.
 pub(crate) fn apply_overlay(page: &mut [u8], id: u64, overlay: &OverlayPage<'_>) -> Result<()> {
-    let mut at = [(0usize, &[][..]); MAX_ENTRIES];
-    let mut n = 0;
+    let mut newest = [(0u16, Overlaid::Deleted); MAX_ENTRIES];
+    let n = overlay.newest_entries(u64::MAX, &mut newest)?;
+    let mut values = [(0usize, &[][..]); MAX_ENTRIES];
+    let mut deleted = [0usize; MAX_ENTRIES];
+    let (mut n_values, mut n_deleted) = (0, 0);
     {
         let node = Node::parse(page, id, None)?;
         let base = page.as_ptr() as usize;
-        overlay.visit(u64::MAX, |i, v| {
+        for &(i, what) in &newest[..n] {
             let i = usize::from(i);
             let old = match (node.is_leaf && i < node.count).then(|| node.leaf_entry(i)) {
                 Some(entry) => match entry?.1 {
-                    LeafValue::Inline(old) if old.len() == v.len() => Some(old),
-                    _ => None,
+                    LeafValue::Inline(old) => Some(old),
+                    LeafValue::Overflow { .. } => None,
                 },
                 None => None,
             };
-            let Some(old) = old else {
-                return Err(Error::Corrupted {
-                    page: None,
-                    detail: format!("a value overlay's entry {i} does not fit its leaf"),
-                });
-            };
-            at[n] = (old.as_ptr() as usize - base, v);
-            n += 1;
-            Ok(())
-        })?;
+            match (old, what) {
+                (Some(old), Overlaid::Value(v)) if old.len() == v.len() => {
+                    values[n_values] = (old.as_ptr() as usize - base, v);
+                    n_values += 1;
+                }
+                (Some(_), Overlaid::Deleted) => {
+                    deleted[n_deleted] = i;
+                    n_deleted += 1;
+                }
+                _ => {
+                    return Err(Error::Corrupted {
+                        page: None,
+                        detail: format!("a value overlay's entry {i} does not fit its leaf"),
+                    })
+                }
+            }
+        }
+        if n_deleted >= node.count && node.count > 0 {
+            return Err(Error::Corrupted {
+                page: None,
+                detail: "a value overlay deletes every entry of its leaf".into(),
+            });
+        }
     }
-    for &(offset, value) in &at[..n] {
+    for &(offset, value) in &values[..n_values] {
         page[offset..offset + value.len()].copy_from_slice(value);
+    }
+    // From the last slot down, so that each removal leaves the slots still
+    // to remove where they were.
+    let deleted = &mut deleted[..n_deleted];
+    deleted.sort_unstable();
+    for &i in deleted.iter().rev() {
+        remove_cell(page, i);
     }
     Ok(())
 }
@@ -846,6 +871,10 @@ impl<'a> TreeWriter<'a> {
                 let Ok(slot) = node.search_leaf(key)? else {
                     return Ok(false);
                 };
+                if is_deleted(&src, &node, slot)? {
+                    // Its overlay deleted the key: not in the tree.
+                    return Ok(false);
+                }
                 path[d].slot = slot;
             } else {
                 path[d].slot = node.search_branch(key)?;
@@ -874,6 +903,15 @@ impl<'a> TreeWriter<'a> {
                 let node = Node::parse(self.dirty.get(id), id, None)?;
                 (pgno, txn) = node.child(path[d].slot)?;
                 sum = node.child_sum(path[d].slot)?;
+            } else if pgno & (ARENA_BIT | DIRTY_BIT) == ARENA_BIT {
+                // The copy of an arena leaf took its overlay, whose deletes
+                // moved the slots after theirs: the key's slot is found
+                // again (it is there: the search above saw it live).
+                let leaf = Node::parse(self.dirty.get(id), id, None)?;
+                path[d].slot = leaf.search_leaf(key)?.map_err(|_| Error::Corrupted {
+                    page: None,
+                    detail: "a key its leaf's overlay keeps is not in the leaf's copy".into(),
+                })?;
             }
         }
         Ok(true)
@@ -1353,7 +1391,7 @@ impl<'a> TreeWriter<'a> {
         let node = node_at(&src, pgno, txn, level, Reads::Search)?;
         let mut refs = Vec::new();
         if node.is_leaf {
-            pruned.entries += node.count as u64;
+            pruned.entries += live_entries(&src, &node)? as u64;
             pruned.leaf_pages += 1;
             if pruned.read_blobs {
                 for i in 0..node.count {
@@ -1534,6 +1572,7 @@ mod tests {
         use crate::btree::page::{fill_page, leaf_cell_inline, LeafValue, Node, DIRTY_BIT};
         use crate::error::Error;
         use crate::storage::arena::{Arena, ArenaSpace};
+        use crate::storage::overlay::Overlaid;
 
         let leaf_page = |values: [&[u8]; 2]| {
             let mut page = vec![0u8; 4096];
@@ -1558,8 +1597,8 @@ mod tests {
         let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
         let fresh = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
         let overlay = arena.attach_overlay(leaf, fresh);
-        assert!(overlay.append(1, b"BBB", 2));
-        assert!(overlay.append(1, b"CCC", 3));
+        assert!(overlay.append(1, Overlaid::Value(b"BBB"), 2));
+        assert!(overlay.append(1, Overlaid::Value(b"CCC"), 3));
         let mut page = leaf_page([b"111", b"222"]);
         apply_overlay(&mut page, DIRTY_BIT, &overlay).unwrap();
         assert_eq!(
@@ -1569,12 +1608,31 @@ mod tests {
         for (index, bad) in [(2u16, &b"XYZ"[..]), (0, &b"toolong"[..])] {
             let mut page = leaf_page([b"111", b"222"]);
             let mark = overlay.mark();
-            assert!(overlay.append(index, bad, 4));
+            assert!(overlay.append(index, Overlaid::Value(bad), 4));
             let r = apply_overlay(&mut page, DIRTY_BIT, &overlay);
             assert!(matches!(r, Err(Error::Corrupted { .. })), "{r:?}");
             assert_eq!(page, leaf_page([b"111", b"222"]), "the copy changed");
             overlay.cut(mark);
         }
+        // A tombstone removes its cell; tombstones for every cell, or for
+        // a slot the leaf lacks, are damage.
+        let mark = overlay.mark();
+        assert!(overlay.append(0, Overlaid::Deleted, 4));
+        let mut page = leaf_page([b"111", b"222"]);
+        apply_overlay(&mut page, DIRTY_BIT, &overlay).unwrap();
+        let node = Node::parse(&page, DIRTY_BIT, None).unwrap();
+        assert_eq!((node.count, node.key(0).unwrap()), (1, &b"b"[..]));
+        assert_eq!(value(&page, 0), b"CCC".to_vec());
+        for extra in [1u16, 2] {
+            let before = overlay.mark();
+            assert!(overlay.append(extra, Overlaid::Deleted, 5));
+            let mut page = leaf_page([b"111", b"222"]);
+            let r = apply_overlay(&mut page, DIRTY_BIT, &overlay);
+            assert!(matches!(r, Err(Error::Corrupted { .. })), "{r:?}");
+            assert_eq!(page, leaf_page([b"111", b"222"]), "the copy changed");
+            overlay.cut(before);
+        }
+        overlay.cut(mark);
     }
 
     /// A delete copies each page of its path once (one descent, whose

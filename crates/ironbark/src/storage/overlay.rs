@@ -1,16 +1,23 @@
-//! Value overlays: a same-size overwrite of a published arena leaf,
-//! recorded beside the leaf instead of in a copy of it.
+//! Value overlays: a same-size overwrite or a delete of a key in a
+//! published arena leaf, recorded beside the leaf instead of in a copy of
+//! it.
 //!
 //! A logged commit that overwrites the value of a key with one of the same
 //! length, where the key's leaf is a published arena page, would copy the
 //! leaf and every branch above it (copy-on-write). Instead the new value
 //! goes into the leaf's *overlay*: an arena slot of entries (txn, the
 //! entry's index in the leaf, the value), appended in commit order. A
-//! reader of snapshot `S` takes the last entry for its index with txn <=
-//! `S`; the leaf itself, its parents and the reader's page walk are
-//! unchanged. The next copy of the leaf (a change of its keys, a full
-//! overlay, a checkpoint) applies the overlay to the copy, so no page ever
-//! reaches the file with one.
+//! delete is an entry that says the index is deleted (a *tombstone*: no
+//! value, its length field [`TOMBSTONE`]). A reader of snapshot `S` takes
+//! the last entry for its index with txn <= `S`; the leaf itself, its
+//! parents and the reader's page walk are unchanged (a cursor steps over
+//! the indexes its snapshot sees deleted). The next copy of the leaf (a
+//! change of its keys, a full overlay, a merge, a checkpoint) applies the
+//! overlay to the copy, values in place and tombstoned cells removed, so
+//! no page ever reaches the file with one. An index's cell holds an
+//! inline value (a tombstone never stands for a blob's reference) and
+//! keeps at least one index of its leaf not deleted (the writer's rule,
+//! `txn::overlaid`), so a fold never leaves a leaf empty.
 //!
 //! Which leaf has an overlay: the *overlay table* (`storage::arena`), one
 //! word per arena slot, `overlay slot + 1` or 0.
@@ -67,6 +74,17 @@ const FILTER_AT: usize = 72;
 const NEWEST_INDEXES: usize = 64;
 /// Bytes of each entry header.
 const ENTRY_HEADER: usize = 16;
+/// The length field of a tombstone: the entry deletes its index.
+pub(crate) const TOMBSTONE: u16 = u16::MAX;
+
+/// What an overlay says of one index of its leaf, for some snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Overlaid<'a> {
+    /// The entry's value is this one (of its cell's length).
+    Value(&'a [u8]),
+    /// The entry is deleted.
+    Deleted,
+}
 
 /// Entries an overlay holds at most, whatever its room for values: the
 /// entry numbers fit the first line's bytes, and a reader that must read
@@ -168,9 +186,13 @@ impl<'a> OverlayPage<'a> {
         };
     }
 
-    /// Writer: appends entry `index` = `value`, written by `txn`. False
-    /// when the overlay has no room for it.
-    pub(crate) fn append(&self, index: u16, value: &[u8], txn: u64) -> bool {
+    /// Writer: appends entry `index` = `entry` (a value, or a tombstone),
+    /// written by `txn`. False when the overlay has no room for it.
+    pub(crate) fn append(&self, index: u16, entry: Overlaid<'_>, txn: u64) -> bool {
+        let (value, len) = match entry {
+            Overlaid::Value(v) => (v, v.len() as u16),
+            Overlaid::Deleted => (&[][..], TOMBSTONE),
+        };
         assert!(txn != 0 && value.len() <= MAX_OVERLAY_VALUE);
         let m = self.mark();
         let entries = m.entries as usize;
@@ -188,7 +210,7 @@ impl<'a> OverlayPage<'a> {
             std::ptr::copy_nonoverlapping(value.as_ptr(), self.ptr.add(at), value.len());
             let fields = self.ptr.add(header + 8);
             std::ptr::write_unaligned(fields as *mut u16, index);
-            std::ptr::write_unaligned(fields.add(2) as *mut u16, value.len() as u16);
+            std::ptr::write_unaligned(fields.add(2) as *mut u16, len);
             std::ptr::write_unaligned(fields.add(4) as *mut u32, at as u32);
         }
         self.txn_word(entries + 1)
@@ -235,13 +257,13 @@ impl<'a> OverlayPage<'a> {
     }
 
     /// The entries visible at `bound` (txn <= bound), oldest first, as
-    /// (index, value). A reader's bound is its snapshot's txn; the writer's
-    /// is `u64::MAX` (its own entries too). An entry whose fields do not
-    /// fit the page is damage: `Err`.
+    /// (index, what it says). A reader's bound is its snapshot's txn; the
+    /// writer's is `u64::MAX` (its own entries too). An entry whose fields
+    /// do not fit the page is damage: `Err`.
     pub(crate) fn visit(
         &self,
         bound: u64,
-        mut f: impl FnMut(u16, &'a [u8]) -> Result<()>,
+        mut f: impl FnMut(u16, Overlaid<'a>) -> Result<()>,
     ) -> Result<()> {
         for entry in 0..MAX_ENTRIES {
             match self.entry(entry, bound)? {
@@ -253,8 +275,8 @@ impl<'a> OverlayPage<'a> {
     }
 
     /// Entry `entry` if it is visible at `bound` (its txn not 0 and at or
-    /// below it): its index and value.
-    fn entry(&self, entry: usize, bound: u64) -> Result<Option<(u16, &'a [u8])>> {
+    /// below it): its index and what it says.
+    fn entry(&self, entry: usize, bound: u64) -> Result<Option<(u16, Overlaid<'a>)>> {
         let Some(word) = self.txn_word(entry) else {
             return Ok(None);
         };
@@ -274,6 +296,9 @@ impl<'a> OverlayPage<'a> {
                 std::ptr::read_unaligned(fields.add(4) as *const u32) as usize,
             )
         };
+        if len == usize::from(TOMBSTONE) {
+            return Ok(Some((index, Overlaid::Deleted)));
+        }
         if at < header + ENTRY_HEADER || at + len > self.page_size {
             return Err(Error::Corrupted {
                 page: None,
@@ -282,12 +307,13 @@ impl<'a> OverlayPage<'a> {
         }
         // SAFETY: in the page (checked); immutable while visible.
         let value = unsafe { std::slice::from_raw_parts(self.ptr.add(at), len) };
-        Ok(Some((index, value)))
+        Ok(Some((index, Overlaid::Value(value))))
     }
 
-    /// The newest value of entry `index` visible at `bound`.
+    /// What the newest entry of index `index` visible at `bound` says, if
+    /// there is one.
     #[inline]
-    pub(crate) fn value(&self, index: usize, bound: u64) -> Result<Option<&'a [u8]>> {
+    pub(crate) fn value(&self, index: usize, bound: u64) -> Result<Option<Overlaid<'a>>> {
         if index < NEWEST_INDEXES {
             let newest = usize::from(self.newest(index).load(Ordering::Acquire));
             if newest == 0 {
@@ -311,10 +337,44 @@ impl<'a> OverlayPage<'a> {
         })?;
         Ok(found)
     }
+
+    /// The newest entry of each index visible at `bound`, in `out`
+    /// (index, what it says), in no particular order; returns how many.
+    /// An overlay holds fewer than [`MAX_ENTRIES`] entries, so `out` has
+    /// room for every index.
+    pub(crate) fn newest_entries(
+        &self,
+        bound: u64,
+        out: &mut [(u16, Overlaid<'a>); MAX_ENTRIES],
+    ) -> Result<usize> {
+        let mut n = 0;
+        self.visit(bound, |index, what| {
+            match out[..n].iter_mut().find(|e| e.0 == index) {
+                Some(e) => e.1 = what,
+                None => {
+                    out[n] = (index, what);
+                    n += 1;
+                }
+            }
+            Ok(())
+        })?;
+        Ok(n)
+    }
+
+    /// How many indexes in `from..to` are deleted as seen at `bound`.
+    pub(crate) fn deleted_between(&self, bound: u64, from: usize, to: usize) -> Result<usize> {
+        let mut newest = [(0u16, Overlaid::Deleted); MAX_ENTRIES];
+        let n = self.newest_entries(bound, &mut newest)?;
+        Ok(newest[..n]
+            .iter()
+            .filter(|e| e.1 == Overlaid::Deleted && (from..to).contains(&usize::from(e.0)))
+            .count())
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::Overlaid::{Deleted, Value};
     use crate::storage::arena::{Arena, ArenaSpace, ARENA_BIT};
 
     #[test]
@@ -325,24 +385,24 @@ mod tests {
         assert!(arena.overlay(leaf).is_none());
         let fresh = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
         let page = arena.attach_overlay(leaf, fresh);
-        assert!(page.append(5, b"at 4", 4));
-        assert!(page.append(6, b"six", 4));
+        assert!(page.append(5, Value(b"at 4"), 4));
+        assert!(page.append(6, Value(b"six"), 4));
         let before_5 = page.mark();
-        assert!(page.append(5, b"at 5", 5));
+        assert!(page.append(5, Value(b"at 5"), 5));
         let page = arena.overlay(leaf).unwrap();
         assert_eq!(page.value(5, 3).unwrap(), None, "older than every entry");
-        assert_eq!(page.value(5, 4).unwrap(), Some(&b"at 4"[..]));
-        assert_eq!(page.value(5, 5).unwrap(), Some(&b"at 5"[..]));
-        assert_eq!(page.value(5, u64::MAX).unwrap(), Some(&b"at 5"[..]));
-        assert_eq!(page.value(6, 9).unwrap(), Some(&b"six"[..]));
+        assert_eq!(page.value(5, 4).unwrap(), Some(Value(b"at 4")));
+        assert_eq!(page.value(5, 5).unwrap(), Some(Value(b"at 5")));
+        assert_eq!(page.value(5, u64::MAX).unwrap(), Some(Value(b"at 5")));
+        assert_eq!(page.value(6, 9).unwrap(), Some(Value(b"six")));
         assert_eq!(page.value(7, 9).unwrap(), None);
         // Txn 5 given up: its entry is cut off, and a later txn 5 that
         // appends nothing leaves nothing of it visible.
         page.cut(before_5);
-        assert_eq!(page.value(5, u64::MAX).unwrap(), Some(&b"at 4"[..]));
-        assert!(page.append(6, b"new", 5));
-        assert_eq!(page.value(6, 5).unwrap(), Some(&b"new"[..]));
-        assert_eq!(page.value(5, 5).unwrap(), Some(&b"at 4"[..]));
+        assert_eq!(page.value(5, u64::MAX).unwrap(), Some(Value(b"at 4")));
+        assert!(page.append(6, Value(b"new"), 5));
+        assert_eq!(page.value(6, 5).unwrap(), Some(Value(b"new")));
+        assert_eq!(page.value(5, 5).unwrap(), Some(Value(b"at 4")));
         // The table forgets the overlay when the leaf's slot is handed out
         // again.
         space.retire(leaf, 1, 9);
@@ -362,20 +422,20 @@ mod tests {
         let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
         let fresh = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
         let page = arena.attach_overlay(leaf, fresh);
-        assert!(page.append(1, b"kept", 2));
+        assert!(page.append(1, Value(b"kept"), 2));
         let before = page.mark();
         // Txn 3 overwrites index 1 twice and index 5, then is given up.
-        assert!(page.append(1, b"gone", 3));
-        assert!(page.append(5, b"gone", 3));
-        assert!(page.append(1, b"gone", 3));
+        assert!(page.append(1, Value(b"gone"), 3));
+        assert!(page.append(5, Value(b"gone"), 3));
+        assert!(page.append(1, Value(b"gone"), 3));
         page.cut(before);
         // Txn 3 again (the id is reused), overwriting index 7 only, commits:
         // the first line still names cut entries for indexes 1 and 5.
-        assert!(page.append(7, b"new", 3));
-        assert_eq!(page.value(1, 3).unwrap(), Some(&b"kept"[..]));
+        assert!(page.append(7, Value(b"new"), 3));
+        assert_eq!(page.value(1, 3).unwrap(), Some(Value(b"kept")));
         assert_eq!(page.value(5, 3).unwrap(), None);
-        assert_eq!(page.value(7, 3).unwrap(), Some(&b"new"[..]));
-        assert_eq!(page.value(1, u64::MAX).unwrap(), Some(&b"kept"[..]));
+        assert_eq!(page.value(7, 3).unwrap(), Some(Value(b"new")));
+        assert_eq!(page.value(1, u64::MAX).unwrap(), Some(Value(b"kept")));
     }
 
     #[test]
@@ -385,14 +445,55 @@ mod tests {
         let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
         let fresh = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
         let page = arena.attach_overlay(leaf, fresh);
-        assert!(page.append(200, b"a", 2));
-        assert!(page.append(70, b"b", 2));
-        assert!(page.append(200, b"c", 3));
-        assert_eq!(page.value(200, 2).unwrap(), Some(&b"a"[..]));
-        assert_eq!(page.value(200, 3).unwrap(), Some(&b"c"[..]));
-        assert_eq!(page.value(70, 3).unwrap(), Some(&b"b"[..]));
+        assert!(page.append(200, Value(b"a"), 2));
+        assert!(page.append(70, Value(b"b"), 2));
+        assert!(page.append(200, Value(b"c"), 3));
+        assert_eq!(page.value(200, 2).unwrap(), Some(Value(b"a")));
+        assert_eq!(page.value(200, 3).unwrap(), Some(Value(b"c")));
+        assert_eq!(page.value(70, 3).unwrap(), Some(Value(b"b")));
         assert_eq!(page.value(71, 3).unwrap(), None);
         assert_eq!(page.value(6, 3).unwrap(), None, "6 is 70 % 64, below 64");
+    }
+
+    #[test]
+    fn tombstones_delete_their_index_from_their_txn_on() {
+        let arena = Arena::new(4096, 64 * 4096).unwrap();
+        let mut space = ArenaSpace::default();
+        let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
+        let fresh = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
+        let page = arena.attach_overlay(leaf, fresh);
+        assert!(page.append(3, Value(b"v3"), 2));
+        assert!(page.append(3, Deleted, 3));
+        assert!(page.append(90, Deleted, 3));
+        assert!(page.append(4, Deleted, 4));
+        assert_eq!(page.value(3, 2).unwrap(), Some(Value(b"v3")));
+        assert_eq!(page.value(3, 3).unwrap(), Some(Deleted));
+        assert_eq!(page.value(90, 2).unwrap(), None);
+        assert_eq!(page.value(90, 3).unwrap(), Some(Deleted));
+        assert_eq!(page.deleted_between(2, 0, 100).unwrap(), 0);
+        assert_eq!(page.deleted_between(3, 0, 100).unwrap(), 2);
+        assert_eq!(page.deleted_between(4, 0, 100).unwrap(), 3);
+        assert_eq!(
+            page.deleted_between(4, 4, 90).unwrap(),
+            1,
+            "90 is past the end"
+        );
+        // A later value for a deleted index makes it live again, and a
+        // tombstone cut off (its txn given up) deletes nothing.
+        assert!(page.append(4, Value(b"back"), 5));
+        let before = page.mark();
+        assert!(page.append(3, Value(b"gone"), 6));
+        assert!(page.append(5, Deleted, 6));
+        page.cut(before);
+        assert_eq!(page.value(4, 5).unwrap(), Some(Value(b"back")));
+        assert_eq!(page.value(5, u64::MAX).unwrap(), None);
+        assert_eq!(page.value(3, u64::MAX).unwrap(), Some(Deleted));
+        assert_eq!(page.deleted_between(u64::MAX, 0, 100).unwrap(), 2);
+        let mut newest = [(0, Deleted); super::MAX_ENTRIES];
+        let n = page.newest_entries(u64::MAX, &mut newest).unwrap();
+        let mut got = newest[..n].to_vec();
+        got.sort_by_key(|e| e.0);
+        assert_eq!(got, [(3, Deleted), (4, Value(b"back")), (90, Deleted)]);
     }
 
     #[test]
@@ -404,16 +505,16 @@ mod tests {
         let page = arena.attach_overlay(leaf, fresh);
         let value = [7u8; 100];
         let mut n = 0;
-        while page.append(n, &value, 2) {
+        while page.append(n, Value(&value), 2) {
             n += 1;
         }
         // 1 KiB: 128 bytes before the headers, then 16 of header and 100
         // of value each, with room for the closing header.
         assert_eq!(n, 7);
         for i in 0..n {
-            assert_eq!(page.value(usize::from(i), 2).unwrap(), Some(&value[..]));
+            assert_eq!(page.value(usize::from(i), 2).unwrap(), Some(Value(&value)));
         }
-        assert!(page.append(0, b"", 2), "an empty value still fits");
-        assert_eq!(page.value(0, 2).unwrap(), Some(&b""[..]));
+        assert!(page.append(0, Value(b""), 2), "an empty value still fits");
+        assert_eq!(page.value(0, 2).unwrap(), Some(Value(b"")));
     }
 }

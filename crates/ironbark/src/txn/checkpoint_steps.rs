@@ -55,7 +55,7 @@ use crate::btree::page::{
     blob_run_pages, branch_cell, compare_keys, slotted_size, verify_page, LeafValue, Node,
     DIRTY_BIT, HEADER_LEN,
 };
-use crate::btree::search::Root;
+use crate::btree::search::{live_entries, Root};
 use crate::btree::write::TreeState;
 use crate::catalog::Catalog;
 use crate::error::Result;
@@ -607,7 +607,8 @@ impl<'a> Splicer<'a> {
             pages += 1;
             if node.is_leaf {
                 self.delta.leaf_pages += 1;
-                self.delta.entries += node.count as i64;
+                // Its overlay's deletes leave the file with its copy.
+                self.delta.entries += live_entries(self.source, &node)? as i64;
                 for i in 0..node.count {
                     if let LeafValue::Overflow { pgno: run, .. } = node.leaf_entry(i)?.1 {
                         if run & ARENA_BIT != 0 {

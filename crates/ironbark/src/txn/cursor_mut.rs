@@ -15,7 +15,7 @@
 
 use crate::btree::cursor::Cursor;
 use crate::btree::page::Node;
-use crate::btree::search::{leaf_entry_seen, resolve_value};
+use crate::btree::search::{is_deleted, leaf_entry_seen, resolve_value};
 use crate::error::Result;
 use crate::pages::PageSource;
 use crate::txn::write::WriteTxn;
@@ -123,7 +123,7 @@ impl<'t, 'db> CursorMut<'t, 'db> {
             Position::End => return Ok(None),
             Position::On(Some((pgno, slot))) => {
                 let node = Node::parse(src.page(pgno)?, pgno, None)?;
-                if slot + 1 < node.count {
+                if slot + 1 < node.count && !is_deleted(src, &node, slot + 1)? {
                     Some((node, slot + 1))
                 } else {
                     seek(src, &self.tree, &self.key, true)?
@@ -136,7 +136,13 @@ impl<'t, 'db> CursorMut<'t, 'db> {
             self.position = Position::End;
             return Ok(None);
         };
-        let (key, value) = leaf_entry_seen(src, &node, slot)?;
+        let Some((key, value)) = leaf_entry_seen(src, &node, slot)? else {
+            // `seek` lands on live entries only.
+            return Err(crate::error::Error::Corrupted {
+                page: Some(node.pgno),
+                detail: "a write cursor stopped on a deleted entry".into(),
+            });
+        };
         let value = resolve_value(src, value)?;
         self.key.clear();
         self.key.extend_from_slice(key);

@@ -1,9 +1,12 @@
-//! Same-size overwrites as value overlays: the write transaction's side of
-//! `storage::overlay`.
+//! Same-size overwrites and deletes as value overlays: the write
+//! transaction's side of `storage::overlay`.
 //!
-//! A put whose key is in a published arena leaf, holding an inline value of
-//! the new value's length, appends the value to the leaf's overlay instead
-//! of copying the leaf and its path. It is tried only where it can pay: a
+//! A put whose key is in a published arena leaf, holding an inline value
+//! of the new value's length, appends the value to the leaf's overlay
+//! instead of copying the leaf and its path; a delete of such a key
+//! (holding an inline value of any length) appends a tombstone, unless
+//! that would leave the leaf with no entry (the copy that folds the
+//! overlay in must not be empty). It is tried only where it can pay: a
 //! transaction that may be logged (overlays live in the arena, which only
 //! logged commits use), with no savepoint taken (a rollback to one would
 //! have to cut overlays too), and for values up to `MAX_OVERLAY_VALUE`. A
@@ -14,15 +17,16 @@
 //! look finds one.
 //!
 //! Invariant: every overlay entry this transaction appends is recorded
-//! in its `OverlayUndo` (`txn::overlay_undo`) before `put_overlaid`
-//! returns, so that it is cut off again unless the transaction commits.
+//! in its `OverlayUndo` (`txn::overlay_undo`) before it returns, so that
+//! it is cut off again unless the transaction commits; a tombstone takes
+//! its entry off the tree's count in the transaction's catalog.
 
 use crate::btree::page::{LeafValue, DIRTY_BIT};
 use crate::btree::search::find_leaf;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::pages::WriteSource;
 use crate::storage::arena::ARENA_BIT;
-use crate::storage::overlay::MAX_OVERLAY_VALUE;
+use crate::storage::overlay::{Overlaid, MAX_OVERLAY_VALUE};
 use crate::txn::logged::{arena_bound, arena_memory_cap};
 use crate::txn::write::WriteTxn;
 
@@ -38,11 +42,37 @@ impl<'db> WriteTxn<'db> {
     /// published arena leaf: `Ok(true)`, no page copied. `Ok(false)`, with
     /// nothing changed, when it does not (the caller puts as usual).
     pub(crate) fn put_overlaid(&mut self, i: usize, key: &[u8], value: &[u8]) -> Result<bool> {
-        if !self.logging
-            || !self.savepoints.is_empty()
-            || value.len() > MAX_OVERLAY_VALUE
-            || self.overlays.gave_up()
-        {
+        if value.len() > MAX_OVERLAY_VALUE {
+            return Ok(false);
+        }
+        self.overlay_change(i, key, Overlaid::Value(value))
+    }
+
+    /// `delete` of `key` from tree `i` as a tombstone in its leaf's
+    /// overlay, if the key holds an inline value in a published arena
+    /// leaf with another entry left: `Ok(true)`, no page copied, the
+    /// tree's count lowered. `Ok(false)`, with nothing changed, when not
+    /// (the caller deletes as usual; that includes a key already deleted).
+    pub(crate) fn delete_overlaid(&mut self, i: usize, key: &[u8]) -> Result<bool> {
+        if !self.overlay_change(i, key, Overlaid::Deleted)? {
+            return Ok(false);
+        }
+        let state = &mut self.catalog.trees[i].state;
+        state.entries = state
+            .entries
+            .checked_sub(1)
+            .ok_or_else(|| Error::Corrupted {
+                page: None,
+                detail: "a tree's entry count is below the entries it holds".into(),
+            })?;
+        Ok(true)
+    }
+
+    /// Appends `change` for `key` of tree `i` to its leaf's overlay, if
+    /// the rules in the module doc allow it (`Ok(false)`, nothing changed,
+    /// if not).
+    fn overlay_change(&mut self, i: usize, key: &[u8], change: Overlaid<'_>) -> Result<bool> {
+        if !self.logging || !self.savepoints.is_empty() || self.overlays.gave_up() {
             return Ok(false);
         }
         let root = self.catalog.trees[i].state.root;
@@ -84,7 +114,10 @@ impl<'db> WriteTxn<'db> {
         if leaf.pgno & (ARENA_BIT | DIRTY_BIT) == ARENA_BIT && leaf.is_leaf {
             if let Ok(i) = leaf.search_leaf(key)? {
                 if let (_, LeafValue::Inline(old)) = leaf.leaf_entry(i)? {
-                    if old.len() == value.len() {
+                    if match change {
+                        Overlaid::Value(v) => old.len() == v.len(),
+                        Overlaid::Deleted => true,
+                    } {
                         index = Some(i);
                     }
                 }
@@ -98,6 +131,21 @@ impl<'db> WriteTxn<'db> {
         };
         self.writer.overlay_misses = 0;
         if !self.overlays.has_room_for(leaf.pgno) {
+            return Ok(false);
+        }
+        if let Some(page) = &existing {
+            // A key its overlay deleted is not there to overwrite or
+            // delete (a put of it is an insert); a tombstone leaves the
+            // leaf another entry.
+            if page.value(index, u64::MAX)? == Some(Overlaid::Deleted) {
+                return Ok(false);
+            }
+            if change == Overlaid::Deleted
+                && page.deleted_between(u64::MAX, 0, leaf.count)? + 2 > leaf.count
+            {
+                return Ok(false);
+            }
+        } else if change == Overlaid::Deleted && leaf.count < 2 {
             return Ok(false);
         }
         let page = match existing {
@@ -120,7 +168,7 @@ impl<'db> WriteTxn<'db> {
         };
         let mark = page.mark();
         let index = u16::try_from(index).expect("a leaf holds fewer than 2^16 entries");
-        if !page.append(index, value, self.base.txn() + 1) {
+        if !page.append(index, change, self.base.txn() + 1) {
             // Full: the put copies the leaf, applying the overlay.
             return Ok(false);
         }

@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::pages::{DirtyPages, PageSource, WriteSource};
 use crate::storage::freespace::Freed;
+use crate::storage::overlay::Overlaid;
 use crate::txn::logged::LOG_RATIO;
 use crate::txn::redo::{self, RedoOp};
 use crate::txn::shared::{Shared, Snapshot, WriterGuard};
@@ -724,6 +725,19 @@ impl<'db> WriteTxn<'db> {
     /// ```
     pub fn delete(&mut self, tree: &Tree, key: &[u8]) -> Result<bool> {
         let i = self.index_of(tree)?;
+        self.flush_reserved();
+        match self.delete_overlaid(i, key) {
+            Ok(true) => {
+                self.changed = true;
+                if self.logging {
+                    redo::delete(&mut self.redo, tree.id, key);
+                    self.check_log_size();
+                }
+                return Ok(true);
+            }
+            Ok(false) => {}
+            Err(e) => return self.note_failure(Err(e)),
+        }
         let mut state = self.catalog.trees[i].state;
         let result = self.tree_writer()?.delete(&mut state, key);
         self.catalog.trees[i].state = state;
@@ -1425,12 +1439,20 @@ impl PageSource for WriteTxn<'_> {
         .resolve_blob_run(pgno)
     }
 
-    fn overlay(&self, leaf: u64, index: usize) -> Result<Option<&[u8]>> {
+    fn overlay(&self, leaf: u64, index: usize) -> Result<Option<Overlaid<'_>>> {
         WriteSource {
             base: &self.base.source,
             dirty: &self.dirty,
         }
         .resolve_overlay(leaf, index)
+    }
+
+    fn deleted_between(&self, leaf: u64, from: usize, to: usize) -> Result<usize> {
+        WriteSource {
+            base: &self.base.source,
+            dirty: &self.dirty,
+        }
+        .resolve_deleted_between(leaf, from, to)
     }
 }
 
