@@ -33,8 +33,9 @@
 //! The workloads include key ranges removed by pruning whole subtrees and
 //! trees cleared (`Ranges`): with logged commits, each is one redo
 //! operation, replayed after a crash. The logged runs also overwrite
-//! values of one length (tree "fixed"), which they keep as value overlays
-//! beside leaves in the arena: the states read back after each commit go
+//! values of one length and delete keys (tree "fixed"), which they keep
+//! as value overlays and tombstones beside leaves in the arena: the
+//! states read back after each commit go
 //! through the overlays, the crash images through the log's replay, and
 //! the two must agree.
 //!
@@ -422,9 +423,14 @@ fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>, m
                 // Values of one length: with logged commits, overwrites of
                 // leaves in the arena are value overlays (the plain runs
                 // keep their own stream of operations).
+                // Deletes there are tombstones in the overlays.
                 let tree = tx.open_tree("fixed").unwrap();
                 let key = format!("fix{:03}", rng.below(200)).into_bytes();
-                tx.put(&tree, &key, &rng.bytes(16)).unwrap();
+                if rng.chance(30) {
+                    tx.delete(&tree, &key).unwrap();
+                } else {
+                    tx.put(&tree, &key, &rng.bytes(16)).unwrap();
+                }
                 continue;
             }
             let name = ["a", "b", "c"][rng.below(3) as usize];
