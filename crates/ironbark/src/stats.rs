@@ -98,10 +98,10 @@ pub struct CommitCounters {
     /// Checkpoint steps that spliced a tree whose root split since its
     /// last checkpoint (the step's tree takes the newest root's height).
     pub checkpoint_roots_grown: u64,
-    /// Same-size overwrites committed as value overlays: the new value
-    /// kept beside its leaf (a published page of a logged commit) instead
-    /// of in a copy of the leaf and of the branches above it (see
-    /// docs/design.md, "Value overlays").
+    /// Same-size overwrites and deletes committed as value overlays: the
+    /// new value, or a tombstone, kept beside its leaf (a published page
+    /// of a logged commit) instead of in a copy of the leaf and of the
+    /// branches above it (see docs/design.md, "Value overlays").
     pub values_overlaid: u64,
 }
 
