@@ -45,51 +45,52 @@ impl<'db> WriteTxn<'db> {
         if value.len() > MAX_OVERLAY_VALUE {
             return Ok(false);
         }
-        self.overlay_change(i, key, Overlaid::Value(value))
+        Ok(self.overlay_change(i, key, Overlaid::Value(value))? == Change::Overlaid)
     }
 
     /// `delete` of `key` from tree `i` as a tombstone in its leaf's
     /// overlay, if the key holds an inline value in a published arena
-    /// leaf with another entry left: `Ok(true)`, no page copied, the
-    /// tree's count lowered. `Ok(false)`, with nothing changed, when not
-    /// (the caller deletes as usual; that includes a key already deleted).
-    pub(crate) fn delete_overlaid(&mut self, i: usize, key: &[u8]) -> Result<bool> {
-        if !self.overlay_change(i, key, Overlaid::Deleted)? {
-            return Ok(false);
+    /// leaf with another entry left: `Change::Overlaid`, no page copied,
+    /// the tree's count lowered. `Change::Absent` when the look found the
+    /// key is not in the tree (nothing to delete, no second descent);
+    /// `Change::Declined`, with nothing changed, otherwise (the caller
+    /// deletes as usual).
+    pub(crate) fn delete_overlaid(&mut self, i: usize, key: &[u8]) -> Result<Change> {
+        let done = self.overlay_change(i, key, Overlaid::Deleted)?;
+        if done == Change::Overlaid {
+            let state = &mut self.catalog.trees[i].state;
+            state.entries = state
+                .entries
+                .checked_sub(1)
+                .ok_or_else(|| Error::Corrupted {
+                    page: None,
+                    detail: "a tree's entry count is below the entries it holds".into(),
+                })?;
         }
-        let state = &mut self.catalog.trees[i].state;
-        state.entries = state
-            .entries
-            .checked_sub(1)
-            .ok_or_else(|| Error::Corrupted {
-                page: None,
-                detail: "a tree's entry count is below the entries it holds".into(),
-            })?;
-        Ok(true)
+        Ok(done)
     }
 
     /// Appends `change` for `key` of tree `i` to its leaf's overlay, if
-    /// the rules in the module doc allow it (`Ok(false)`, nothing changed,
-    /// if not).
-    fn overlay_change(&mut self, i: usize, key: &[u8], change: Overlaid<'_>) -> Result<bool> {
+    /// the rules in the module doc allow it.
+    fn overlay_change(&mut self, i: usize, key: &[u8], change: Overlaid<'_>) -> Result<Change> {
         if !self.logging || !self.savepoints.is_empty() || self.overlays.gave_up() {
-            return Ok(false);
+            return Ok(Change::Declined);
         }
         let root = self.catalog.trees[i].state.root;
         if self.base.source.arena.is_none() {
-            return Ok(false);
+            return Ok(Change::Declined);
         }
         let w = &mut *self.writer;
         if w.overlay_misses >= MISSES_BEFORE_SAMPLING {
             w.overlay_misses += 1;
             if w.overlay_misses % OVERLAY_SAMPLE != 0 {
-                return Ok(false);
+                return Ok(Change::Declined);
             }
         }
         // The snapshot's arena is the process's (`Shared::arena`, set once).
         let shared: &'db crate::txn::shared::Shared = self.shared;
         let Some(arena) = shared.arena.get().and_then(|a| a.as_deref()) else {
-            return Ok(false);
+            return Ok(Change::Declined);
         };
         debug_assert!(self
             .base
@@ -98,7 +99,7 @@ impl<'db> WriteTxn<'db> {
             .as_deref()
             .is_some_and(|a| std::ptr::eq(a, arena)));
         if root.is_empty() {
-            return Ok(false);
+            return Ok(Change::Declined);
         }
         let src = WriteSource {
             base: &self.base.source,
@@ -111,8 +112,13 @@ impl<'db> WriteTxn<'db> {
             page.prefetch();
         }
         let mut index = None;
+        let found = leaf.search_leaf(key)?;
+        if found.is_err() && change == Overlaid::Deleted {
+            // Whatever leaf it is, the key would be in it.
+            return Ok(Change::Absent);
+        }
         if leaf.pgno & (ARENA_BIT | DIRTY_BIT) == ARENA_BIT && leaf.is_leaf {
-            if let Ok(i) = leaf.search_leaf(key)? {
+            if let Ok(i) = found {
                 if let (_, LeafValue::Inline(old)) = leaf.leaf_entry(i)? {
                     if match change {
                         Overlaid::Value(v) => old.len() == v.len(),
@@ -127,26 +133,29 @@ impl<'db> WriteTxn<'db> {
             self.overlays.missed();
             let w = &mut *self.writer;
             w.overlay_misses = w.overlay_misses.saturating_add(1);
-            return Ok(false);
+            return Ok(Change::Declined);
         };
         self.writer.overlay_misses = 0;
         if !self.overlays.has_room_for(leaf.pgno) {
-            return Ok(false);
+            return Ok(Change::Declined);
         }
         if let Some(page) = &existing {
             // A key its overlay deleted is not there to overwrite or
             // delete (a put of it is an insert); a tombstone leaves the
             // leaf another entry.
             if page.value(index, u64::MAX)? == Some(Overlaid::Deleted) {
-                return Ok(false);
+                return Ok(match change {
+                    Overlaid::Deleted => Change::Absent,
+                    Overlaid::Value(_) => Change::Declined,
+                });
             }
             if change == Overlaid::Deleted
                 && page.deleted_between(u64::MAX, 0, leaf.count)? + 2 > leaf.count
             {
-                return Ok(false);
+                return Ok(Change::Declined);
             }
         } else if change == Overlaid::Deleted && leaf.count < 2 {
-            return Ok(false);
+            return Ok(Change::Declined);
         }
         let page = match existing {
             Some(page) => page,
@@ -157,11 +166,11 @@ impl<'db> WriteTxn<'db> {
                 if w.arena_space.live_pages_and_overlays() >= cap - cap / 16 {
                     // Overlays are left out of the arena's bound, never out
                     // of its share of memory.
-                    return Ok(false);
+                    return Ok(Change::Declined);
                 }
                 let limit = arena_bound(ps, self.base.meta.page_count);
                 let Some(fresh) = w.arena_space.alloc_overlay(arena, leaf.pgno, limit) else {
-                    return Ok(false);
+                    return Ok(Change::Declined);
                 };
                 arena.attach_overlay(leaf.pgno, fresh)
             }
@@ -170,9 +179,20 @@ impl<'db> WriteTxn<'db> {
         let index = u16::try_from(index).expect("a leaf holds fewer than 2^16 entries");
         if !page.append(index, change, self.base.txn() + 1) {
             // Full: the put copies the leaf, applying the overlay.
-            return Ok(false);
+            return Ok(Change::Declined);
         }
         self.overlays.record(arena, leaf.pgno, mark);
-        Ok(true)
+        Ok(Change::Overlaid)
     }
+}
+
+/// What a look for an overlay did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// Appended to the leaf's overlay: nothing else to do.
+    Overlaid,
+    /// A delete whose key is not in the tree: nothing to do.
+    Absent,
+    /// Nothing done: the caller changes the tree the usual way.
+    Declined,
 }
