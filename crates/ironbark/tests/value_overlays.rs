@@ -656,3 +656,96 @@ fn counts_of_a_multimap_key_leave_out_its_tombstoned_values() {
     drop(held);
     db.check().unwrap();
 }
+
+/// Tombstones never delete the last entry of a leaf (that delete copies
+/// the leaf instead, which then merges or empties as usual): deleting
+/// every key of a small tree, one commit each, in random order, keeps
+/// every read right down to the empty tree, and `check` clean.
+#[test]
+fn deleting_every_key_of_a_small_tree_by_single_commits_empties_it() {
+    let t = temp_db("empty-out.ib");
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    let mut model = Entries::new();
+    for i in 0..150u32 {
+        tx.put(&tree, &key(i), &value(i, 0)).unwrap();
+        model.insert(key(i).to_vec(), value(i, 0));
+    }
+    // Another tree makes the file large enough that the arena (bounded
+    // by twice the file) holds every copy and overlay made below.
+    let pad = tx.open_tree("pad").unwrap();
+    for i in 0..20_000u32 {
+        tx.put(&pad, &key(i), &value(i, 0)).unwrap();
+    }
+    tx.commit().unwrap();
+    // Every leaf into the arena.
+    for i in (0..150u32).step_by(20) {
+        let mut tx = db.begin_write().unwrap();
+        tx.put(&tree, &key(i), &value(i, 1)).unwrap();
+        tx.commit().unwrap();
+        model.insert(key(i).to_vec(), value(i, 1));
+    }
+    let start = overlaid(&db);
+    let mut rng = Rng::new(31);
+    let mut order: Vec<u32> = (0..150).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    for (n, i) in order.into_iter().enumerate() {
+        let mut tx = db.begin_write().unwrap();
+        assert!(tx.delete(&tree, &key(i)).unwrap());
+        tx.commit().unwrap();
+        model.remove(&key(i).to_vec());
+        if n % 10 == 9 || model.len() < 5 {
+            // (No `check` here: it checkpoints, sending the leaves back
+            // to the file.)
+            let rx = db.begin_read().unwrap();
+            assert_reads_agree(&rx, &tree, &model, &mut rng, &format!("{n} deleted"));
+        }
+    }
+    db.check().unwrap();
+    assert!(overlaid(&db) - start > 100, "{}", overlaid(&db) - start);
+    let rx = db.begin_read().unwrap();
+    assert_eq!(rx.len(&tree).unwrap(), 0);
+    assert_eq!(rx.first(&tree).unwrap(), None);
+}
+
+/// The rule itself: in a leaf of three keys, two deletes are tombstones
+/// and the third, which would leave no entry, copies the leaf.
+#[test]
+fn the_last_entry_of_a_leaf_is_never_a_tombstone() {
+    let t = temp_db("last-entry.ib");
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let small = tx.open_tree("small").unwrap();
+    for k in [b"a", b"b", b"c"] {
+        tx.put(&small, k, b"value").unwrap();
+    }
+    let pad = tx.open_tree("pad").unwrap();
+    for i in 0..20_000u32 {
+        tx.put(&pad, &key(i), &value(i, 0)).unwrap();
+    }
+    tx.commit().unwrap();
+    // Another length: the leaf is copied into the arena.
+    let mut tx = db.begin_write().unwrap();
+    tx.put(&small, b"a", b"longer value").unwrap();
+    tx.commit().unwrap();
+    let mut counts = vec![overlaid(&db)];
+    for k in [b"b", b"a", b"c"] {
+        let mut tx = db.begin_write().unwrap();
+        assert!(tx.delete(&small, k).unwrap());
+        tx.commit().unwrap();
+        counts.push(overlaid(&db));
+    }
+    db.check().unwrap();
+    assert_eq!(
+        counts.windows(2).map(|w| w[1] - w[0]).collect::<Vec<_>>(),
+        [1, 1, 0],
+        "two tombstones, then a copy"
+    );
+    let rx = db.begin_read().unwrap();
+    assert_eq!(rx.len(&small).unwrap(), 0);
+    assert_eq!(rx.iter(&small).unwrap().count(), 0);
+    assert_eq!(rx.get(&small, b"c").unwrap(), None);
+}
