@@ -29,7 +29,8 @@
 //! index); bytes 64..72 are the writer's (the entry count and where the
 //! values begin; no reader reads them); bytes 72..80 a filter of the
 //! indexes from 64 up that have entries (bit `index % 64`: a reader of an
-//! index whose bit is clear reads nothing else). Entry headers of 16 bytes
+//! index whose bit is clear reads nothing else); bytes 80..84 the writer's
+//! count of tombstones. Entry headers of 16 bytes
 //! follow from byte 128 up (txn: u64, index: u16, length: u16, value
 //! offset: u32), values packed from the page's end down. After the last
 //! entry a header whose txn is 0 ends the list. The first line and the
@@ -70,6 +71,9 @@ const FIRST_HEADER: usize = 128;
 /// [`NEWEST_INDEXES`] up.
 const WRITER_WORD_AT: usize = 64;
 const FILTER_AT: usize = 72;
+/// The writer's count of the tombstones among the entries (a `u32`; no
+/// reader reads it).
+const TOMBSTONES_AT: usize = 80;
 /// Indexes whose newest entry the first line names.
 const NEWEST_INDEXES: usize = 64;
 /// Bytes of each entry header.
@@ -91,13 +95,15 @@ pub(crate) enum Overlaid<'a> {
 /// the list (an older snapshot, an index from 64 up) reads a few lines.
 pub(crate) const MAX_ENTRIES: usize = 32;
 
-/// Where the writer is in an overlay page: entries, and the offset where
-/// the values begin. Saved before a transaction's first append, so that
-/// giving the transaction up cuts its entries off (`OverlayPage::cut`).
+/// Where the writer is in an overlay page: entries, the offset where the
+/// values begin, and how many of the entries are tombstones. Saved before
+/// a transaction's first append, so that giving the transaction up cuts
+/// its entries off (`OverlayPage::cut`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Mark {
     pub(crate) entries: u32,
     pub(crate) values_at: u32,
+    pub(crate) tombstones: u32,
 }
 
 /// One overlay page in the arena: `ptr` to its `page_size` bytes. Made by
@@ -155,6 +161,7 @@ impl<'a> OverlayPage<'a> {
         self.set_mark(Mark {
             entries: 0,
             values_at: self.page_size as u32,
+            tombstones: 0,
         });
         for index in 0..NEWEST_INDEXES {
             self.newest(index).store(0, Ordering::Relaxed);
@@ -169,10 +176,16 @@ impl<'a> OverlayPage<'a> {
     pub(crate) fn mark(&self) -> Mark {
         // SAFETY: the writer's word is read and written by the one writer
         // only (module doc).
-        let w = unsafe { std::ptr::read(self.ptr.add(WRITER_WORD_AT) as *const [u32; 2]) };
+        let (w, tombstones) = unsafe {
+            (
+                std::ptr::read(self.ptr.add(WRITER_WORD_AT) as *const [u32; 2]),
+                std::ptr::read(self.ptr.add(TOMBSTONES_AT) as *const u32),
+            )
+        };
         Mark {
             entries: w[0],
             values_at: w[1],
+            tombstones,
         }
     }
 
@@ -182,8 +195,15 @@ impl<'a> OverlayPage<'a> {
             std::ptr::write(
                 self.ptr.add(WRITER_WORD_AT) as *mut [u32; 2],
                 [m.entries, m.values_at],
-            )
+            );
+            std::ptr::write(self.ptr.add(TOMBSTONES_AT) as *mut u32, m.tombstones);
         };
+    }
+
+    /// Writer: whether any entry is a tombstone (if none, no index is
+    /// deleted, whatever the snapshot).
+    pub(crate) fn has_tombstones(&self) -> bool {
+        self.mark().tombstones > 0
     }
 
     /// Writer: appends entry `index` = `entry` (a value, or a tombstone),
@@ -234,6 +254,7 @@ impl<'a> OverlayPage<'a> {
         self.set_mark(Mark {
             entries: entries as u32 + 1,
             values_at: at as u32,
+            tombstones: m.tombstones + u32::from(len == TOMBSTONE),
         });
         true
     }
@@ -484,7 +505,14 @@ mod tests {
         let before = page.mark();
         assert!(page.append(3, Value(b"gone"), 6));
         assert!(page.append(5, Deleted, 6));
+        assert_eq!(page.mark().tombstones, 4);
         page.cut(before);
+        assert_eq!(
+            page.mark().tombstones,
+            3,
+            "the cut tombstone is not counted"
+        );
+        assert!(page.has_tombstones());
         assert_eq!(page.value(4, 5).unwrap(), Some(Value(b"back")));
         assert_eq!(page.value(5, u64::MAX).unwrap(), None);
         assert_eq!(page.value(3, u64::MAX).unwrap(), Some(Deleted));

@@ -107,7 +107,7 @@ impl<'db> WriteTxn<'db> {
         };
         let leaf = find_leaf(&src, root, key)?;
         let existing = arena.overlay(leaf.pgno);
-        if let Some(page) = &existing {
+        if let Some(page) = existing.as_ref().filter(|p| p.has_tombstones()) {
             // Loads while the leaf is searched.
             page.prefetch();
         }
@@ -139,7 +139,7 @@ impl<'db> WriteTxn<'db> {
         if !self.overlays.has_room_for(leaf.pgno) {
             return Ok(Change::Declined);
         }
-        if let Some(page) = &existing {
+        if let Some(page) = existing.as_ref().filter(|p| p.has_tombstones()) {
             // A key its overlay deleted is not there to overwrite or
             // delete (a put of it is an insert); a tombstone leaves the
             // leaf another entry.
@@ -149,11 +149,11 @@ impl<'db> WriteTxn<'db> {
                     Overlaid::Value(_) => Change::Declined,
                 });
             }
-            // Each entry deletes one index at most: while the leaf has
-            // two cells more than its overlay has entries, one stays
+            // Each tombstone deletes one index at most: while the leaf has
+            // two cells more than its overlay has tombstones, one stays
             // whatever they say, with no scan of the list.
             if change == Overlaid::Deleted
-                && page.mark().entries as usize + 2 > leaf.count
+                && page.mark().tombstones as usize + 2 > leaf.count
                 && page.deleted_between(u64::MAX, 0, leaf.count)? + 2 > leaf.count
             {
                 return Ok(Change::Declined);
