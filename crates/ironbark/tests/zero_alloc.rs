@@ -449,3 +449,57 @@ fn reads_of_overlaid_values_allocate_nothing() {
     assert_eq!(sum, 3 * 2 * u64::from(5_000u32.div_ceil(3)));
     assert_eq!(n, 0, "reads of overlaid values allocated {n} times");
 }
+
+/// Single-put deletes kept as tombstones (value overlays) allocate
+/// nothing in steady state, and neither do reads that step over them.
+#[test]
+fn overlaid_deletes_and_reads_across_them_allocate_nothing() {
+    let t = temp_db("tombstones.ib");
+    let db = Database::open(&t.path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    for i in 0..20_000u32 {
+        tx.put(&tree, &i.to_be_bytes(), &[1u8; 24]).unwrap();
+    }
+    tx.commit().unwrap();
+    // Every leaf into the arena (a put of another length copies it).
+    for i in (0..20_000u32).step_by(50) {
+        let mut tx = db.begin_write().unwrap();
+        tx.put(&tree, &i.to_be_bytes(), &[2u8; 30]).unwrap();
+        tx.commit().unwrap();
+    }
+    let delete = |i: u32| {
+        let mut tx = db.begin_write().unwrap();
+        assert!(tx.delete(&tree, &i.to_be_bytes()).unwrap());
+        tx.commit().unwrap();
+    };
+    // Keys 1, 4, 7, ...: a leaf keeps most of its keys.
+    for i in (1..3_000u32).step_by(3) {
+        delete(i);
+    }
+    let before = db.counters();
+    let ((), n) = counted(|| {
+        for i in (3_001..6_000u32).step_by(3) {
+            delete(i);
+        }
+    });
+    let after = db.counters();
+    assert!(
+        after.values_overlaid - before.values_overlaid >= 900,
+        "{} of 1,000 deletes overlaid",
+        after.values_overlaid - before.values_overlaid
+    );
+    assert!(n <= 10, "1,000 single-put deletes allocated {n} times");
+    let rx = db.begin_read().unwrap();
+    let (seen, n) = counted(|| {
+        let mut seen = 0u64;
+        for i in 0..6_000u32 {
+            seen += u64::from(rx.get(&tree, &i.to_be_bytes()).unwrap().is_some());
+        }
+        seen += rx.iter(&tree).unwrap().count() as u64;
+        seen += rx.iter(&tree).unwrap().rev().count() as u64;
+        seen
+    });
+    assert_eq!(seen, 4_000 + 2 * (20_000 - 2_000));
+    assert_eq!(n, 0, "reads across tombstones allocated {n} times");
+}
