@@ -61,6 +61,26 @@ fn arena_resident(path: &std::path::Path) -> (Database, Tree, BTreeMap<u32, Vec<
     (db, tree, model)
 }
 
+/// `arena_resident`, its model keyed by the keys' bytes.
+fn arena_resident_entries(path: &std::path::Path) -> (Database, Tree, Entries) {
+    let (db, tree, model) = arena_resident(path);
+    let model = model
+        .into_iter()
+        .map(|(i, v)| (key(i).to_vec(), v))
+        .collect();
+    (db, tree, model)
+}
+
+/// Reopens the closed database at `path`: its reads agree with `model`
+/// (`assert_reads_agree`), and `check` passes.
+fn assert_reopened_reads_agree(path: &std::path::Path, model: &Entries, rng: &mut Rng) {
+    let db = Database::open_with(path, &options()).unwrap();
+    let rx = db.begin_read().unwrap();
+    assert_reads_agree(&rx, &rx.tree("t").unwrap(), model, rng, "reopened");
+    drop(rx);
+    db.check().unwrap();
+}
+
 /// Asserts that `rx` sees exactly `model`: by `get` of every key, and by
 /// full scans forward and backward.
 fn assert_sees(rx: &ReadTxn, tree: &Tree, model: &BTreeMap<u32, Vec<u8>>, what: &str) {
@@ -240,11 +260,7 @@ fn a_crash_image_replays_overlaid_overwrites() {
 #[test]
 fn overwrites_mixed_with_inserts_deletes_and_other_lengths_agree_with_a_model() {
     let t = temp_db("mixed.ib");
-    let (db, tree, model) = arena_resident(&t.path);
-    let mut model: Entries = model
-        .into_iter()
-        .map(|(i, v)| (key(i).to_vec(), v))
-        .collect();
+    let (db, tree, mut model) = arena_resident_entries(&t.path);
     let mut rng = Rng::new(3);
     let mut held: Vec<(ReadTxn, Entries)> = Vec::new();
     for round in 0..3_000u32 {
@@ -456,11 +472,7 @@ fn assert_reads_agree(rx: &ReadTxn, tree: &Tree, model: &Entries, rng: &mut Rng,
 #[test]
 fn overlaid_deletes_hide_their_keys_from_every_later_snapshot_only() {
     let t = temp_db("tombstones.ib");
-    let (db, tree, model) = arena_resident(&t.path);
-    let mut model: Entries = model
-        .into_iter()
-        .map(|(i, v)| (key(i).to_vec(), v))
-        .collect();
+    let (db, tree, mut model) = arena_resident_entries(&t.path);
     let start = overlaid(&db);
     let pages_before = db.counters().pages_written;
     let mut rng = Rng::new(17);
@@ -513,11 +525,7 @@ fn overlaid_deletes_hide_their_keys_from_every_later_snapshot_only() {
     );
     db.check().unwrap();
     drop(db);
-    let db = Database::open_with(&t.path, &options()).unwrap();
-    let rx = db.begin_read().unwrap();
-    assert_reads_agree(&rx, &rx.tree("t").unwrap(), &model, &mut rng, "reopened");
-    drop(rx);
-    db.check().unwrap();
+    assert_reopened_reads_agree(&t.path, &model, &mut rng);
 }
 
 /// A transaction that deletes keys by tombstones and then writes the
@@ -527,11 +535,7 @@ fn overlaid_deletes_hide_their_keys_from_every_later_snapshot_only() {
 #[test]
 fn tombstones_meet_copies_cursors_ranges_and_aborts() {
     let t = temp_db("tombstone-mix.ib");
-    let (db, tree, model) = arena_resident(&t.path);
-    let mut model: Entries = model
-        .into_iter()
-        .map(|(i, v)| (key(i).to_vec(), v))
-        .collect();
+    let (db, tree, mut model) = arena_resident_entries(&t.path);
     let mut rng = Rng::new(23);
     for round in 0..400u32 {
         let mut tx = db.begin_write().unwrap();
@@ -599,11 +603,7 @@ fn tombstones_meet_copies_cursors_ranges_and_aborts() {
     assert_reads_agree(&db.begin_read().unwrap(), &tree, &model, &mut rng, "end");
     db.check().unwrap();
     drop(db);
-    let db = Database::open_with(&t.path, &options()).unwrap();
-    let rx = db.begin_read().unwrap();
-    assert_reads_agree(&rx, &rx.tree("t").unwrap(), &model, &mut rng, "reopened");
-    drop(rx);
-    db.check().unwrap();
+    assert_reopened_reads_agree(&t.path, &model, &mut rng);
 }
 
 /// `count_dups` counts a key's values by its leaves' entry counts: values
