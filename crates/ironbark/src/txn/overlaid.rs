@@ -50,24 +50,27 @@ impl<'db> WriteTxn<'db> {
 
     /// `delete` of `key` from tree `i` as a tombstone in its leaf's
     /// overlay, if the key holds an inline value in a published arena
-    /// leaf with another entry left: `Change::Overlaid`, no page copied,
-    /// the tree's count lowered. `Change::Absent` when the look found the
+    /// leaf with another entry left: `Some(true)`, no page copied, the
+    /// tree's count lowered. `Some(false)` when the look found that the
     /// key is not in the tree (nothing to delete, no second descent);
-    /// `Change::Declined`, with nothing changed, otherwise (the caller
-    /// deletes as usual).
-    pub(crate) fn delete_overlaid(&mut self, i: usize, key: &[u8]) -> Result<Change> {
-        let done = self.overlay_change(i, key, Overlaid::Deleted)?;
-        if done == Change::Overlaid {
-            let state = &mut self.catalog.trees[i].state;
-            state.entries = state
-                .entries
-                .checked_sub(1)
-                .ok_or_else(|| Error::Corrupted {
-                    page: None,
-                    detail: "a tree's entry count is below the entries it holds".into(),
-                })?;
+    /// `None`, with nothing changed, otherwise (the caller deletes as
+    /// usual).
+    pub(crate) fn delete_overlaid(&mut self, i: usize, key: &[u8]) -> Result<Option<bool>> {
+        match self.overlay_change(i, key, Overlaid::Deleted)? {
+            Change::Overlaid => {
+                let state = &mut self.catalog.trees[i].state;
+                state.entries = state
+                    .entries
+                    .checked_sub(1)
+                    .ok_or_else(|| Error::Corrupted {
+                        page: None,
+                        detail: "a tree's entry count is below the entries it holds".into(),
+                    })?;
+                Ok(Some(true))
+            }
+            Change::Absent => Ok(Some(false)),
+            Change::Declined => Ok(None),
         }
-        Ok(done)
     }
 
     /// Appends `change` for `key` of tree `i` to its leaf's overlay, if
@@ -192,7 +195,7 @@ impl<'db> WriteTxn<'db> {
 
 /// What a look for an overlay did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Change {
+enum Change {
     /// Appended to the leaf's overlay: nothing else to do.
     Overlaid,
     /// A delete whose key is not in the tree: nothing to do.

@@ -28,7 +28,6 @@ use crate::pages::{DirtyPages, PageSource, WriteSource};
 use crate::storage::freespace::Freed;
 use crate::storage::overlay::Overlaid;
 use crate::txn::logged::LOG_RATIO;
-use crate::txn::overlaid::Change;
 use crate::txn::redo::{self, RedoOp};
 use crate::txn::shared::{Shared, Snapshot, WriterGuard};
 use crate::txn::Tree;
@@ -728,7 +727,7 @@ impl<'db> WriteTxn<'db> {
         let i = self.index_of(tree)?;
         self.flush_reserved();
         match self.delete_overlaid(i, key) {
-            Ok(Change::Overlaid) => {
+            Ok(Some(true)) => {
                 self.changed = true;
                 if self.logging {
                     redo::delete(&mut self.redo, tree.id, key);
@@ -736,8 +735,8 @@ impl<'db> WriteTxn<'db> {
                 }
                 return Ok(true);
             }
-            Ok(Change::Absent) => return Ok(false),
-            Ok(Change::Declined) => {}
+            Ok(Some(false)) => return Ok(false),
+            Ok(None) => {}
             Err(e) => return self.note_failure(Err(e)),
         }
         let mut state = self.catalog.trees[i].state;
