@@ -544,7 +544,7 @@ fn tombstones_meet_copies_cursors_ranges_and_aborts() {
         for _ in 0..1 + rng.below(6) {
             let k = key(base + rng.below(40) as u32).to_vec();
             match rng.below(6) {
-                0 | 1 | 2 => {
+                0..=2 => {
                     assert_eq!(tx.delete(&tree, &k).unwrap(), staged.remove(&k).is_some());
                 }
                 3 => {
@@ -696,7 +696,7 @@ fn deleting_every_key_of_a_small_tree_by_single_commits_empties_it() {
         let mut tx = db.begin_write().unwrap();
         assert!(tx.delete(&tree, &key(i)).unwrap());
         tx.commit().unwrap();
-        model.remove(&key(i).to_vec());
+        model.remove(key(i).as_slice());
         if n % 10 == 9 || model.len() < 5 {
             // (No `check` here: it checkpoints, sending the leaves back
             // to the file.)
