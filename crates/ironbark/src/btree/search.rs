@@ -65,18 +65,28 @@ pub(crate) fn find_leaf<'a, S: PageSource + ?Sized>(
     root: Root,
     key: &[u8],
 ) -> Result<Node<'a>> {
+    let (pgno, txn) = leaf_ref(src, root, key)?;
+    node_at(src, pgno, txn, 1, Reads::Search)
+}
+
+/// The page number and txn of the leaf that holds `key`'s range, read
+/// from its parent (the root itself in a tree of one leaf): the leaf is
+/// not read, so that a caller may start other loads it will need with
+/// the leaf's (`txn::overlaid`: the leaf's overlay).
+#[inline]
+pub(crate) fn leaf_ref<S: PageSource + ?Sized>(
+    src: &S,
+    root: Root,
+    key: &[u8],
+) -> Result<(u64, u64)> {
     check_root(root)?;
     let (mut pgno, mut txn) = (root.pgno, root.txn);
-    let mut level = root.depth;
-    loop {
+    for level in (2..=root.depth).rev() {
         let node = node_at(src, pgno, txn, level, Reads::Search)?;
-        if node.is_leaf {
-            return Ok(node);
-        }
         let i = node.search_branch(key)?;
         (pgno, txn) = node.child(i)?;
-        level -= 1;
     }
+    Ok((pgno, txn))
 }
 
 /// The value stored under `key`, borrowed from the source.

@@ -21,8 +21,8 @@
 //! it is cut off again unless the transaction commits; a tombstone takes
 //! its entry off the tree's count in the transaction's catalog.
 
-use crate::btree::page::{LeafValue, DIRTY_BIT};
-use crate::btree::search::find_leaf;
+use crate::btree::page::{LeafValue, Reads, DIRTY_BIT};
+use crate::btree::search::{leaf_ref, node_at};
 use crate::error::{Error, Result};
 use crate::pages::WriteSource;
 use crate::storage::arena::ARENA_BIT;
@@ -108,12 +108,13 @@ impl<'db> WriteTxn<'db> {
             base: &self.base.source,
             dirty: &self.dirty,
         };
-        let leaf = find_leaf(&src, root, key)?;
-        let existing = arena.overlay(leaf.pgno);
-        if let Some(page) = existing.as_ref().filter(|p| p.has_tombstones()) {
-            // Loads while the leaf is searched.
+        let (pgno, txn) = leaf_ref(&src, root, key)?;
+        // The overlay's look-up and first lines load while the leaf does.
+        let existing = arena.overlay(pgno);
+        if let Some(page) = &existing {
             page.prefetch();
         }
+        let leaf = node_at(&src, pgno, txn, 1, Reads::Search)?;
         let mut index = None;
         let found = leaf.search_leaf(key)?;
         if found.is_err() && change == Overlaid::Deleted {
