@@ -749,3 +749,248 @@ fn the_last_entry_of_a_leaf_is_never_a_tombstone() {
     assert_eq!(rx.iter(&small).unwrap().count(), 0);
     assert_eq!(rx.get(&small, b"c").unwrap(), None);
 }
+
+/// Random small transactions of every kind of write, mostly to keys in
+/// published arena leaves (so that most same-size overwrites and deletes
+/// become overlay entries), checked against a model: inside each
+/// transaction after each change, for snapshots held across hundreds of
+/// commits, and after checkpoints and reopens. Savepoints (whose
+/// transactions overlay nothing), write cursors, range deletes, pops and
+/// aborts are mixed in, so that overlay entries meet every other way a
+/// leaf changes.
+#[test]
+fn random_small_transactions_of_every_write_kind_agree_with_a_model() {
+    for seed in [41, 42, 43] {
+        random_small_transactions(seed);
+    }
+}
+
+fn random_small_transactions(seed: u64) {
+    use std::ops::Bound::{Excluded, Included, Unbounded};
+    let t = temp_db("random.ib");
+    let (mut db, mut tree, mut model) = arena_resident_entries(&t.path);
+    // Counters are the open database's: summed across reopens.
+    let (mut start, mut overlaid_before) = (overlaid(&db), 0);
+    let mut rng = Rng::new(seed);
+    let mut held: Vec<(ReadTxn, Entries)> = Vec::new();
+    let some_key = |rng: &mut Rng, m: &Entries| -> Vec<u8> {
+        if !m.is_empty() && rng.chance(80) {
+            let i = rng.below(m.len() as u64) as usize;
+            m.keys().nth(i).unwrap().clone()
+        } else {
+            key(rng.below(u64::from(KEYS) + 200) as u32).to_vec()
+        }
+    };
+    for round in 0..2_000u32 {
+        let what = format!("seed {seed} round {round}");
+        let mut tx = db.begin_write().unwrap();
+        let mut staged = model.clone();
+        let ops = if rng.chance(80) { 1 } else { 2 + rng.below(12) };
+        for _ in 0..ops {
+            let k = some_key(&mut rng, &staged);
+            match rng.below(100) {
+                0..=34 => {
+                    let len = staged.get(&k).map_or(VALUE_LEN, Vec::len);
+                    let v = rng.bytes(len);
+                    tx.put(&tree, &k, &v).unwrap();
+                    staged.insert(k.clone(), v);
+                }
+                35..=49 => {
+                    let was = staged.remove(&k).is_some();
+                    assert_eq!(tx.delete(&tree, &k).unwrap(), was, "{what}: delete");
+                }
+                50..=57 => {
+                    let len = 1 + rng.below(90) as usize;
+                    let v = rng.bytes(len);
+                    tx.put(&tree, &k, &v).unwrap();
+                    staged.insert(k.clone(), v);
+                }
+                58..=62 => {
+                    let len = staged.get(&k).map_or(VALUE_LEN, Vec::len);
+                    let v = rng.bytes(len);
+                    let old = staged.insert(k.clone(), v.clone());
+                    assert_eq!(tx.insert(&tree, &k, &v).unwrap(), old, "{what}: insert");
+                }
+                63..=65 => {
+                    let v = value(round, 7);
+                    let want = staged.entry(k.clone()).or_insert(v.clone()).clone();
+                    assert_eq!(
+                        tx.get_or_insert(&tree, &k, &v).unwrap(),
+                        &want[..],
+                        "{what}: get_or_insert"
+                    );
+                }
+                66..=68 => {
+                    let (got, want) = if rng.chance(50) {
+                        let want = staged.pop_first();
+                        (tx.pop_first(&tree).unwrap(), want)
+                    } else {
+                        let want = staged.pop_last();
+                        (tx.pop_last(&tree).unwrap(), want)
+                    };
+                    assert_eq!(got, want, "{what}: pop");
+                }
+                69..=71 => {
+                    let hi = key(u32::from_be_bytes(k[..4].try_into().unwrap())
+                        + 1
+                        + rng.below(6) as u32)
+                    .to_vec();
+                    let doomed: Vec<Vec<u8>> = staged
+                        .range(k.clone()..hi.clone())
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for d in &doomed {
+                        staged.remove(d);
+                    }
+                    assert_eq!(
+                        tx.delete_range(&tree, &k[..]..&hi[..]).unwrap(),
+                        doomed.len() as u64,
+                        "{what}: delete_range"
+                    );
+                }
+                72..=75 => {
+                    let want = staged
+                        .range(k.clone()..)
+                        .next()
+                        .map(|(k, v)| (k.clone(), v.clone()));
+                    let mut cursor = tx.cursor_mut(&tree).unwrap();
+                    cursor.seek(&k);
+                    let got = cursor
+                        .next()
+                        .unwrap()
+                        .map(|(k, v)| (k.to_vec(), v.to_vec()));
+                    assert_eq!(got, want, "{what}: write cursor");
+                    if let Some((found, old)) = want {
+                        if rng.chance(50) {
+                            assert!(cursor.delete_current().unwrap(), "{what}: delete_current");
+                            staged.remove(&found);
+                        } else {
+                            let v = rng.bytes(old.len());
+                            assert!(cursor.replace_current(&v).unwrap(), "{what}: replace");
+                            staged.insert(found, v);
+                        }
+                    }
+                }
+                76..=79 => {
+                    let sp = tx.savepoint().unwrap();
+                    let before = staged.clone();
+                    for _ in 0..1 + rng.below(3) {
+                        let k = some_key(&mut rng, &staged);
+                        if rng.chance(50) {
+                            let len = staged.get(&k).map_or(VALUE_LEN, Vec::len);
+                            let v = rng.bytes(len);
+                            tx.put(&tree, &k, &v).unwrap();
+                            staged.insert(k, v);
+                        } else {
+                            let was = staged.remove(&k).is_some();
+                            assert_eq!(tx.delete(&tree, &k).unwrap(), was, "{what}: sp delete");
+                        }
+                    }
+                    if rng.chance(50) {
+                        tx.rollback_to(&sp).unwrap();
+                        staged = before;
+                    } else {
+                        tx.release(sp).unwrap();
+                    }
+                }
+                80..=89 => {
+                    assert_eq!(
+                        tx.get(&tree, &k).unwrap(),
+                        staged.get(&k).map(|v| &v[..]),
+                        "{what}: get in the transaction"
+                    );
+                    let pair = |e: Option<(&[u8], &[u8])>| e.map(|(k, v)| (k.to_vec(), v.to_vec()));
+                    let owned =
+                        |e: Option<(&Vec<u8>, &Vec<u8>)>| e.map(|(k, v)| (k.clone(), v.clone()));
+                    assert_eq!(
+                        pair(tx.get_gt(&tree, &k).unwrap()),
+                        owned(staged.range((Excluded(k.clone()), Unbounded)).next()),
+                        "{what}: get_gt in the transaction"
+                    );
+                    assert_eq!(
+                        pair(tx.get_le(&tree, &k).unwrap()),
+                        owned(staged.range(..=k.clone()).next_back()),
+                        "{what}: get_le in the transaction"
+                    );
+                }
+                _ => {
+                    let n = 1 + rng.below(40) as usize;
+                    let forward = rng.chance(50);
+                    let got: Vec<(Vec<u8>, Vec<u8>)> = if forward {
+                        tx.range(&tree, (Included(&k[..]), Unbounded))
+                            .unwrap()
+                            .take(n)
+                            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+                            .collect()
+                    } else {
+                        tx.range(&tree, (Unbounded, Included(&k[..])))
+                            .unwrap()
+                            .rev()
+                            .take(n)
+                            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+                            .collect()
+                    };
+                    let want: Vec<(Vec<u8>, Vec<u8>)> = if forward {
+                        staged
+                            .range(k.clone()..)
+                            .take(n)
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect()
+                    } else {
+                        staged
+                            .range(..=k.clone())
+                            .rev()
+                            .take(n)
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect()
+                    };
+                    assert_eq!(got, want, "{what}: scan in the transaction");
+                }
+            }
+        }
+        assert_eq!(tx.len(&tree).unwrap(), staged.len() as u64, "{what}: len");
+        if rng.chance(12) {
+            tx.abort();
+        } else {
+            tx.commit().unwrap();
+            model = staged;
+        }
+        if round % 60 == 0 {
+            held.push((db.begin_read().unwrap(), model.clone()));
+            if held.len() > 5 {
+                let (rx, m) = held.remove(0);
+                assert_reads_agree(&rx, &tree, &m, &mut rng, &format!("{what}: released"));
+            }
+        }
+        if round % 450 == 449 {
+            db.checkpoint().unwrap();
+        }
+        if round % 700 == 699 {
+            for (n, (rx, m)) in held.drain(..).enumerate() {
+                assert_reads_agree(&rx, &tree, &m, &mut rng, &format!("{what}: held {n}"));
+            }
+            overlaid_before += overlaid(&db) - start;
+            drop(db);
+            db = Database::open_with(&t.path, &options()).unwrap();
+            start = overlaid(&db);
+            db.check().unwrap();
+            tree = db.begin_read().unwrap().tree("t").unwrap();
+            assert_reads_agree(&db.begin_read().unwrap(), &tree, &model, &mut rng, &what);
+        }
+    }
+    for (n, (rx, m)) in held.iter().enumerate() {
+        assert_reads_agree(
+            rx,
+            &tree,
+            m,
+            &mut rng,
+            &format!("seed {seed}: held {n} at the end"),
+        );
+    }
+    drop(held);
+    let total = overlaid_before + overlaid(&db) - start;
+    assert!(total > 1_000, "seed {seed}: only {total} changes overlaid");
+    db.check().unwrap();
+    drop(db);
+    assert_reopened_reads_agree(&t.path, &model, &mut rng);
+}

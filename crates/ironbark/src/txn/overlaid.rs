@@ -204,3 +204,55 @@ enum Change {
     /// Nothing done: the caller changes the tree the usual way.
     Declined,
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Database, Durability, Error, Options};
+
+    /// A tombstone lowers its tree's entry count; a count already at zero
+    /// while the tree holds the key (a damaged catalog) is `Corrupted`,
+    /// never a wrapped count, and the transaction changes nothing.
+    #[test]
+    fn a_tombstone_below_a_zero_entry_count_is_corrupted() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options {
+            durability: Durability::None,
+            ..Options::default()
+        };
+        let db = Database::open_with(dir.path().join("t.ib"), &options).unwrap();
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        for i in 0..200u32 {
+            tx.put(&tree, &i.to_be_bytes(), &[7; 20]).unwrap();
+        }
+        tx.commit().unwrap();
+        // Published arena leaves: single-put commits log, and the first
+        // copies the leaf into the arena.
+        for v in 0..2u8 {
+            let mut tx = db.begin_write().unwrap();
+            tx.put(&tree, &5u32.to_be_bytes(), &[v; 30]).unwrap();
+            tx.commit().unwrap();
+        }
+        // A deletion there, with the count as stored, is a tombstone (the
+        // counter moves at the commit).
+        let mut tx = db.begin_write().unwrap();
+        let before = db.counters().values_overlaid;
+        assert!(tx.delete(&tree, &8u32.to_be_bytes()).unwrap());
+        tx.commit().unwrap();
+        assert_eq!(db.counters().values_overlaid, before + 1, "not a tombstone");
+
+        let mut tx = db.begin_write().unwrap();
+        let entry = tx.catalog.trees.iter_mut().find(|e| &*e.name == "t");
+        entry.unwrap().state.entries = 0;
+        match tx.delete(&tree, &9u32.to_be_bytes()) {
+            Err(Error::Corrupted { detail, .. }) => {
+                assert!(detail.contains("entry count"), "{detail}");
+            }
+            other => panic!("expected Corrupted, got {other:?}"),
+        }
+        tx.abort();
+        let rx = db.begin_read().unwrap();
+        assert_eq!(rx.len(&rx.tree("t").unwrap()).unwrap(), 199);
+        assert!(rx.contains_key(&tree, &9u32.to_be_bytes()).unwrap());
+    }
+}
