@@ -112,6 +112,21 @@ pub(crate) struct Reserved {
 /// that keeps values this long inline, a page's worth of zeros).
 const ZEROS: [u8; 16 << 10] = [0; 16 << 10];
 
+/// How `WriteTxn::store` stores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Store {
+    /// A put: into a value overlay where one can take it
+    /// (`txn::overlaid`), else into the key's leaf.
+    Put,
+    /// An append: into the last leaf, refused unless the key is above
+    /// every key of the tree.
+    Append,
+    /// The put of a reservation (`put_reserve`, `put_writer`), whose
+    /// bytes the caller writes afterwards where they lie: always into a
+    /// dirty page, never an overlay (which readers may be reading).
+    Reserve,
+}
+
 /// The largest redo record a commit logs; a larger transaction writes its
 /// pages at once (a checkpoint), which costs less than logging its bytes
 /// and writing its pages later too.
@@ -458,7 +473,7 @@ impl<'db> WriteTxn<'db> {
     /// # }
     /// ```
     pub fn put(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
-        self.store(tree, key, Value::Bytes(value), false)
+        self.store(tree, key, Value::Bytes(value), Store::Put)
     }
 
     /// Stores `value` under `key`, which must be greater than every key of
@@ -487,7 +502,7 @@ impl<'db> WriteTxn<'db> {
     /// # }
     /// ```
     pub fn append(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
-        self.store(tree, key, Value::Bytes(value), true)
+        self.store(tree, key, Value::Bytes(value), Store::Append)
     }
 
     /// Stores a value of `len` bytes under `key` and returns the space for
@@ -532,7 +547,7 @@ impl<'db> WriteTxn<'db> {
             Some(z) => Value::Bytes(z),
             None => Value::Zeros(len),
         };
-        self.store(tree, key, value, false)?;
+        self.store(tree, key, value, Store::Reserve)?;
         let state = self.catalog.trees[self.index_of(tree)?].state;
         let found = self.tree_writer()?.value_at(&state, key);
         let (page, at) = self.note_failure(found)?;
@@ -569,10 +584,12 @@ impl<'db> WriteTxn<'db> {
         }
     }
 
-    /// `put`, or with `append` an append (which may refuse the key).
-    fn store(&mut self, tree: &Tree, key: &[u8], value: Value<'_>, append: bool) -> Result<()> {
+    /// `put`, an append (which may refuse the key), or the put of a
+    /// reservation (see `Store`).
+    fn store(&mut self, tree: &Tree, key: &[u8], value: Value<'_>, how: Store) -> Result<()> {
         let i = self.index_of(tree)?;
-        if let (false, Value::Bytes(v)) = (append, value) {
+        let append = how == Store::Append;
+        if let (Store::Put, Value::Bytes(v)) = (how, value) {
             self.flush_reserved();
             let overlaid = self.put_overlaid(i, key, v);
             if overlaid.as_ref().is_ok_and(|&done| done) {
@@ -629,7 +646,10 @@ impl<'db> WriteTxn<'db> {
     /// rate).
     fn check_log_size(&mut self) {
         let len = self.redo.len() as u64;
-        let dirty_bytes = self.dirty.pages.len() as u64 * self.shared.limits.page_size as u64;
+        // A change overlaid counts as the page it spared, as at the commit
+        // (`logged::write`).
+        let pages = self.dirty.pages.len() as u64 + self.overlays.overlaid;
+        let dirty_bytes = pages * self.shared.limits.page_size as u64;
         if len > MAX_LOGGED_BYTES as u64 || (len > 16 << 10 && len * LOG_RATIO > dirty_bytes) {
             self.logging = false;
             self.redo.clear();
