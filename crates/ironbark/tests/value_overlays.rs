@@ -1042,3 +1042,39 @@ fn reservations_are_never_overlaid() {
     drop(db);
     assert_reopened_reads_agree(&t.path, &model, &mut rng);
 }
+
+/// A transaction of many same-size overwrites, all overlaid, is a
+/// logged commit: its redo record outgrows 16 KiB, but each overlaid
+/// change counts as the page it spared, so the record is not dropped
+/// for being larger than half its dirty pages (there are none), and the
+/// commit writes no page of the data file. Before session 24 the
+/// transaction stopped logging there and its commit was a checkpoint.
+#[test]
+fn a_large_transaction_of_overlaid_overwrites_stays_logged() {
+    let t = temp_db("large_overlaid.ib");
+    let (db, tree, mut model) = arena_resident(&t.path);
+    let before = db.counters();
+    // A transaction overlays in 16 leaves at most (`txn::overlay_undo`):
+    // keys of the first leaves only, 59 bytes of record each, over 16 KiB.
+    let keys: Vec<u32> = (0..1_136).step_by(4).collect();
+    let mut tx = db.begin_write().unwrap();
+    for &i in &keys {
+        let v = value(i, 3);
+        tx.put(&tree, &key(i), &v).unwrap();
+        model.insert(i, v);
+    }
+    tx.commit().unwrap();
+    let after = db.counters();
+    let overlaid = after.values_overlaid - before.values_overlaid;
+    assert_eq!(overlaid, keys.len() as u64, "not every overwrite overlaid");
+    assert_eq!(
+        after.logged_commits,
+        before.logged_commits + 1,
+        "not logged"
+    );
+    assert_eq!(after.pages_written, before.pages_written, "pages written");
+    assert_sees(&db.begin_read().unwrap(), &tree, &model, "after");
+    drop(db);
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    assert_sees(&db.begin_read().unwrap(), &tree, &model, "reopened");
+}
