@@ -200,6 +200,14 @@ impl<'a> OverlayPage<'a> {
         };
     }
 
+    /// Writer: the txn of the newest entry, if any (a transaction whose own
+    /// entry is newest has recorded this overlay in its undo list).
+    pub(crate) fn newest_txn(&self) -> Option<u64> {
+        let entries = self.mark().entries as usize;
+        let word = self.txn_word(entries.checked_sub(1)?)?;
+        Some(word.load(Ordering::Relaxed))
+    }
+
     /// Writer: whether any entry is a tombstone (if none, no index is
     /// deleted, whatever the snapshot).
     pub(crate) fn has_tombstones(&self) -> bool {

@@ -140,9 +140,6 @@ impl<'db> WriteTxn<'db> {
             return Ok(Change::Declined);
         };
         self.writer.overlay_misses = 0;
-        if !self.overlays.has_room_for(leaf.pgno) {
-            return Ok(Change::Declined);
-        }
         if let Some(page) = existing.as_ref().filter(|p| p.has_tombstones()) {
             // A key its overlay deleted is not there to overwrite or
             // delete (a put of it is an insert); a tombstone leaves the
@@ -184,12 +181,14 @@ impl<'db> WriteTxn<'db> {
             }
         };
         let mark = page.mark();
+        let txn = self.base.txn() + 1;
+        let first = page.newest_txn() != Some(txn);
         let index = u16::try_from(index).expect("a leaf holds fewer than 2^16 entries");
-        if !page.append(index, change, self.base.txn() + 1) {
+        if !page.append(index, change, txn) {
             // Full: the put copies the leaf, applying the overlay.
             return Ok(Change::Declined);
         }
-        self.overlays.record(arena, leaf.pgno, mark);
+        self.overlays.record(arena, leaf.pgno, mark, first);
         Ok(Change::Overlaid)
     }
 }

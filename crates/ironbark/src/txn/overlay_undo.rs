@@ -17,10 +17,10 @@ use crate::storage::overlay::Mark;
 /// each look is a descent, wasted on an insert.
 const MISSES_BEFORE_GIVING_UP: u64 = 8;
 
-/// Overlays one transaction appends to at most: its undo list lives inline
-/// (no allocation per transaction). A transaction that overwrites in more
-/// leaves copies the rest, as before overlays.
-const MAX_TOUCHED: usize = 16;
+/// Overlays whose marks the undo list keeps inline (no allocation for a
+/// transaction that appends to no more); the marks of a transaction that
+/// appends to more (a batch of scattered overwrites) go on to a vector.
+const INLINE_TOUCHED: usize = 16;
 
 /// The overlay entries a write transaction appended, to cut them off
 /// unless it commits (see the module doc).
@@ -30,9 +30,11 @@ pub(crate) struct OverlayUndo<'db> {
     /// counted, since an atomic count here would wait for the append's
     /// stores to reach the cache.
     arena: Option<&'db Arena>,
-    /// (leaf page number, the mark of its overlay before the first append).
-    marks: [(u64, Mark); MAX_TOUCHED],
+    /// (leaf page number, the mark of its overlay before the first append):
+    /// the first `INLINE_TOUCHED` here, the rest in `more`.
+    marks: [(u64, Mark); INLINE_TOUCHED],
     touched: usize,
+    more: Vec<(u64, Mark)>,
     /// Values overlaid.
     pub(crate) overlaid: u64,
     misses: u64,
@@ -44,18 +46,21 @@ impl<'db> OverlayUndo<'db> {
         self.misses >= MISSES_BEFORE_GIVING_UP && self.misses > 4 * self.overlaid
     }
 
-    /// Whether an append to the overlay of `leaf` can be recorded.
-    pub(crate) fn has_room_for(&self, leaf: u64) -> bool {
-        self.touched < MAX_TOUCHED || self.marks[..self.touched].iter().any(|m| m.0 == leaf)
-    }
-
-    /// Records an append to the overlay of `leaf`, which stood at `mark`.
-    pub(crate) fn record(&mut self, arena: &'db Arena, leaf: u64, mark: Mark) {
+    /// Records an append to the overlay of `leaf`, which stood at `mark`;
+    /// `first` when the transaction had appended nothing to it before (the
+    /// caller knows in one load: the overlay's newest entry was not the
+    /// transaction's, `OverlayPage::newest_txn`), whose mark is the one to
+    /// cut back to.
+    pub(crate) fn record(&mut self, arena: &'db Arena, leaf: u64, mark: Mark, first: bool) {
         self.arena = Some(arena);
-        if !self.marks[..self.touched].iter().any(|m| m.0 == leaf) {
-            assert!(self.touched < MAX_TOUCHED, "room checked");
-            self.marks[self.touched] = (leaf, mark);
-            self.touched += 1;
+        if first {
+            debug_assert!(!self.marks[..self.touched].iter().any(|m| m.0 == leaf));
+            if self.touched < INLINE_TOUCHED {
+                self.marks[self.touched] = (leaf, mark);
+                self.touched += 1;
+            } else {
+                self.more.push((leaf, mark));
+            }
         }
         self.overlaid += 1;
     }
@@ -69,6 +74,7 @@ impl<'db> OverlayUndo<'db> {
     /// overlaid (for `CommitCounters::values_overlaid`).
     pub(crate) fn keep(&mut self) -> u64 {
         self.touched = 0;
+        self.more.clear();
         self.overlaid
     }
 }
@@ -78,7 +84,8 @@ impl Drop for OverlayUndo<'_> {
         let Some(arena) = self.arena else {
             return;
         };
-        for &(leaf, mark) in self.marks[..self.touched].iter().rev() {
+        let marks = self.marks[..self.touched].iter().chain(&self.more);
+        for &(leaf, mark) in marks.rev() {
             let page = arena
                 .overlay(leaf)
                 .expect("an overlay appended to stays attached to its leaf");
