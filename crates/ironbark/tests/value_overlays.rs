@@ -1054,8 +1054,8 @@ fn a_large_transaction_of_overlaid_overwrites_stays_logged() {
     let t = temp_db("large_overlaid.ib");
     let (db, tree, mut model) = arena_resident(&t.path);
     let before = db.counters();
-    // A transaction overlays in 16 leaves at most (`txn::overlay_undo`):
-    // keys of the first leaves only, 59 bytes of record each, over 16 KiB.
+    // Every fourth key of the first 16 leaves: each overlay keeps room for
+    // them, 59 bytes of record each, over 16 KiB in all.
     let keys: Vec<u32> = (0..1_136).step_by(4).collect();
     let mut tx = db.begin_write().unwrap();
     for &i in &keys {

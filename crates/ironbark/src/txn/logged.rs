@@ -66,7 +66,15 @@ pub(crate) fn log_bound(shared: &Shared, page_count: u64) -> u64 {
 /// times the bytes of its record: single puts and scattered updates (a
 /// page per few bytes) are, sorted bulk loads (pages full of new data)
 /// are not.
-pub(crate) const LOG_RATIO: u64 = 2;
+const LOG_RATIO: u64 = 2;
+
+/// Whether a redo record of `record` bytes is too large for a commit of
+/// `pages` dirty pages and `overlaid` overlay entries to be logged
+/// (`LOG_RATIO`); a value overlaid counts as the page it spared. The
+/// commit's rule, and the transaction's as it records (`WriteTxn`).
+pub(crate) fn record_outweighs_pages(record: u64, pages: u64, overlaid: u64, ps: u64) -> bool {
+    record.saturating_mul(LOG_RATIO) > (pages + overlaid).saturating_mul(ps)
+}
 
 /// Retired arena slots worth a scan of the reader table to reuse them.
 const RELEASE_BATCH: u64 = 256;
@@ -241,9 +249,8 @@ fn write_placed(
     };
     let ps = shared.limits.page_size as u64;
     order_dirty(catalog, dirty, placement)?;
-    // A value overlaid counts as the page it spared.
-    let pages = placement.page_count(dirty, ps as usize) + overlaid;
-    if payload.len() as u64 * LOG_RATIO > pages * ps {
+    let pages = placement.page_count(dirty, ps as usize);
+    if record_outweighs_pages(payload.len() as u64, pages, overlaid, ps) {
         // Its pages are few for its bytes (a sorted load fills new pages):
         // logging would write the bytes twice, the pages once anyway.
         return Ok(Logged::No);

@@ -27,7 +27,7 @@ use crate::options::Durability;
 use crate::pages::{DirtyPages, PageSource, WriteSource};
 use crate::storage::freespace::Freed;
 use crate::storage::overlay::Overlaid;
-use crate::txn::logged::LOG_RATIO;
+use crate::txn::logged::record_outweighs_pages;
 use crate::txn::redo::{self, RedoOp};
 use crate::txn::shared::{Shared, Snapshot, WriterGuard};
 use crate::txn::Tree;
@@ -639,18 +639,20 @@ impl<'db> WriteTxn<'db> {
 
     /// Stops recording redo operations once the commit will not be logged
     /// anyway: the record is too large, or (past 16 KiB) larger than half
-    /// of every page made dirty so far (the commit's rule, `LOG_RATIO`, on
-    /// an upper bound of its pages): a sorted bulk load stops copying its
+    /// of every page made dirty so far (the commit's rule,
+    /// `logged::record_outweighs_pages`, on an upper bound of its pages): a sorted bulk load stops copying its
     /// bytes into the record after its first hundred or so puts (past 64
     /// KiB, recording cost a sorted load of 2M records a fifth of its
     /// rate).
     fn check_log_size(&mut self) {
         let len = self.redo.len() as u64;
-        // A change overlaid counts as the page it spared, as at the commit
-        // (`logged::write`).
-        let pages = self.dirty.pages.len() as u64 + self.overlays.overlaid;
-        let dirty_bytes = pages * self.shared.limits.page_size as u64;
-        if len > MAX_LOGGED_BYTES as u64 || (len > 16 << 10 && len * LOG_RATIO > dirty_bytes) {
+        let (pages, ps) = (
+            self.dirty.pages.len() as u64,
+            self.shared.limits.page_size as u64,
+        );
+        if len > MAX_LOGGED_BYTES as u64
+            || (len > 16 << 10 && record_outweighs_pages(len, pages, self.overlays.overlaid, ps))
+        {
             self.logging = false;
             self.redo.clear();
         }
