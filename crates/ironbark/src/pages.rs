@@ -41,6 +41,13 @@ pub(crate) trait PageSource: Sync {
         let _ = (leaf, from, to);
         Ok(0)
     }
+    /// Starts loading the lines a lookup reads of arena leaf `leaf`'s value
+    /// overlay, if it has one: called as soon as the leaf's number is
+    /// known, so that the overlay's miss overlaps the leaf's.
+    #[inline(always)]
+    fn prefetch_overlay(&self, leaf: u64) {
+        let _ = leaf;
+    }
 }
 
 /// Committed pages of one snapshot, read through the map.
@@ -121,6 +128,15 @@ impl PageSource for MapSource {
         match self.arena.as_ref().and_then(|a| a.overlay(leaf)) {
             Some(page) => page.deleted_between(self.overlay_txn, from, to),
             None => Ok(0),
+        }
+    }
+
+    #[inline(always)]
+    fn prefetch_overlay(&self, leaf: u64) {
+        if leaf & ARENA_BIT != 0 {
+            if let Some(page) = self.arena.as_ref().and_then(|a| a.overlay(leaf)) {
+                page.prefetch();
+            }
         }
     }
 }

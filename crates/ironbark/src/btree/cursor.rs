@@ -220,6 +220,9 @@ impl<'a> Cursor<'a> {
             // A leaf is stepped through (unless `for_one_entry`), a
             // branch searched.
             let reads = if level == 1 {
+                // The overlay the landing reads (is its entry deleted?),
+                // asked for with the leaf, as `find_leaf` does.
+                self.src.prefetch_overlay(pgno);
                 self.leaf_reads
             } else {
                 Reads::Search

@@ -66,6 +66,9 @@ pub(crate) fn find_leaf<'a, S: PageSource + ?Sized>(
     key: &[u8],
 ) -> Result<Node<'a>> {
     let (pgno, txn) = leaf_ref(src, root, key)?;
+    // Its overlay's lines, if any, are read after the leaf's search: asked
+    // for first, their miss overlaps the leaf's.
+    src.prefetch_overlay(pgno);
     node_at(src, pgno, txn, 1, Reads::Search)
 }
 

@@ -127,8 +127,10 @@ impl<'a> OverlayPage<'a> {
         Some(unsafe { &*(self.ptr.add(at) as *const AtomicU64) })
     }
 
-    /// Starts loading the page's first two lines (the newest entries and
-    /// the writer's word) without waiting for them: an append reads both.
+    /// Starts loading the page's first two lines (the newest entries, and
+    /// the writer's word and the filter) without waiting for them: an
+    /// append reads both, a lookup the first (the second for an index from
+    /// 64 up).
     #[inline(always)]
     pub(crate) fn prefetch(&self) {
         #[cfg(target_arch = "x86_64")]
