@@ -254,4 +254,83 @@ mod tests {
         assert_eq!(rx.len(&rx.tree("t").unwrap()).unwrap(), 199);
         assert!(rx.contains_key(&tree, &9u32.to_be_bytes()).unwrap());
     }
+
+    /// Two states the writer's rules never make, made by hand in a leaf's
+    /// overlay: every entry deleted (the writer keeps one), and a
+    /// tombstone a snapshot sees appended after a cursor of it stopped on
+    /// the entry (the protocol appends only at a txn no snapshot sees).
+    /// Each reads as `Corrupted`, never as a panic or an empty leaf
+    /// trusted: `check` names the overlay, and the cursor refuses the
+    /// entry it stands on.
+    #[test]
+    fn overlays_the_writer_never_makes_are_errors() {
+        use crate::btree::cursor::Cursor;
+        use crate::storage::overlay::Overlaid;
+
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options {
+            durability: Durability::None,
+            ..Options::default()
+        };
+        let db = Database::open_with(dir.path().join("t.ib"), &options).unwrap();
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        for i in 0..20u32 {
+            tx.put(&tree, &i.to_be_bytes(), &[7; 20]).unwrap();
+        }
+        tx.commit().unwrap();
+        // The first put copies the leaf into the arena (another length),
+        // the second overlays it.
+        for v in 0..2u8 {
+            let mut tx = db.begin_write().unwrap();
+            tx.put(&tree, &5u32.to_be_bytes(), &[v; 30]).unwrap();
+            tx.commit().unwrap();
+        }
+        // (Not `Database::check`: it checkpoints first, leaving no arena.)
+        let rx = db.begin_read().unwrap();
+        let snap = db.shared.published.load_full();
+        assert_eq!(
+            snap.txn(),
+            rx.txn_id(),
+            "the reader holds the snapshot's pages"
+        );
+        let root = snap.catalog.find("t").unwrap().state.root;
+        assert_eq!(root.depth, 1, "one leaf");
+        let arena = snap.source.arena.as_ref().expect("logged commits");
+        let overlay = arena.overlay(root.pgno).expect("the leaf has an overlay");
+        let mut cursor = Cursor::new(&snap.source, root);
+        cursor.seek_ge(&3u32.to_be_bytes()).unwrap();
+        assert_eq!(cursor.key().unwrap(), 3u32.to_be_bytes());
+        for i in 0..20u16 {
+            assert!(overlay.append(i, Overlaid::Deleted, snap.txn()));
+        }
+
+        match cursor.entry() {
+            Err(Error::Corrupted { detail, .. }) => {
+                assert!(detail.contains("deleted entry"), "{detail}");
+            }
+            other => panic!("expected Corrupted, got {other:?}"),
+        }
+        // A lookup sees what the overlay says, as for any tombstone.
+        assert_eq!(rx.get(&tree, &3u32.to_be_bytes()).unwrap(), None);
+        // The check of the snapshot's trees names the overlay.
+        match crate::check::verify_trees(&snap.source, &snap.meta, &snap.catalog) {
+            Err(Error::Corrupted { page, detail }) => {
+                assert!(
+                    detail.contains("value overlay deletes every entry"),
+                    "{detail}"
+                );
+                assert_eq!(page, Some(root.pgno));
+            }
+            other => panic!("expected Corrupted, got {other:?}"),
+        }
+        // `Database::check` checkpoints first: the fold refuses the overlay.
+        drop((cursor, rx));
+        match db.check() {
+            Err(Error::Corrupted { detail, .. }) => {
+                assert!(detail.contains("deletes every entry"), "{detail}");
+            }
+            other => panic!("expected Corrupted, got {other:?}"),
+        }
+    }
 }
