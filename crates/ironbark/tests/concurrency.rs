@@ -21,6 +21,27 @@ const INITIAL: i64 = 1000;
 const PAD: usize = 40;
 const RUN_FOR: Duration = Duration::from_secs(3);
 
+/// A new file (no sync) with tree `t` holding keys `0..keys` (`u32`,
+/// big-endian), each with 50 bytes of `fill`.
+fn loaded(name: &str, keys: u32, fill: u8) -> (common::TempDb, Database, Tree) {
+    let t = temp_db(name);
+    let db = Database::open_with(
+        &t.path,
+        &Options {
+            durability: Durability::None,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    for i in 0..keys {
+        tx.put(&tree, &i.to_be_bytes(), &[fill; 50]).unwrap();
+    }
+    tx.commit().unwrap();
+    (t, db, tree)
+}
+
 fn account_key(i: u64) -> [u8; 12] {
     let mut k = *b"acct00000000";
     k[4..].copy_from_slice(format!("{i:08}").as_bytes());
@@ -441,21 +462,7 @@ fn read_txn_moves_between_threads() {
     assert_send::<ReadTxn>();
     assert_send::<Database>();
 
-    let t = temp_db("send.ib");
-    let db = Database::open_with(
-        &t.path,
-        &Options {
-            durability: Durability::None,
-            ..Options::default()
-        },
-    )
-    .unwrap();
-    let mut tx = db.begin_write().unwrap();
-    let tree = tx.open_tree("t").unwrap();
-    for i in 0..2000u32 {
-        tx.put(&tree, &i.to_be_bytes(), &[1u8; 50]).unwrap();
-    }
-    tx.commit().unwrap();
+    let (_t, db, tree) = loaded("send.ib", 2000, 1);
     let rx = db.begin_read().unwrap();
     let txn = rx.txn_id();
     let (to_main, from_thread) = mpsc::channel();
@@ -720,21 +727,7 @@ fn reader_slots_under_contention() {
 fn check_and_stats_beside_a_writer_report_no_damage() {
     const KEYS: u32 = 50;
     const CHECKS: u32 = 200_000;
-    let t = temp_db("check-beside-writer.ib");
-    let db = Database::open_with(
-        &t.path,
-        &Options {
-            durability: Durability::None,
-            ..Options::default()
-        },
-    )
-    .unwrap();
-    let mut tx = db.begin_write().unwrap();
-    let tree = tx.open_tree("t").unwrap();
-    for i in 0..KEYS {
-        tx.put(&tree, &i.to_be_bytes(), &[7; 50]).unwrap();
-    }
-    tx.commit().unwrap();
+    let (_t, db, tree) = loaded("check-beside-writer.ib", KEYS, 7);
     let stop = AtomicBool::new(false);
     let commits = AtomicU64::new(0);
     std::thread::scope(|s| {

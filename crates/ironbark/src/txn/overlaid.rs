@@ -206,13 +206,13 @@ enum Change {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Database, Durability, Error, Options};
+    use crate::{Database, Durability, Error, Options, Tree};
 
-    /// A tombstone lowers its tree's entry count; a count already at zero
-    /// while the tree holds the key (a damaged catalog) is `Corrupted`,
-    /// never a wrapped count, and the transaction changes nothing.
-    #[test]
-    fn a_tombstone_below_a_zero_entry_count_is_corrupted() {
+    /// A tree of `keys` keys (`u32`, big-endian) whose leaf of key 5 is a
+    /// published arena page with a value overlay: single-put commits log,
+    /// the first (a value of another length) copies the leaf into the
+    /// arena, the second overlays it.
+    fn overlaid_leaves(keys: u32) -> (tempfile::TempDir, Database, Tree) {
         let dir = tempfile::tempdir().unwrap();
         let options = Options {
             durability: Durability::None,
@@ -221,17 +221,25 @@ mod tests {
         let db = Database::open_with(dir.path().join("t.ib"), &options).unwrap();
         let mut tx = db.begin_write().unwrap();
         let tree = tx.open_tree("t").unwrap();
-        for i in 0..200u32 {
+        for i in 0..keys {
             tx.put(&tree, &i.to_be_bytes(), &[7; 20]).unwrap();
         }
         tx.commit().unwrap();
-        // Published arena leaves: single-put commits log, and the first
-        // copies the leaf into the arena.
         for v in 0..2u8 {
             let mut tx = db.begin_write().unwrap();
             tx.put(&tree, &5u32.to_be_bytes(), &[v; 30]).unwrap();
             tx.commit().unwrap();
         }
+        assert!(db.counters().values_overlaid >= 1, "no overlay");
+        (dir, db, tree)
+    }
+
+    /// A tombstone lowers its tree's entry count; a count already at zero
+    /// while the tree holds the key (a damaged catalog) is `Corrupted`,
+    /// never a wrapped count, and the transaction changes nothing.
+    #[test]
+    fn a_tombstone_below_a_zero_entry_count_is_corrupted() {
+        let (_dir, db, tree) = overlaid_leaves(200);
         // A deletion there, with the count as stored, is a tombstone (the
         // counter moves at the commit).
         let mut tx = db.begin_write().unwrap();
@@ -267,25 +275,7 @@ mod tests {
         use crate::btree::cursor::Cursor;
         use crate::storage::overlay::Overlaid;
 
-        let dir = tempfile::tempdir().unwrap();
-        let options = Options {
-            durability: Durability::None,
-            ..Options::default()
-        };
-        let db = Database::open_with(dir.path().join("t.ib"), &options).unwrap();
-        let mut tx = db.begin_write().unwrap();
-        let tree = tx.open_tree("t").unwrap();
-        for i in 0..20u32 {
-            tx.put(&tree, &i.to_be_bytes(), &[7; 20]).unwrap();
-        }
-        tx.commit().unwrap();
-        // The first put copies the leaf into the arena (another length),
-        // the second overlays it.
-        for v in 0..2u8 {
-            let mut tx = db.begin_write().unwrap();
-            tx.put(&tree, &5u32.to_be_bytes(), &[v; 30]).unwrap();
-            tx.commit().unwrap();
-        }
+        let (_dir, db, tree) = overlaid_leaves(20);
         // (Not `Database::check`: it checkpoints first, leaving no arena.)
         let rx = db.begin_read().unwrap();
         let snap = db.shared.published.load_full();
