@@ -23,8 +23,7 @@ use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::kind::TreeKind;
 use crate::pages::{MapSource, PageSource};
-use crate::state::Chain;
-use crate::storage::freespace::Extent;
+use crate::state::State;
 use crate::storage::meta::{Meta, META_SLOTS};
 use crate::storage::overlay::Overlaid;
 
@@ -105,6 +104,9 @@ pub(crate) struct Checker<'a> {
     skipped: u64,
     /// The kind of the tree being walked: its leaf entries must be of it.
     kind: TreeKind,
+    /// Whether the pages walked are marked: not while a full check walks
+    /// the newest trees of logged commits (see `collect`).
+    marking: bool,
 }
 
 #[derive(Default)]
@@ -148,6 +150,7 @@ fn verify_written_after(
         unlisted: 0,
         skipped: 0,
         kind: TreeKind::PLAIN,
+        marking: true,
     };
     for t in &catalog.trees {
         c.kind = t.kind;
@@ -168,6 +171,7 @@ impl<'a> Checker<'a> {
             unlisted: 0,
             skipped: 0,
             kind: TreeKind::PLAIN,
+            marking: true,
         }
     }
 
@@ -206,7 +210,7 @@ impl<'a> Checker<'a> {
     /// of the range it can, and then fails with the first conflict: a page
     /// already marked, or pages beyond the page count.
     fn mark(&mut self, start: u64, len: u64, what: &str) -> Result<()> {
-        if !self.full {
+        if !self.full || !self.marking {
             return Ok(());
         }
         let end = start.saturating_add(len);
@@ -241,26 +245,30 @@ impl<'a> Checker<'a> {
 
     /// The full check, failing with the first problem (and how many more
     /// were found): `Database::check`.
-    pub(crate) fn check_all(
-        self,
-        catalog: &Catalog,
-        chain: &Chain,
-        free: &[Extent],
-    ) -> Result<CheckReport> {
-        self.collect(catalog, chain, free)?.into_result()
+    pub(crate) fn check_all(self, catalog: &Catalog, state: &State) -> Result<CheckReport> {
+        self.collect(catalog, state)?.into_result()
     }
 
     /// The full check, listing every problem: `Database::check_report`.
-    pub(crate) fn collect(
-        mut self,
-        catalog: &Catalog,
-        chain: &Chain,
-        free: &[Extent],
-    ) -> Result<CheckReport> {
+    /// `catalog` is the snapshot's; `state` the file's, loaded with its
+    /// free pages. When the snapshot's newest commits are logged commits
+    /// (pages in the arena: a read-only process rebuilds them in its own
+    /// memory), the file's accounting is that of the last checkpoint, whose
+    /// trees (`state.catalog`) are walked and marked; the snapshot's trees
+    /// are then walked for everything but the marks. (Marking an arena
+    /// page reported "tree beyond the page count" until session 25.)
+    pub(crate) fn collect(mut self, catalog: &Catalog, state: &State) -> Result<CheckReport> {
         // The chain was read and verified whole by `load_state`.
-        for b in chain.blobs() {
+        for b in state.chain.blobs() {
             let r = self.mark(b.extent.start, b.extent.len, "state blob");
             self.problem_of(r)?;
+        }
+        if self.src.arena.is_some() {
+            for t in &state.catalog.trees {
+                self.kind = t.kind;
+                self.tree(&t.name, &t.state)?;
+            }
+            self.marking = false;
         }
         let mut entries = 0;
         for t in &catalog.trees {
@@ -268,6 +276,9 @@ impl<'a> Checker<'a> {
             self.tree(&t.name, &t.state)?;
             entries += t.state.entries;
         }
+        self.marking = true;
+        let free = state.free.all_merged();
+        let free = &free[..];
         let in_use = self.marks.iter().filter(|m| **m).count() as u64;
         let mut free_pages = 0;
         for e in free {

@@ -579,11 +579,7 @@ impl Database {
     pub fn check(&self) -> Result<CheckReport> {
         self.with_newest(|snap, _| {
             let state = state::load(&snap.source, &snap.meta, true)?;
-            Checker::new(&snap.source, snap.meta).check_all(
-                &snap.catalog,
-                &state.chain,
-                &state.free.all_merged(),
-            )
+            Checker::new(&snap.source, snap.meta).check_all(&snap.catalog, &state)
         })
     }
 
@@ -890,11 +886,7 @@ impl Database {
                 }
                 Err(e) => return Err(e),
             };
-            Checker::new(&snap.source, snap.meta).collect(
-                &snap.catalog,
-                &state.chain,
-                &state.free.all_merged(),
-            )
+            Checker::new(&snap.source, snap.meta).collect(&snap.catalog, &state)
         })
     }
 }
