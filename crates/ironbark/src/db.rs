@@ -595,10 +595,8 @@ impl Database {
         f: impl FnOnce(&Snapshot, Option<usize>) -> Result<T>,
     ) -> Result<T> {
         if self.shared.read_only {
-            return match self.begin_read() {
-                Ok(rx) => f(rx.snapshot(), Some(rx.slot())),
-                Err(e) => Err(e),
-            };
+            let rx = self.begin_read()?;
+            return f(rx.snapshot(), Some(rx.slot()));
         }
         if self.shared.published.load().source.arena.is_none() {
             // Nothing logged since the last checkpoint: the newest commit

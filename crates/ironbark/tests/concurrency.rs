@@ -21,9 +21,8 @@ const INITIAL: i64 = 1000;
 const PAD: usize = 40;
 const RUN_FOR: Duration = Duration::from_secs(3);
 
-/// A new file (no sync) with tree `t` holding keys `0..keys` (`u32`,
-/// big-endian), each with 50 bytes of `fill`.
-fn loaded(name: &str, keys: u32, fill: u8) -> (common::TempDb, Database, Tree) {
+/// A new file whose commits are not synced.
+fn unsynced(name: &str) -> (common::TempDb, Database) {
     let t = temp_db(name);
     let db = Database::open_with(
         &t.path,
@@ -33,6 +32,13 @@ fn loaded(name: &str, keys: u32, fill: u8) -> (common::TempDb, Database, Tree) {
         },
     )
     .unwrap();
+    (t, db)
+}
+
+/// A new file (no sync) with tree `t` holding keys `0..keys` (`u32`,
+/// big-endian), each with 50 bytes of `fill`.
+fn loaded(name: &str, keys: u32, fill: u8) -> (common::TempDb, Database, Tree) {
+    let (t, db) = unsynced(name);
     let mut tx = db.begin_write().unwrap();
     let tree = tx.open_tree("t").unwrap();
     for i in 0..keys {
@@ -572,15 +578,7 @@ fn readers_never_see_a_commit_older_than_one_that_returned() {
 /// Write transactions from several threads serialize: no update is lost.
 #[test]
 fn writers_from_many_threads_serialize() {
-    let t = temp_db("writers.ib");
-    let db = Database::open_with(
-        &t.path,
-        &Options {
-            durability: Durability::None,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let (_t, db) = unsynced("writers.ib");
     let mut tx = db.begin_write().unwrap();
     let tree = tx.open_tree("counter").unwrap();
     tx.put(&tree, b"n", &0u64.to_le_bytes()).unwrap();

@@ -946,6 +946,10 @@ fn reader_limit() {
     let rx = db.begin_read().unwrap();
     assert_eq!(rx.get(&tr, b"k").unwrap(), Some(&b"v"[..]));
     assert!(matches!(db.begin_read(), Err(Error::ReadersFull { .. })));
+    // A full table: `check` and `stats` read the newest commit under the
+    // write lock, after the checkpoint of what was logged.
+    assert_eq!(db.check().unwrap().entries, 1);
+    assert_eq!(db.stats().unwrap().live_readers, 4);
     drop(held);
     drop(rx);
     assert_eq!(db.stats().unwrap().live_readers, 0);
