@@ -777,3 +777,81 @@ fn a_writer_killed_between_checkpoint_steps_is_read_checked_and_compacted_read_o
     read_everything(&db.begin_read().unwrap(), &want);
     assert!(db.check().unwrap().is_clean());
 }
+
+const REUSE_TEST: &str = "a_snapshot_rebuilt_on_a_checkpoint_step_keeps_its_pages_from_reuse";
+
+/// The writable process of the test below: its open replays the log on the
+/// step; then it rewrites tree `wide` many times over, with every commit
+/// written to the file, so that every page free for reuse is reused.
+fn rewriter(path: &str) {
+    let db = Database::open_with(
+        path,
+        &Options {
+            logged_commits: false,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut rng = Rng::new(99);
+    for n in 0..30u32 {
+        let mut tx = db.begin_write().unwrap();
+        let value = [0xee - n as u8; 100];
+        let wide = tx.tree("wide").unwrap();
+        for _ in 0..4000 {
+            let k = rng.below(u64::from(WIDE_KEYS)) as u32;
+            tx.put(&wide, &k.to_be_bytes(), &value).unwrap();
+        }
+        // Every tree: the steps may have written any of them.
+        let plain = tx.tree("plain").unwrap();
+        for k in 0..BASE_KEYS + 500 {
+            tx.put(&plain, &k.to_be_bytes(), &value).unwrap();
+        }
+        let ints = tx.int_tree("ints").unwrap();
+        for k in 0..3300 {
+            tx.put_int(&ints, k, &value[..8]).unwrap();
+        }
+        let mm = tx.multimap("mm").unwrap();
+        for k in 0..120 {
+            tx.put_dup(&mm, format!("k{k:03}").as_bytes(), &value[..3])
+                .unwrap();
+        }
+        let typed = TypedTree::<u64, String>::find(&tx, "typed").unwrap();
+        for k in 0..600 {
+            typed.put(&mut tx, &k, &format!("x{n:04}")).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    println!("ROS rewritten");
+}
+
+/// A read-only process's snapshot of the newest logged commit, rebuilt on
+/// a step of a checkpoint in steps whose writer was killed, stays whole
+/// while another process replays the log and then rewrites the data many
+/// times over: the step's pages it reads are not reused under it.
+#[test]
+fn a_snapshot_rebuilt_on_a_checkpoint_step_keeps_its_pages_from_reuse() {
+    match std::env::var(ROLE_ENV).as_deref() {
+        Ok("stepping-writer") => return stepping_writer(&std::env::var(PATH_ENV).unwrap()),
+        Ok("rewriter") => return rewriter(&std::env::var(PATH_ENV).unwrap()),
+        _ => {}
+    }
+    let t = temp_db("reused.ib");
+    let want = killed_between_steps(REUSE_TEST, &t);
+    let ro = Database::open_with(&t.path, &read_only()).unwrap();
+    let kept = ro.begin_read().unwrap();
+    read_everything(&kept, &want);
+    eprintln!(
+        "DEBUG kept {} readers {:?}",
+        kept.txn_id(),
+        ro.readers().unwrap()
+    );
+    let mut child = spawn(REUSE_TEST, "rewriter", &t.path, &t.path);
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    assert_eq!(hear(&mut out, "ROS "), "rewritten");
+    std::io::copy(&mut out, &mut std::io::sink()).unwrap();
+    assert!(child.wait().unwrap().success(), "the rewriter failed");
+    read_everything(&kept, &want);
+    drop(kept);
+    let report = ro.check().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+}

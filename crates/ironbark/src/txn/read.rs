@@ -77,7 +77,13 @@ impl ReadTxn {
             // the newest commit's snapshot; taken without writing anything
             // but the reader slot.
             if let Some(lent) = shared.lender.borrow_newest(&shared.readers, slot) {
-                break SnapshotRef::Borrowed(lent);
+                if protector(&lent) == lent.txn() {
+                    break SnapshotRef::Borrowed(lent);
+                }
+                // A rebuild on a checkpoint step, whose slot must show the
+                // step's txn: a borrowed snapshot is valid only while the
+                // slot shows its own (`txn::snapshot_lender`), so it is
+                // taken by count below instead.
             }
             // Else the stripe may cache this process's newest snapshot,
             // taken without writing a reference count that other threads
@@ -86,7 +92,11 @@ impl ReadTxn {
             if let Some(cached) = stripe.cached(epoch) {
                 let txn = cached.txn();
                 if txn == shared.readers.published_txn() {
-                    if shared.readers.try_register(slot, txn) {
+                    if shared.readers.try_register_protecting(
+                        slot,
+                        protector(cached.snapshot()),
+                        txn,
+                    ) {
                         break SnapshotRef::Cached(cached);
                     }
                     continue;
@@ -122,7 +132,18 @@ impl ReadTxn {
                             continue;
                         }
                         match crate::txn::recovery::follow_log(shared, txn) {
-                            Ok(Some(s)) => break SnapshotRef::Own(s),
+                            // Built on a checkpoint step: registered again
+                            // to keep the step's pages too.
+                            Ok(Some(s))
+                                if shared.readers.try_register_protecting(
+                                    slot,
+                                    protector(&s),
+                                    txn,
+                                ) =>
+                            {
+                                break SnapshotRef::Own(s)
+                            }
+                            Ok(Some(_)) => continue,
                             // A checkpoint moved on: look again.
                             Ok(None) => continue,
                             Err(e) => {
@@ -134,7 +155,11 @@ impl ReadTxn {
                     None => continue,
                 }
             };
-            if !shared.readers.try_register(slot, txn) {
+            let protect = match meta {
+                None => protector(&cached),
+                Some(_) => txn,
+            };
+            if !shared.readers.try_register_protecting(slot, protect, txn) {
                 continue;
             }
             // The snapshot's pages are protected from here on.
@@ -723,6 +748,20 @@ impl ReadTxn {
         DataFile::create_atomically(path, &[&head, body])?;
         Ok(())
     }
+}
+
+/// The snapshot a reader of `snap` registers, to keep its pages from
+/// reuse: its own txn, or, for a read-only process's rebuild of a logged
+/// commit on a step of a partial checkpoint (`recovery::follow_log`), the
+/// step's, which is newer (the steps of the checkpoint of commit `T` are
+/// numbered above `T`), since the pages the steps wrote are freed as born
+/// at their own txns once the checkpoint is over (or a replay finished
+/// it), and a reader registered at `T` would not keep them. Every file
+/// commit writes its state, so the step's txn is the meta's `state_txn`;
+/// every other snapshot's is at most its txn. (Until session 26 such a
+/// reader registered `T`, and its pages were reused under it.)
+pub(crate) fn protector(snap: &Snapshot) -> u64 {
+    snap.txn().max(snap.meta.state_txn)
 }
 
 impl Drop for ReadTxn {

@@ -75,6 +75,12 @@ impl StripeSnapshot {
     pub(crate) fn txn(&self) -> u64 {
         self.snapshot.txn()
     }
+
+    /// The snapshot.
+    #[inline]
+    pub(crate) fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
 }
 
 /// What a read transaction holds of its snapshot.

@@ -280,12 +280,21 @@ impl ReaderTable {
     /// after that, so its pages are protected until the slot is released.
     /// On false the caller retries with the newer commit.
     pub(crate) fn try_register(&self, i: usize, txn: u64) -> bool {
-        debug_assert!(txn != 0);
+        self.try_register_protecting(i, txn, txn)
+    }
+
+    /// [`ReaderTable::try_register`] of a snapshot of commit `txn` whose
+    /// pages need the protection of a reader at `protect` (at least
+    /// `txn`): a read-only process's rebuild of logged commit `txn` on a
+    /// step of a partial checkpoint reads file pages the steps wrote,
+    /// numbered above `txn` (`txn::read::protector`).
+    pub(crate) fn try_register_protecting(&self, i: usize, protect: u64, txn: u64) -> bool {
+        debug_assert!(txn != 0 && protect >= txn);
         // A plain store and one fence: the fence alone orders the store
         // before the re-read (the module doc's Dekker argument), where a
         // sequentially consistent store would add a second barrier (an
         // `xchg` on x86) to every read transaction.
-        self.slots()[i].txn.store(txn, Ordering::Relaxed);
+        self.slots()[i].txn.store(protect, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         self.published_txn() == txn
     }
