@@ -260,6 +260,19 @@ fn apply_records(
         freed,
         ..
     } = t;
+    // The rebuild is placed whole in the arena, which takes no spilled
+    // page (`logged::to_arena`); a rebuild past `Options::max_dirty_bytes`
+    // spilled some, as any write transaction does: they come back into
+    // memory, the arena bounding the rebuild instead. (Until session 26 a
+    // read-only process's rebuild past that bound panicked there.)
+    if dirty.has_spilled() {
+        for i in 0..dirty.pages.len() as u64 {
+            let id = crate::btree::page::DIRTY_BIT | i;
+            if dirty.is_spilled(id) {
+                dirty.get_mut(id);
+            }
+        }
+    }
     let built =
         crate::txn::logged::follow(shared, &mut writer, &base, &mut catalog, &mut dirty, &freed);
     writer.page_pool = dirty.into_pool(shared.limits.page_size);
