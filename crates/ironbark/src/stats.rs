@@ -24,7 +24,10 @@ pub struct Stats {
     pub live_readers: usize,
     /// The reader limit.
     pub max_readers: usize,
-    /// The oldest snapshot a live reader holds.
+    /// The oldest snapshot a live reader holds. A read-only process's
+    /// reader of a logged commit it rebuilt on a step of a partial
+    /// checkpoint counts with the step's txn, above its snapshot's own
+    /// (`ReadTxn::txn_id`), since it keeps the pages the steps wrote.
     pub oldest_snapshot: Option<u64>,
     /// Per named tree.
     pub trees: Vec<TreeStats>,
@@ -111,7 +114,10 @@ pub struct CommitCounters {
 pub struct ReaderInfo {
     /// The process that owns it.
     pub pid: u32,
-    /// The txn of the snapshot it reads.
+    /// The txn of the snapshot it reads. For a read-only process's
+    /// snapshot of a logged commit rebuilt on a step of a partial
+    /// checkpoint, the step's txn, above the snapshot's own
+    /// (`ReadTxn::txn_id`), since it keeps the pages the steps wrote.
     pub snapshot_txn: u64,
     /// Whether that process still runs (a dead one's slot is *stale*: see
     /// `Database::clear_stale_readers`).
