@@ -227,3 +227,19 @@ pub fn assert_reported_commits_hold(db: &Database, last: u64, kill: u64) {
         );
     }
 }
+
+/// The next line of a child process's `out` that holds `tag`, from just
+/// after the tag, trimmed.
+pub fn hear(out: &mut impl BufRead, tag: &str) -> String {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the child said nothing"
+        );
+        if let Some(at) = line.find(tag) {
+            return line[at + tag.len()..].trim().to_string();
+        }
+    }
+}

@@ -12,14 +12,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{temp_db, Rng};
+use common::{hear, temp_db, Rng};
 use ironbark::{Database, Durability, Error, IoHook, IoHookHandle, Options, ReadTxn};
 
 const ROLE_ENV: &str = "IRONBARK_ROR_ROLE";
@@ -169,21 +169,6 @@ fn spawn(test: &str, role: &str, path: &Path) -> Child {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-/// The next line of `out` that starts with `tag`, without the tag.
-fn hear(out: &mut impl BufRead, tag: &str) -> String {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "the child said nothing"
-        );
-        if let Some(at) = line.find(tag) {
-            return line[at + tag.len()..].trim().to_string();
-        }
-    }
 }
 
 fn role() -> Option<String> {

@@ -18,13 +18,13 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::{temp_db, Rng};
+use common::{hear, temp_db, Rng};
 use ironbark::typed::TypedTree;
 use ironbark::{Database, Durability, Error, IntWidth, IoHook, IoHookHandle, Options, ReadTxn};
 
@@ -428,21 +428,6 @@ fn spawn(test: &str, role: &str, path: &Path, dst: &Path) -> Child {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-/// The next line of `out` that starts with `tag`, without the tag.
-fn hear(out: &mut impl BufRead, tag: &str) -> String {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "the child said nothing"
-        );
-        if let Some(at) = line.find(tag) {
-            return line[at + tag.len()..].trim().to_string();
-        }
-    }
 }
 
 const KILLED_COMMITS: u64 = 300;
