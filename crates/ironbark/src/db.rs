@@ -585,7 +585,8 @@ impl Database {
 
     /// Runs `f` on the newest commit with its pages protected from reuse:
     /// by a reader slot of its own, or, when every slot is taken, by the
-    /// write lock (then it waits for a writer; on the thread that holds the
+    /// write lock (not on a read-only handle, which then fails with
+    /// `ReadersFull`; else it waits for a writer; on the thread that holds the
     /// write lock it fails with `WriteTxnOnThisThread` instead: that
     /// thread's transaction may be reusing the newest commit's free pages,
     /// so its lock protects nothing to read). `f` also gets the slot it
@@ -651,8 +652,9 @@ impl Database {
 
     /// Sizes, counts and counters. Takes a reader slot; when every slot is
     /// taken, waits for the write lock instead (`WriteTxnOnThisThread` on
-    /// the thread that holds it). The same holds for `check`,
-    /// `check_report` and `readers`.
+    /// the thread that holds it), except on a read-only handle, which
+    /// takes no write lock and fails with `ReadersFull`. The same holds
+    /// for `check`, `check_report` and `readers`.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
