@@ -836,10 +836,26 @@ impl DirtyPages {
         Ok(result)
     }
 
+    /// Brings every spilled or parked page back into memory: for a
+    /// transaction placed whole in the arena, which takes none (a read-only
+    /// process's rebuild of logged commits, `txn::recovery`).
+    pub(crate) fn unspill_all(&mut self) {
+        for index in 0..self.pages.len() {
+            if self.out_of_memory(index) {
+                self.unspill(index);
+            }
+        }
+        debug_assert!(!self.has_spilled());
+    }
+
     /// Whether dirty page `id` is spilled (then `seal_with` wrote its
     /// sealed copy already, and the commit must not write it again).
     pub(crate) fn is_spilled(&self, id: u64) -> bool {
-        let index = (id & !DIRTY_BIT) as usize;
+        self.out_of_memory((id & !DIRTY_BIT) as usize)
+    }
+
+    /// Whether page `index` lies in the spill file or is parked.
+    fn out_of_memory(&self, index: usize) -> bool {
         self.pages[index].is_none()
             && (is_spilled(&self.spilled, index) || self.parked_page(index).is_some())
     }

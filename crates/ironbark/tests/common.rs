@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ironbark::{Database, Durability, ReadTxn, WriteTxn};
+use ironbark::{Database, Durability, Options, ReadTxn, WriteTxn};
 
 /// Every tree's entries.
 pub type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
@@ -241,5 +241,13 @@ pub fn hear(out: &mut impl BufRead, tag: &str) -> String {
         if let Some(at) = line.find(tag) {
             return line[at + tag.len()..].trim().to_string();
         }
+    }
+}
+
+/// Options of a read-only open.
+pub fn read_only() -> Options {
+    Options {
+        read_only: true,
+        ..Options::default()
     }
 }

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{hear, temp_db, Rng};
+use common::{hear, read_only, temp_db, Rng};
 use ironbark::{Database, Durability, Error, IoHook, IoHookHandle, Options, ReadTxn};
 
 const ROLE_ENV: &str = "IRONBARK_ROR_ROLE";
@@ -235,9 +235,8 @@ fn a_rebuild_larger_than_the_dirty_page_budget_reads_every_commit() {
     let ro = Database::open_with(
         &t.path,
         &Options {
-            read_only: true,
             max_dirty_bytes: 64 << 10,
-            ..Options::default()
+            ..read_only()
         },
     )
     .unwrap();
@@ -270,9 +269,8 @@ fn a_rebuild_larger_than_the_page_arena_fails_cleanly() {
     let t = temp_db("arena.ib");
     kill_a_writer(ARENA_TEST, &t);
     let small = Options {
-        read_only: true,
         map_reservation: 1 << 20,
-        ..Options::default()
+        ..read_only()
     };
     for _ in 0..3 {
         match Database::open_with(&t.path, &small) {
@@ -283,14 +281,7 @@ fn a_rebuild_larger_than_the_page_arena_fails_cleanly() {
         }
     }
     // With room, the same process reads them.
-    let ro = Database::open_with(
-        &t.path,
-        &Options {
-            read_only: true,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let ro = Database::open_with(&t.path, &read_only()).unwrap();
     let rx = ro.begin_read().unwrap();
     assert_eq!(counter(&rx), KILLED_COMMITS - 1);
     assert_reads(&rx, &model(KILLED_COMMITS), 7);
@@ -433,11 +424,10 @@ impl Writer {
     }
 }
 
-fn read_only(max_readers: usize) -> Options {
+fn read_only_with(max_readers: usize) -> Options {
     Options {
-        read_only: true,
         max_readers,
-        ..Options::default()
+        ..read_only()
     }
 }
 
@@ -458,7 +448,7 @@ fn a_full_reader_table_fails_a_rebuild_cleanly() {
     w.ask("load");
     let (logged, _) = w.ask("commits 0 50");
     assert_eq!(logged, 50);
-    let ro = Database::open_with(&t.path, &read_only(MAX_READERS)).unwrap();
+    let ro = Database::open_with(&t.path, &read_only_with(MAX_READERS)).unwrap();
     let mut held: Vec<ReadTxn> = (0..MAX_READERS).map(|_| ro.begin_read().unwrap()).collect();
     assert_eq!(counter(&held[0]), 49);
     let (logged, _) = w.ask("commits 50 60");
@@ -520,7 +510,7 @@ fn a_snapshot_held_across_rebuilds_and_stepped_checkpoints_reads_on() {
     let mut w = Writer::start(HELD_TEST, &t.path);
     w.ask("load");
     w.ask("commits 0 100");
-    let ro = Database::open_with(&t.path, &read_only(MAX_READERS)).unwrap();
+    let ro = Database::open_with(&t.path, &read_only_with(MAX_READERS)).unwrap();
     // (snapshot, its last commit)
     let mut kept: Vec<(ReadTxn, u64)> = Vec::new();
     let rx = ro.begin_read().unwrap();

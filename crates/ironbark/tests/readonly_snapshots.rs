@@ -24,7 +24,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::{hear, temp_db, Rng};
+use common::{hear, read_only, temp_db, Rng};
 use ironbark::typed::TypedTree;
 use ironbark::{Database, Durability, Error, IntWidth, IoHook, IoHookHandle, Options, ReadTxn};
 
@@ -43,13 +43,6 @@ fn logged(durability: Durability) -> Options {
     Options {
         durability,
         logged_commits: true,
-        ..Options::default()
-    }
-}
-
-fn read_only() -> Options {
-    Options {
-        read_only: true,
         ..Options::default()
     }
 }

@@ -265,14 +265,7 @@ fn apply_records(
     // spilled some, as any write transaction does: they come back into
     // memory, the arena bounding the rebuild instead. (Until session 26 a
     // read-only process's rebuild past that bound panicked there.)
-    if dirty.has_spilled() {
-        for i in 0..dirty.pages.len() as u64 {
-            let id = crate::btree::page::DIRTY_BIT | i;
-            if dirty.is_spilled(id) {
-                dirty.get_mut(id);
-            }
-        }
-    }
+    dirty.unspill_all();
     let built =
         crate::txn::logged::follow(shared, &mut writer, &base, &mut catalog, &mut dirty, &freed);
     writer.page_pool = dirty.into_pool(shared.limits.page_size);
