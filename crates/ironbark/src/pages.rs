@@ -518,9 +518,21 @@ impl DirtyPages {
         is_leaf: bool,
         cells: &[C],
     ) -> u64 {
+        self.add_page_from(page_size, is_leaf, cells.len(), |i| cells[i].as_ref())
+    }
+
+    /// Adds a new tree page holding the `count` cells `cell(0)`, ... in
+    /// order (they fit): `fill_page_from`.
+    pub(crate) fn add_page_from<'c>(
+        &mut self,
+        page_size: usize,
+        is_leaf: bool,
+        count: usize,
+        cell: impl Fn(usize) -> &'c [u8],
+    ) -> u64 {
         let kind = if is_leaf { KIND_LEAF } else { KIND_BRANCH };
         let mut b = self.buffer(page_size, kind);
-        crate::btree::page::fill_page(&mut b, is_leaf, cells);
+        crate::btree::page::fill_page_from(&mut b, is_leaf, count, cell);
         self.add(b)
     }
 

@@ -795,22 +795,47 @@ pub(crate) fn slotted_size(cell_len: usize) -> usize {
     cell_len + SLOT_LEN
 }
 
-/// Makes `b` an empty tree page (every byte rewritten).
-fn init_page(b: &mut [u8], is_leaf: bool) {
-    b.fill(0);
-    b[16] = if is_leaf { KIND_LEAF } else { KIND_BRANCH };
-    let len = b.len() as u32;
-    put_u32(b, 20, len);
-}
-
 /// Makes `b` a tree page holding `cells` in order. The caller guarantees
 /// they fit.
 pub(crate) fn fill_page<C: AsRef<[u8]>>(b: &mut [u8], is_leaf: bool, cells: &[C]) {
-    init_page(b, is_leaf);
-    for (i, c) in cells.iter().enumerate() {
-        let ok = insert_cell(b, i, c.as_ref());
-        assert!(ok, "cells given to fill_page do not fit");
+    fill_page_from(b, is_leaf, cells.len(), |i| cells[i].as_ref());
+}
+
+/// Makes `b` a tree page holding the `count` cells `cell(0)`, `cell(1)`,
+/// ... in order (a split's halves, read around the cell it adds, with no
+/// list of them made). The caller guarantees they fit. The header, the
+/// slots and the cells are written; the free gap between them is not,
+/// since nothing reads it until an edit writes over it, and `seal` zeroes
+/// it before the page reaches the file (as for `copy_page`). Cells are
+/// placed from the page's end down, in order, as inserts at the end
+/// would place them, and the heads are written once, for the prefix of
+/// the first and last keyed cells, not rewritten as the prefix shrinks.
+pub(crate) fn fill_page_from<'c>(
+    b: &mut [u8],
+    is_leaf: bool,
+    count: usize,
+    cell: impl Fn(usize) -> &'c [u8],
+) {
+    assert!(
+        b.len() <= usize::from(u16::MAX) + 1,
+        "slot offsets are 16-bit"
+    );
+    b[..HEADER_LEN].fill(0);
+    b[16] = if is_leaf { KIND_LEAF } else { KIND_BRANCH };
+    let mut upper = b.len();
+    for i in 0..count {
+        let c = cell(i);
+        let slots_end = HEADER_LEN + (i + 1) * SLOT_LEN;
+        assert!(
+            upper >= slots_end + c.len(),
+            "cells given to fill_page do not fit"
+        );
+        upper -= c.len();
+        b[upper..upper + c.len()].copy_from_slice(c);
+        put_u16(b, slots_end - SLOT_LEN, upper as u16);
     }
+    put_u16(b, 18, count as u16);
+    put_u32(b, 20, upper as u32);
     refresh_prefix(b);
     #[cfg(debug_assertions)]
     assert_heads(b);

@@ -20,9 +20,9 @@ use crate::btree::cursor::Cursor;
 use crate::btree::page::DIRTY_BIT;
 use crate::btree::page::{
     self, append_leaf_inline, branch_cell, cell_fits, cells_of, compare_keys, fill_page,
-    insert_cell, insert_cell_parts, leaf_cell_header, leaf_cell_inline, leaf_cell_overflow,
-    overflow_ref, remove_cell, set_child, verify_page, LeafAppend, LeafValue, Limits, Node, Reads,
-    BLOB_HEADER_LEN, BRANCH_CELL_HEADER, LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
+    fill_page_from, insert_cell, insert_cell_parts, leaf_cell_header, leaf_cell_inline,
+    leaf_cell_overflow, overflow_ref, remove_cell, set_child, verify_page, LeafAppend, LeafValue,
+    Limits, Node, Reads, BLOB_HEADER_LEN, BRANCH_CELL_HEADER, LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
 };
 use crate::btree::search::{check_root, find_leaf, is_deleted, live_entries, node_at, Root};
 use crate::btree::MAX_DEPTH;
@@ -717,8 +717,10 @@ impl<'a> TreeWriter<'a> {
                 let left_last = cell_key(cell_at(k - 1), true);
                 let right_first = cell_key(cell_at(k), true);
                 let sep = shortest_separator(left_last, right_first).to_vec();
-                let right: Vec<&[u8]> = (k..n).map(cell_at).collect();
-                (sep, self.dirty.add_page(page_size, true, &right))
+                let right = self
+                    .dirty
+                    .add_page_from(page_size, true, n - k, |i| cell_at(k + i));
+                (sep, right)
             } else {
                 // The middle cell's key moves up; its child becomes the
                 // right page's first child, under the empty key.
@@ -730,13 +732,16 @@ impl<'a> TreeWriter<'a> {
                     page::u64_at(mid, 8),
                     page::u64_at(mid, 16),
                 );
-                let right: Vec<&[u8]> = std::iter::once(&first[..])
-                    .chain((k + 1..n).map(cell_at))
-                    .collect();
-                (sep, self.dirty.add_page(page_size, false, &right))
+                let right = self.dirty.add_page_from(page_size, false, n - k, |i| {
+                    if i == 0 {
+                        &first[..]
+                    } else {
+                        cell_at(k + i)
+                    }
+                });
+                (sep, right)
             };
-            let left: Vec<&[u8]> = (0..k).map(cell_at).collect();
-            fill_page(self.dirty.get_mut(id), is_leaf, &left);
+            fill_page_from(self.dirty.get_mut(id), is_leaf, k, cell_at);
             (sep, right)
         })
     }
