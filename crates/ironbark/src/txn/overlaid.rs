@@ -109,6 +109,12 @@ impl<'db> WriteTxn<'db> {
             dirty: &self.dirty,
         };
         let (pgno, txn) = leaf_ref(&src, root, key)?;
+        if pgno & (ARENA_BIT | DIRTY_BIT) != ARENA_BIT && change != Overlaid::Deleted {
+            // Not a published arena leaf: no overlay, and a put has
+            // nothing to learn from the leaf's search (a delete does: it
+            // may find its key absent).
+            return Ok(self.missed_look());
+        }
         // The overlay's look-up and first lines load while the leaf does.
         let existing = arena.overlay(pgno);
         if let Some(page) = &existing {
@@ -134,10 +140,7 @@ impl<'db> WriteTxn<'db> {
             }
         }
         let Some(index) = index else {
-            self.overlays.missed();
-            let w = &mut *self.writer;
-            w.overlay_misses = w.overlay_misses.saturating_add(1);
-            return Ok(Change::Declined);
+            return Ok(self.missed_look());
         };
         self.writer.overlay_misses = 0;
         if let Some(page) = existing.as_ref().filter(|p| p.has_tombstones()) {
@@ -190,6 +193,15 @@ impl<'db> WriteTxn<'db> {
         }
         self.overlays.record(arena, leaf.pgno, mark, first);
         Ok(Change::Overlaid)
+    }
+
+    /// Counts a look that found no leaf to overlay, for the transaction's
+    /// and the writer's rules of when to stop looking (module doc).
+    fn missed_look(&mut self) -> Change {
+        self.overlays.missed();
+        let w = &mut *self.writer;
+        w.overlay_misses = w.overlay_misses.saturating_add(1);
+        Change::Declined
     }
 }
 
