@@ -95,6 +95,9 @@ pub struct WriteTxn<'db> {
     pub(crate) reserved: Option<Reserved>,
     /// The savepoints taken and not released (`txn::savepoint`).
     pub(crate) savepoints: crate::txn::savepoint_stack::Savepoints,
+    /// A read-only process's rebuild that could not spill (see `spill`):
+    /// it keeps its pages in memory and tries no more.
+    unspillable: bool,
 }
 
 /// A reserved value: `len` bytes at `at` in dirty page `page`, whose copy
@@ -212,6 +215,7 @@ impl<'db> WriteTxn<'db> {
             reserved: None,
             savepoints: Default::default(),
             overlays: Default::default(),
+            unspillable: false,
         })
     }
 
@@ -413,7 +417,7 @@ impl<'db> WriteTxn<'db> {
     /// last goes into the redo record, before the change can move it.
     fn tree_writer(&mut self) -> Result<TreeWriter<'_>> {
         self.flush_reserved();
-        if self.dirty.resident > self.shared.max_dirty_bytes {
+        if self.dirty.resident > self.shared.max_dirty_bytes && !self.unspillable {
             self.spill()?;
         }
         if self.logging && self.dirty.wants_slots(crate::txn::logged::LEND_MAX) {
@@ -433,12 +437,22 @@ impl<'db> WriteTxn<'db> {
     /// `Options::max_dirty_bytes` stays in memory (see `DirtyPages::spill_to`).
     /// Halfway, so that a transaction growing past the bound spills once per
     /// half of it, in large sequential writes. Changes nothing on an error.
+    ///
+    /// The only write transactions of a read-only process, its rebuilds of
+    /// logged commits (`txn::recovery`), bring every spilled page back
+    /// into memory before placing them in the arena: spilling saves them
+    /// no memory at the end. Where they cannot spill (a directory they may
+    /// not write: the spill file lives beside the data file) they keep
+    /// their pages in memory instead of failing, as a read-only open that
+    /// needs no write access must (until session 27 such a rebuild past
+    /// `Options::max_dirty_bytes` failed the open with a bare `EACCES`).
     #[cold]
     fn spill(&mut self) -> Result<()> {
         let shared = self.shared;
         let ps = shared.limits.page_size;
         let keep = self.finger.leaf();
-        self.dirty
+        let spilled = self
+            .dirty
             .spill_to(shared.max_dirty_bytes / 2, keep, ps, || {
                 crate::storage::spill::SpillFile::create(
                     &shared.file,
@@ -446,7 +460,14 @@ impl<'db> WriteTxn<'db> {
                     ps,
                     shared.map_reservation,
                 )
-            })?;
+            });
+        match spilled {
+            Err(_) if shared.read_only => {
+                self.unspillable = true;
+                return Ok(());
+            }
+            other => other?,
+        }
         shared
             .counters
             .spills
