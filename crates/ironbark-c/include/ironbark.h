@@ -65,6 +65,7 @@ extern "C" {
 #define IRONBARK_EPAIRSIZE (-28)      /* multimap pair (key + value) over the key limit */
 #define IRONBARK_EINTKEYSIZE (-29)    /* integer key too large for the tree's width */
 #define IRONBARK_ESAVEPOINT (-30)     /* savepoint released, rolled back past, or foreign */
+#define IRONBARK_EARENAFULL (-31)     /* newest commits do not fit this process's page arena */
 
 /* Flags of ironbark_txn_begin. */
 #define IRONBARK_TXN_WRITE 0u         /* a write transaction, waiting for the lock */

@@ -91,6 +91,9 @@ pub const IRONBARK_EPAIRSIZE: c_int = -28;
 pub const IRONBARK_EINTKEYSIZE: c_int = -29;
 /// A savepoint released, rolled back past, or of another transaction.
 pub const IRONBARK_ESAVEPOINT: c_int = -30;
+/// A process that does not write could not rebuild the newest commits in
+/// its page arena (old read transactions hold too much): not damage.
+pub const IRONBARK_EARENAFULL: c_int = -31;
 /// `ironbark_put_dup`: the pair was there already (nothing changed).
 pub const IRONBARK_KEYEXIST: c_int = 2;
 
@@ -383,6 +386,7 @@ fn code_of(e: &Error) -> c_int {
         Error::PairTooLarge { .. } => IRONBARK_EPAIRSIZE,
         Error::IntegerKeySize { .. } => IRONBARK_EINTKEYSIZE,
         Error::InvalidSavepoint(_) => IRONBARK_ESAVEPOINT,
+        Error::ArenaFull { .. } => IRONBARK_EARENAFULL,
         // The engine's error is non-exhaustive: kinds newer than this list.
         _ => IRONBARK_EUNKNOWN,
     }
@@ -568,6 +572,9 @@ pub extern "C" fn ironbark_strerror(code: c_int) -> *const c_char {
         IRONBARK_EINTKEYSIZE => c"integer key does not fit the tree's key width",
         IRONBARK_ESAVEPOINT => {
             c"invalid savepoint: released, rolled back past, or of another transaction"
+        }
+        IRONBARK_EARENAFULL => {
+            c"the newest commits do not fit in this process's page arena: end old read transactions"
         }
         IRONBARK_KEYEXIST => c"the pair is already in the multimap",
         _ => c"unknown status code",

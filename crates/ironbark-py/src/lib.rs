@@ -202,6 +202,12 @@ create_exception!(
 );
 create_exception!(
     ironbark,
+    ArenaFullError,
+    Error,
+    "The newest commits do not fit in this process's page arena: end old read transactions."
+);
+create_exception!(
+    ironbark,
     ClosedError,
     Error,
     "The transaction has ended, or the database is closed."
@@ -237,6 +243,7 @@ fn to_py(e: EngineError) -> PyErr {
         EngineError::PairTooLarge { .. } => PairTooLargeError::new_err(msg),
         EngineError::IntegerKeySize { .. } => IntegerKeySizeError::new_err(msg),
         EngineError::InvalidSavepoint(_) => InvalidSavepointError::new_err(msg),
+        EngineError::ArenaFull { .. } => ArenaFullError::new_err(msg),
         // The engine's error is non-exhaustive: kinds newer than this list.
         _ => Error::new_err(msg),
     }
@@ -1738,6 +1745,7 @@ fn _ironbark(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "InvalidSavepointError",
         py.get_type::<InvalidSavepointError>(),
     )?;
+    m.add("ArenaFullError", py.get_type::<ArenaFullError>())?;
     m.add("ClosedError", py.get_type::<ClosedError>())?;
     Ok(())
 }

@@ -343,7 +343,7 @@ def test_limits_and_types(db):
 
 def test_every_error_is_an_ironbark_error():
     names = [n for n in ironbark.__all__ if n.endswith("Error")]
-    assert len(names) == 28
+    assert len(names) == 29
     for name in names:
         cls = getattr(ironbark, name)
         assert issubclass(cls, ironbark.Error) and issubclass(cls, Exception)
@@ -352,6 +352,9 @@ def test_every_error_is_an_ironbark_error():
     assert issubclass(ironbark.WriteTxnOnThisThreadError, ironbark.BusyError)
     assert issubclass(ironbark.LocklessReaderError, ironbark.LockedError)
     assert not issubclass(ironbark.StaleTreeError, ironbark.TreeDroppedError)
+    # A full page arena of a process that does not write is a bound, not
+    # damage.
+    assert not issubclass(ironbark.ArenaFullError, ironbark.CorruptedError)
 
 
 def test_one_writer_at_a_time(db):

@@ -68,6 +68,17 @@ pub enum Error {
         /// The configured limit.
         max: usize,
     },
+    /// A process that does not write (a read-only handle, or any handle
+    /// while another process writes) could not rebuild the newest logged
+    /// commits in its page arena: those commits, with the older versions
+    /// its open read transactions hold, take more than the arena's
+    /// `pages` (a quarter of `Options::map_reservation`, within a quarter
+    /// of memory). The database is not damaged: ending old read
+    /// transactions, or the writer's next checkpoint, makes room.
+    ArenaFull {
+        /// The arena's bound, in pages.
+        pages: u64,
+    },
     /// `try_begin_write` (or `begin_write_timeout`, when its time ran out)
     /// found another write transaction of this process in progress.
     Busy,
@@ -230,6 +241,12 @@ impl fmt::Display for Error {
                     "all {max} reader slots are in use (Options::max_readers)"
                 )
             }
+            Error::ArenaFull { pages } => write!(
+                f,
+                "the newest commits do not fit in this process's page arena \
+                 ({pages} pages): end old read transactions, or let the \
+                 writer checkpoint"
+            ),
             Error::Busy => write!(f, "another write transaction is in progress"),
             Error::Locked => write!(
                 f,

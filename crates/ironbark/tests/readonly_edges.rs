@@ -500,7 +500,7 @@ impl Writer {
 
 /// Whether `e` is the error of a rebuild that does not fit in the arena.
 fn is_arena_full(e: &Error) -> bool {
-    matches!(e, Error::Corrupted { page: None, detail } if detail.contains("arena"))
+    matches!(e, Error::ArenaFull { pages: 64 })
 }
 
 const ROOM_TEST: &str = "a_rebuild_that_held_snapshots_leave_no_arena_room_for_fails_until_they_go";

@@ -63,7 +63,8 @@ static void test_errors_and_strings(void) {
                    IRONBARK_EPANIC,      IRONBARK_EUNKNOWN,     IRONBARK_ESTALETREE,
                    IRONBARK_EFOREIGNTREE, IRONBARK_ELOCKLESSREADER, IRONBARK_EWRITETXNTHREAD,
                    IRONBARK_EKEYORDER,   IRONBARK_EWRONGKIND,   IRONBARK_EPAIRSIZE,
-                   IRONBARK_EINTKEYSIZE, IRONBARK_ESAVEPOINT,   IRONBARK_KEYEXIST};
+                   IRONBARK_EINTKEYSIZE, IRONBARK_ESAVEPOINT,   IRONBARK_EARENAFULL,
+                   IRONBARK_KEYEXIST};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         const char *s = ironbark_strerror(codes[i]);
         CHECK(s != NULL && strlen(s) > 0);

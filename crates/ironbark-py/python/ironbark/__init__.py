@@ -17,6 +17,7 @@ See docs/python.md in the repository for the reference.
 from ._ironbark import (
     DEFAULT_TREE,
     MAX_VALUE_LEN,
+    ArenaFullError,
     BusyError,
     ClosedError,
     CorruptedError,
@@ -55,6 +56,7 @@ from ._ironbark import (
 __all__ = [
     "DEFAULT_TREE",
     "MAX_VALUE_LEN",
+    "ArenaFullError",
     "BusyError",
     "ClosedError",
     "CorruptedError",

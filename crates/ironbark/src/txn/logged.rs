@@ -112,6 +112,20 @@ pub(crate) fn arena_memory_cap(page_size: u64) -> u64 {
     arena_memory_cap_within(page_size, memory_limit())
 }
 
+/// Arena slots a process that does not write may fill when it rebuilds
+/// logged commits (`follow`): its reservation, within a quarter of its
+/// memory, twice a writer's share, since it holds what the writer's arena
+/// holds plus the older versions its readers keep. Past it the rebuild
+/// fails with `Error::ArenaFull` rather than growing until the system
+/// kills the process.
+pub(crate) fn follower_arena_slots(arena: &Arena, page_size: usize) -> u64 {
+    follower_arena_slots_within(arena.slots(), page_size as u64, memory_limit())
+}
+
+fn follower_arena_slots_within(slots: u64, page_size: u64, memory: u64) -> u64 {
+    slots.min(arena_memory_cap_within(page_size, memory).saturating_mul(2))
+}
+
 /// [`arena_memory_cap`] for a process that may fill `memory` bytes.
 fn arena_memory_cap_within(page_size: u64, memory: u64) -> u64 {
     (memory / ARENA_MEMORY_SHARE / page_size).max(1)
@@ -489,7 +503,7 @@ pub(crate) fn follow(
     };
     let mut placement = std::mem::take(&mut w.placement);
     let placed = order_dirty(catalog, dirty, &mut placement).and_then(|()| {
-        let limit = arena.slots();
+        let limit = follower_arena_slots(&arena, shared.limits.page_size);
         to_arena(
             shared,
             w,
@@ -655,5 +669,22 @@ mod tests {
         assert_eq!(arena_bound_within(PAGE, 1000, 0), 1);
         // Unknown memory lowers nothing.
         assert_eq!(bound_mib(3 * 1024, u64::MAX), 6 * 1024);
+    }
+
+    #[test]
+    fn a_follower_fills_its_reservation_within_a_quarter_of_memory() {
+        let slots = |reserved: u64, memory: u64| {
+            follower_arena_slots_within(reserved / PAGE, PAGE, memory) * PAGE / MIB
+        };
+        // The default reservation (16 GiB) within a quarter of 24 GiB.
+        assert_eq!(slots(16 * GIB, 24 * GIB), 6 * 1024);
+        // A 1 GiB container: 256 MiB, where growing to the reservation
+        // would have the process killed instead of told.
+        assert_eq!(slots(16 * GIB, GIB), 256);
+        // A small reservation is its own bound.
+        assert_eq!(slots(MIB, 24 * GIB), 1);
+        // Unknown memory lowers nothing; no memory still leaves 2 slots.
+        assert_eq!(slots(16 * GIB, u64::MAX), 16 * 1024);
+        assert_eq!(follower_arena_slots_within(1000, PAGE, 0), 2);
     }
 }

@@ -197,7 +197,7 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
                     // (a blob takes consecutive slots), so it may fit.
                     // (Until session 27 the caller got the error, though
                     // no snapshot was held and its retry fit.)
-                    Err(e) if is_no_room(&e) => follow_log(shared, txn),
+                    Err(Error::ArenaFull { .. }) => follow_log(shared, txn),
                     other => other.map(Some),
                 };
             }
@@ -246,13 +246,6 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
     apply_records(shared, w, base, &records, Following { log, at }).map(Some)
 }
 
-/// The error of a rebuild that does not fit in this process's arena.
-const NO_ROOM: &str = "the logged commits do not fit in this process's page arena";
-
-fn is_no_room(e: &Error) -> bool {
-    matches!(e, Error::Corrupted { page: None, detail } if detail == NO_ROOM)
-}
-
 /// Applies `records` (which end with the commit of `base.txn() + 1`) on
 /// `base` in one transaction placed in this process's arena, caches the
 /// result as this process's newest snapshot, and remembers `following`.
@@ -286,10 +279,10 @@ fn apply_records(
         crate::txn::logged::follow(shared, &mut writer, &base, &mut catalog, &mut dirty, &freed);
     writer.page_pool = dirty.into_pool(shared.limits.page_size);
     let Some(snapshot) = built? else {
-        return Err(Error::Corrupted {
-            page: None,
-            detail: NO_ROOM.into(),
+        let pages = shared.arena().map_or(0, |a| {
+            crate::txn::logged::follower_arena_slots(&a, shared.limits.page_size)
         });
+        return Err(Error::ArenaFull { pages });
     };
     writer.following = Some(following);
     let snapshot = Arc::new(snapshot);
