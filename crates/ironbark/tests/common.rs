@@ -251,3 +251,105 @@ pub fn read_only() -> Options {
         ..Options::default()
     }
 }
+
+/// The entries of one tree.
+pub type Entries = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Key `k` of the read-only tests' tree `t`: 4 bytes, big-endian.
+pub fn t_key(k: u64) -> Vec<u8> {
+    (k as u32).to_be_bytes().to_vec()
+}
+
+/// Tree `t` of keys `0..keys` with 100-byte values, in one transaction,
+/// then a checkpoint, so that what follows is logged.
+pub fn load_t(db: &Database, keys: u64) {
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    for k in 0..keys {
+        tx.put(&t, &t_key(k), &[1u8; 100]).unwrap();
+    }
+    tx.commit().unwrap();
+    db.checkpoint().unwrap();
+}
+
+/// Workload commit `n` of the read-only tests (of `seed`): it sets
+/// `counter` to `n`, and puts or deletes `changes` random keys of the
+/// first `span` and a tenth more (a fifth of them deletes, 3% values of
+/// 3,000-6,000 bytes, which take overflow pages).
+pub fn t_ops(seed: u64, n: u64, changes: u64, span: u64) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    let mut rng = Rng::new(seed ^ n.wrapping_mul(0x9e37_79b9));
+    let mut out = vec![(b"counter".to_vec(), Some(n.to_le_bytes().to_vec()))];
+    for _ in 0..changes {
+        let k = t_key(rng.below(span + span / 10));
+        let op = match rng.below(100) {
+            0..=19 => None,
+            20..=22 => {
+                let len = 3000 + rng.below(3000) as usize;
+                Some(rng.bytes(len))
+            }
+            _ => Some(vec![n as u8; 20 + rng.below(100) as usize]),
+        };
+        out.push((k, op));
+    }
+    out
+}
+
+/// What tree `t` holds after `load_t(keys)` and the workload commits
+/// `ops(0)`, `ops(1)`, ... `ops(commits - 1)`.
+pub fn t_model(
+    keys: u64,
+    commits: u64,
+    ops: impl Fn(u64) -> Vec<(Vec<u8>, Option<Vec<u8>>)>,
+) -> Entries {
+    let mut m: Entries = (0..keys).map(|k| (t_key(k), vec![1u8; 100])).collect();
+    for n in 0..commits {
+        for (k, v) in ops(n) {
+            match v {
+                Some(v) => m.insert(k, v),
+                None => m.remove(&k),
+            };
+        }
+    }
+    m
+}
+
+/// Commits `ops` (a put of the value, or a delete for `None`) to tree `t`
+/// in one write transaction: a workload commit of the read-only tests.
+pub fn commit_to_t(db: &Database, ops: Vec<(Vec<u8>, Option<Vec<u8>>)>) {
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.tree("t").unwrap();
+    for (k, v) in ops {
+        match v {
+            Some(v) => tx.put(&t, &k, &v).unwrap(),
+            None => {
+                tx.delete(&t, &k).unwrap();
+            }
+        }
+    }
+    tx.commit().unwrap();
+}
+
+/// The value of key `counter` of tree `t` (the number of the last workload
+/// commit `rx` holds, in the read-only tests).
+pub fn counter(rx: &ReadTxn) -> u64 {
+    let t = rx.tree("t").unwrap();
+    u64::from_le_bytes(rx.get(&t, b"counter").unwrap().unwrap().try_into().unwrap())
+}
+
+/// Tree `t` of `rx`, scanned forward, verified (every page against the
+/// checksum its parent records, arena pages against their stamps).
+pub fn dump_t(rx: &ReadTxn) -> Entries {
+    let t = rx.tree("t").unwrap();
+    rx.iter_verified(&t)
+        .unwrap()
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<ironbark::Result<_>>()
+        .unwrap()
+}
+
+/// `check` finds no problem and `entries` entries.
+pub fn assert_clean(db: &Database, entries: usize) {
+    let report = db.check().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(report.entries, entries as u64);
+}

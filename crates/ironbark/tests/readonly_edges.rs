@@ -26,7 +26,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-use common::{hear, log_path, read_only, temp_db, Rng};
+use common::{assert_clean, commit_to_t, counter, dump_t, hear, log_path, read_only, temp_db};
 use ironbark::{Database, Durability, Error, Options, ReadTxn};
 
 const ROLE_ENV: &str = "IRONBARK_ROE_ROLE";
@@ -36,11 +36,7 @@ const DIRTY_ENV: &str = "IRONBARK_ROE_DIRTY";
 /// The commits the reader child expects to read.
 const COMMITS_ENV: &str = "IRONBARK_ROE_COMMITS";
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-fn key(k: u64) -> Vec<u8> {
-    (k as u32).to_be_bytes().to_vec()
-}
+type Model = common::Entries;
 
 /// Keys of tree `t` loaded by `base`.
 const BASE_KEYS: u64 = 3000;
@@ -50,21 +46,7 @@ const BASE_KEYS: u64 = 3000;
 /// beyond the loaded ones when `span` is `BASE_KEYS`), with now and then a
 /// value that takes overflow pages.
 fn ops(n: u64, (changes, span): Shape) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-    let mut rng = Rng::new(0xed6e_5eed ^ n.wrapping_mul(0x9e37_79b9));
-    let mut out = vec![(b"counter".to_vec(), Some(n.to_le_bytes().to_vec()))];
-    for _ in 0..changes {
-        let k = key(rng.below(span + span / 10));
-        let op = match rng.below(100) {
-            0..=19 => None,
-            20..=22 => {
-                let len = 3000 + rng.below(3000) as usize;
-                Some(rng.bytes(len))
-            }
-            _ => Some(vec![n as u8; 20 + rng.below(100) as usize]),
-        };
-        out.push((k, op));
-    }
-    out
+    common::t_ops(0xed6e_5eed, n, changes, span)
 }
 
 /// Changes per commit, and the keys they fall on (`ops`).
@@ -72,63 +54,23 @@ type Shape = (u64, u64);
 
 /// The data after the load and commits `0..commits` of `shape`.
 fn model(commits: u64, shape: Shape) -> Model {
-    let mut m: Model = (0..BASE_KEYS).map(|k| (key(k), vec![1u8; 100])).collect();
-    for n in 0..commits {
-        for (k, v) in ops(n, shape) {
-            match v {
-                Some(v) => m.insert(k, v),
-                None => m.remove(&k),
-            };
-        }
-    }
-    m
+    common::t_model(BASE_KEYS, commits, |n| ops(n, shape))
 }
 
 /// Tree `t` of `BASE_KEYS` keys, then a checkpoint, so that what follows
 /// is logged.
 fn base(db: &Database) {
-    let mut tx = db.begin_write().unwrap();
-    let t = tx.open_tree("t").unwrap();
-    for k in 0..BASE_KEYS {
-        tx.put(&t, &key(k), &[1u8; 100]).unwrap();
-    }
-    tx.commit().unwrap();
-    db.checkpoint().unwrap();
+    common::load_t(db, BASE_KEYS);
 }
 
 fn commit(db: &Database, n: u64, shape: Shape) {
-    let mut tx = db.begin_write().unwrap();
-    let t = tx.tree("t").unwrap();
-    for (k, v) in ops(n, shape) {
-        match v {
-            Some(v) => tx.put(&t, &k, &v).unwrap(),
-            None => {
-                tx.delete(&t, &k).unwrap();
-            }
-        }
-    }
-    tx.commit().unwrap();
-}
-
-fn counter(rx: &ReadTxn) -> u64 {
-    let t = rx.tree("t").unwrap();
-    u64::from_le_bytes(rx.get(&t, b"counter").unwrap().unwrap().try_into().unwrap())
-}
-
-/// Tree `t` of `rx`, verified (every page against its parent's record).
-fn dump(rx: &ReadTxn) -> Model {
-    let t = rx.tree("t").unwrap();
-    rx.iter_verified(&t)
-        .unwrap()
-        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect::<ironbark::Result<_>>()
-        .unwrap()
+    commit_to_t(db, ops(n, shape));
 }
 
 /// `rx` reads exactly `want`: a verified scan, and lookups of every
 /// seventh key.
 fn assert_reads(rx: &ReadTxn, want: &Model) {
-    let got = dump(rx);
+    let got = dump_t(rx);
     assert!(
         &got == want,
         "snapshot {} differs from its model: {} entries for {}",
@@ -140,12 +82,6 @@ fn assert_reads(rx: &ReadTxn, want: &Model) {
     for (k, v) in want.iter().step_by(7) {
         assert_eq!(rx.get(&t, k).unwrap(), Some(&v[..]));
     }
-}
-
-fn assert_clean(db: &Database, entries: usize) {
-    let report = db.check().unwrap();
-    assert!(report.is_clean(), "{:?}", report.problems);
-    assert_eq!(report.entries, entries as u64);
 }
 
 fn role() -> Option<String> {
@@ -314,7 +250,7 @@ fn reader(path: &str) {
         Err(e) => println!("ROE open-err {e:?}"),
         Ok(db) => {
             let rx = db.begin_read().unwrap();
-            let matches = dump(&rx) == model(commits, CHANGES);
+            let matches = dump_t(&rx) == model(commits, CHANGES);
             let n = counter(&rx);
             drop(rx);
             let clean = db.check().unwrap().is_clean();

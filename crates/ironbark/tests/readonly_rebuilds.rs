@@ -11,7 +11,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::io::{BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -19,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{hear, read_only, temp_db, Rng};
+use common::{assert_clean, commit_to_t, counter, dump_t, hear, read_only, temp_db};
 use ironbark::{Database, Durability, Error, IoHook, IoHookHandle, Options, ReadTxn};
 
 const ROLE_ENV: &str = "IRONBARK_ROR_ROLE";
@@ -28,95 +27,37 @@ const PATH_ENV: &str = "IRONBARK_ROR_PATH";
 /// Keys of tree `t` loaded by `base`.
 const BASE_KEYS: u64 = 20_000;
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+type Model = common::Entries;
 
-fn key(k: u64) -> Vec<u8> {
-    (k as u32).to_be_bytes().to_vec()
-}
+use common::t_key as key;
 
 /// What commit `n` of the workload does to tree `t`: it sets `counter` to
 /// `n`, and puts or deletes a few random keys (in and beyond the loaded
 /// ones), with now and then a value that takes overflow pages.
 fn ops(n: u64) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-    let mut rng = Rng::new(0x0b5e_55ed ^ n.wrapping_mul(0x9e37_79b9));
-    let mut out = vec![(b"counter".to_vec(), Some(n.to_le_bytes().to_vec()))];
-    for _ in 0..8 {
-        let k = key(rng.below(BASE_KEYS + BASE_KEYS / 10));
-        let op = match rng.below(100) {
-            0..=19 => None,
-            20..=22 => {
-                let len = 3000 + rng.below(3000) as usize;
-                Some(rng.bytes(len))
-            }
-            _ => Some(vec![n as u8; 20 + rng.below(100) as usize]),
-        };
-        out.push((k, op));
-    }
-    out
+    common::t_ops(0x0b5e_55ed, n, 8, BASE_KEYS)
 }
 
 /// The data after the load and workload commits `0..commits`.
 fn model(commits: u64) -> Model {
-    let mut m: Model = (0..BASE_KEYS).map(|k| (key(k), vec![1u8; 100])).collect();
-    for n in 0..commits {
-        for (k, v) in ops(n) {
-            match v {
-                Some(v) => m.insert(k, v),
-                None => m.remove(&k),
-            };
-        }
-    }
-    m
+    common::t_model(BASE_KEYS, commits, ops)
 }
 
 /// Tree `t` of `BASE_KEYS` keys, in one transaction, then a checkpoint, so
 /// that what follows is logged.
 fn base(db: &Database) {
-    let mut tx = db.begin_write().unwrap();
-    let t = tx.open_tree("t").unwrap();
-    for k in 0..BASE_KEYS {
-        tx.put(&t, &key(k), &[1u8; 100]).unwrap();
-    }
-    tx.commit().unwrap();
-    db.checkpoint().unwrap();
+    common::load_t(db, BASE_KEYS);
 }
 
 /// Commits workload commit `n`.
 fn commit(db: &Database, n: u64) {
-    let mut tx = db.begin_write().unwrap();
-    let t = tx.tree("t").unwrap();
-    for (k, v) in ops(n) {
-        match v {
-            Some(v) => tx.put(&t, &k, &v).unwrap(),
-            None => {
-                tx.delete(&t, &k).unwrap();
-            }
-        }
-    }
-    tx.commit().unwrap();
-}
-
-/// The counter of `rx`: the number of the last workload commit it holds.
-fn counter(rx: &ReadTxn) -> u64 {
-    let t = rx.tree("t").unwrap();
-    u64::from_le_bytes(rx.get(&t, b"counter").unwrap().unwrap().try_into().unwrap())
-}
-
-/// Tree `t` of `rx`, scanned forward (verified: every page against the
-/// checksum its parent records, arena pages against their stamps).
-fn dump(rx: &ReadTxn) -> Model {
-    let t = rx.tree("t").unwrap();
-    rx.iter_verified(&t)
-        .unwrap()
-        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect::<ironbark::Result<_>>()
-        .unwrap()
+    commit_to_t(db, ops(n));
 }
 
 /// Every read of `rx` agrees with `want`: a verified forward scan, a
 /// backward one, the length, and lookups of every `step`-th key.
 fn assert_reads(rx: &ReadTxn, want: &Model, step: usize) {
-    let got = dump(rx);
+    let got = dump_t(rx);
     if &got != want {
         let first = got
             .iter()
@@ -152,12 +93,6 @@ fn assert_reads(rx: &ReadTxn, want: &Model, step: usize) {
             want.get(&key(k)).map(|v| &v[..])
         );
     }
-}
-
-fn assert_clean(db: &Database, entries: usize) {
-    let report = db.check().unwrap();
-    assert!(report.is_clean(), "{:?}", report.problems);
-    assert_eq!(report.entries, entries as u64);
 }
 
 fn spawn(test: &str, role: &str, path: &Path) -> Child {
