@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 
 use crate::dumpfile::{self, Format, Header, ReadError, Reader};
 use crate::error::{
-    db_error, io_message, output_error, CliError, Result, EXIT_CANNOT_CHECK, EXIT_FAILURE,
+    db_error, db_write_error, io_message, output_error, CliError, Result, EXIT_CANNOT_CHECK,
+    EXIT_FAILURE,
 };
 use crate::progress::{self, Unit};
 use crate::MAIN_TREE;
@@ -33,7 +34,25 @@ fn open_existing_with(path: &Path, read_only: bool) -> Result<Database> {
             ironbark::Error::Io(io::Error::from_raw_os_error(EISDIR)),
         ));
     }
-    open_tidy(path, &existing_options(read_only)).map_err(|e| db_error(path, e))
+    open_tidy(path, &existing_options(read_only)).map_err(|e| match e {
+        // A read-only open fails with `Locked` only when it cannot use the
+        // lock file (no write access to it, and none to create it): then
+        // it reads only while no process writes and the redo log holds no
+        // commits to replay. Not a write transaction of another process,
+        // as `db_error` says for a writer: most often a writer was killed
+        // before it closed, and its commits wait in the log.
+        ironbark::Error::Locked if read_only => CliError::new(format!(
+            "{}: cannot read it without write access to its lock file {}: a process is \
+             writing the database, or its redo log {} holds commits that only an open \
+             with write access replays (a writer stopped before it closed: open the \
+             database once as a user who may write it)",
+            path.display(),
+            lock_file_of(path).display(),
+            log_file_of(path).display()
+        )),
+        e if !read_only => db_write_error(path, e),
+        e => db_error(path, e),
+    })
 }
 
 /// `Database::open_with`, leaving no lock file behind a foreign file: the
@@ -686,7 +705,7 @@ pub fn load(
             if !existed {
                 remove_new_database(path, lock_existed, log_existed);
             }
-            return Err(db_error(path, e));
+            return Err(db_write_error(path, e));
         }
     };
     let pb = progress::bar(len, Unit::Bytes, "loading", true);

@@ -63,6 +63,24 @@ pub fn io_message(e: &io::Error) -> String {
     }
 }
 
+/// `db_error` of an open for writing: a permission error says what the
+/// command needs.
+pub fn db_write_error(path: &Path, e: ironbark::Error) -> CliError {
+    let denied =
+        matches!(&e, ironbark::Error::Io(io) if io.kind() == io::ErrorKind::PermissionDenied);
+    let mut e = db_error(path, e);
+    if denied {
+        e.message = e.message.map(|m| {
+            format!(
+                "{m} (this command writes the database: it needs write access to the file, \
+                 its lock file and redo log beside it; stat, dump, copy, check and readers \
+                 only read)"
+            )
+        });
+    }
+    e
+}
+
 /// An engine error about the database at `path`, as one line.
 pub fn db_error(path: &Path, e: ironbark::Error) -> CliError {
     let p = path.display();
@@ -77,6 +95,17 @@ pub fn db_error(path: &Path, e: ironbark::Error) -> CliError {
                  ironbark load NEW.ib; one with only a main database with: mdb_dump {p} | \
                  ironbark load NEW.ib)"
             )
+        }
+        ironbark::Error::Io(io) if io.kind() == io::ErrorKind::PermissionDenied => {
+            // The engine's hint is for programs ("open it with
+            // Options::read_only"): the read commands open read-only
+            // already, and the writing ones say what they need.
+            let text = io.to_string();
+            let text = match text.find("Options::read_only") {
+                Some(at) => text[..at].rfind("; ").map_or(&text[..], |cut| &text[..cut]),
+                None => &text[..],
+            };
+            format!("{p}: {}", text.replace(" (os error 13)", ""))
         }
         ironbark::Error::Io(io) => format!("{p}: {}", io_message(&io)),
         ironbark::Error::NotAnIronbarkFile => format!("{p}: not an ironbark database file"),
