@@ -776,7 +776,8 @@ const FIRST: u64 = 500;
 const SECOND: u64 = 800;
 
 /// The child writer: runs the workload to `FIRST`, says so, and to
-/// `SECOND` when told, says so, then waits to be killed (no close, no
+/// `SECOND` when told (with checkpoints every 50 transactions but for the
+/// last 150 or more), says so, then waits to be killed (no close, no
 /// checkpoint: the commits since the last checkpoint are in the log only).
 fn writer(path: &str) {
     let db = Database::open_with(path, &options()).unwrap();
@@ -785,6 +786,15 @@ fn writer(path: &str) {
     for until in [FIRST, SECOND] {
         let mut line = String::new();
         std::io::stdin().read_line(&mut line).unwrap();
+        if until == SECOND {
+            // Checkpoints while the reader holds a snapshot of `FIRST`:
+            // the log restarts, and the pages that snapshot reads are
+            // freed (and must wait for it).
+            while w.next + 150 < until {
+                w.run(&db, w.next + 50);
+                db.checkpoint().unwrap();
+            }
+        }
         w.run(&db, until);
         writeln!(out, "KL ready {}", db.counters().logged_commits).unwrap();
         out.flush().unwrap();
@@ -1077,4 +1087,84 @@ fn kinds_through_checkpoints_in_steps_and_a_step_that_fails() {
         w.run(&db, 150 + stage * 150);
         assert_clean(&db, &w.model, &format!("stage {stage}"));
     }
+}
+
+// ---------------------------------------------------------------------
+// Two writers, in turn.
+
+/// A writer in turn: for each line `from to` it moves its model on to
+/// transaction `from` (the other process ran those) and runs the
+/// workload to `to`, then says so; it ends at `exit`, or when killed.
+fn alternate_writer(path: &str) {
+    let db = Database::open_with(path, &options()).unwrap();
+    let mut w = Workload::new(seed2());
+    let mut out = std::io::stdout().lock();
+    loop {
+        let mut line = String::new();
+        if std::io::stdin().read_line(&mut line).unwrap() == 0 || line.trim() == "exit" {
+            std::process::exit(0);
+        }
+        let mut parts = line.split_whitespace().map(|p| p.parse::<u64>().unwrap());
+        let (from, to) = (parts.next().unwrap(), parts.next().unwrap());
+        w.run_model_only(from);
+        w.run(&db, to);
+        writeln!(out, "KL ran {}", db.counters().values_overlaid).unwrap();
+        out.flush().unwrap();
+    }
+}
+
+const ALTERNATE_TEST: &str = "two_writers_in_turn_each_see_the_others_logged_commits";
+
+/// Two processes write in turn, each with logged commits (and overlays)
+/// the other must replay before it writes, and snapshots each holds from
+/// its own turns read on across the other's; then the child is killed
+/// during its turn's pending commits and the parent, still open, replays
+/// them.
+#[test]
+fn two_writers_in_turn_each_see_the_others_logged_commits() {
+    if role().as_deref() == Some("alternate") {
+        return alternate_writer(&std::env::var(PATH_ENV).unwrap());
+    }
+    let t = temp_db("turns.ib");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", ALTERNATE_TEST, "--nocapture"])
+        .env(ROLE_ENV, "alternate")
+        .env(PATH_ENV, &t.path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    let mut w = Workload::new(seed2());
+    let mut next = 0;
+    for turn in 0..8 {
+        let to = next + 60;
+        if turn % 2 == 0 {
+            writeln!(stdin, "{next} {to}").unwrap();
+            stdin.flush().unwrap();
+            hear(&mut out, "KL ran");
+            w.run_model_only(to);
+        } else {
+            w.run(&db, to);
+        }
+        next = to;
+        assert_reads(&db, &w.model, &format!("turn {turn}"));
+    }
+    // The child's turn, then its death with those commits pending.
+    let to = next + 60;
+    writeln!(stdin, "{next} {to}").unwrap();
+    stdin.flush().unwrap();
+    hear(&mut out, "KL ran");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    w.run_model_only(to);
+    assert_reads(&db, &w.model, "after the child's death");
+    w.run(&db, to + 60);
+    assert_clean(&db, &w.model, "the survivor");
+    drop(db);
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    assert_reads(&db, &w.model, "reopened");
+    assert_clean(&db, &w.model, "reopened");
 }
