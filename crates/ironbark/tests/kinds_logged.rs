@@ -1168,3 +1168,111 @@ fn two_writers_in_turn_each_see_the_others_logged_commits() {
     assert_reads(&db, &w.model, "reopened");
     assert_clean(&db, &w.model, "reopened");
 }
+
+// ---------------------------------------------------------------------
+// A tree dropped and made again as another kind, in logged commits.
+
+/// Logged commits drop multimap `k` (tombstones in its arena leaves) and
+/// create `k` again as an integer tree, then fill it and tombstone half
+/// of it: a crash image opened read-only and writable (the log replayed)
+/// has the kind and entries the writer had, and a handle of the dropped
+/// kind is refused.
+#[test]
+fn a_tree_made_again_as_another_kind_replays_with_its_kind() {
+    let t = temp_db("rekind.ib");
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let m = tx.open_multimap("k").unwrap();
+    for i in 0..300u32 {
+        tx.put_dup(&m, &(i % 7).to_be_bytes(), &i.to_be_bytes())
+            .unwrap();
+    }
+    tx.commit().unwrap();
+    db.checkpoint().unwrap();
+    // Leaves into the arena, then tombstones in them.
+    for i in (0..300u32).step_by(20) {
+        let mut tx = db.begin_write().unwrap();
+        tx.put_dup(&m, &(i % 7).to_be_bytes(), b"x").unwrap();
+        tx.commit().unwrap();
+        let mut tx = db.begin_write().unwrap();
+        assert!(tx
+            .delete_dup(&m, &(i % 7).to_be_bytes(), &i.to_be_bytes())
+            .unwrap());
+        tx.commit().unwrap();
+    }
+    // A drop and a creation given up, which makes that commit a file
+    // commit (replay would give the tree another id): the log restarts.
+    let mut tx = db.begin_write().unwrap();
+    let sp = tx.savepoint().unwrap();
+    tx.drop_tree("k").unwrap();
+    tx.open_tree("k").unwrap();
+    tx.rollback_to(&sp).unwrap();
+    assert!(tx.delete_dup(&m, &0u32.to_be_bytes(), b"x").unwrap());
+    tx.commit().unwrap();
+    let logged = db.counters().logged_commits;
+    let mut tx = db.begin_write().unwrap();
+    assert_eq!(tx.multimap_len(&m).unwrap(), 300 - 15 + 7 - 1);
+    tx.drop_tree("k").unwrap();
+    let i = tx.open_int_tree("k", IntWidth::U64).unwrap();
+    for n in 0..10 {
+        tx.put_int(&i, n * 3, &n.to_le_bytes()).unwrap();
+    }
+    tx.commit().unwrap();
+    for from in (10..100).step_by(10) {
+        let mut tx = db.begin_write().unwrap();
+        assert!(tx.put_dup(&m, b"a", b"b").is_err(), "a stale handle");
+        for n in from..from + 10 {
+            tx.put_int(&i, n * 3, &n.to_le_bytes()).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    for n in 0..50 {
+        let mut tx = db.begin_write().unwrap();
+        assert!(tx.delete_int(&i, n * 3).unwrap());
+        tx.commit().unwrap();
+    }
+    let mut tx = db.begin_write().unwrap();
+    tx.put_int(&i, 1, b"one").unwrap();
+    tx.commit().unwrap();
+    assert_eq!(
+        db.counters().logged_commits,
+        logged + 61,
+        "{:?}",
+        db.counters()
+    );
+    let want: BTreeMap<u64, Vec<u8>> = (50..100u64)
+        .map(|n| (n * 3, n.to_le_bytes().to_vec()))
+        .chain([(1, b"one".to_vec())])
+        .collect();
+    let crashed = t.dir.path().join("crashed.ib");
+    common::Images::read(&t.path).write(&crashed);
+    let check_it = |db: &Database, what: &str| {
+        let rx = db.begin_read().unwrap();
+        assert_eq!(
+            rx.tree_kind("k").unwrap(),
+            TreeKind::int_keys(IntWidth::U64),
+            "{what}"
+        );
+        assert!(rx.multimap("k").is_err(), "{what}");
+        let i = rx.int_tree("k").unwrap();
+        let got: BTreeMap<u64, Vec<u8>> = rx
+            .int_iter(&i)
+            .unwrap()
+            .map(|e| e.map(|(k, v)| (k, v.to_vec())))
+            .collect::<ironbark::Result<_>>()
+            .unwrap();
+        assert_eq!(got, want, "{what}");
+        let report = db.check().unwrap();
+        assert!(report.is_clean(), "{what}: {:?}", report.problems);
+        assert_eq!(report.entries, want.len() as u64, "{what}");
+    };
+    check_it(&db, "the writer");
+    check_it(
+        &Database::open_with(&crashed, &read_only()).unwrap(),
+        "read-only",
+    );
+    check_it(
+        &Database::open_with(&crashed, &options()).unwrap(),
+        "replayed",
+    );
+}
