@@ -353,3 +353,23 @@ pub fn assert_clean(db: &Database, entries: usize) {
     assert!(report.is_clean(), "{:?}", report.problems);
     assert_eq!(report.entries, entries as u64);
 }
+
+/// Test `test` of this test binary run again in a child process, with
+/// `role_env` set to `role` and `path_env` to `path`, stdin and stdout
+/// piped: how the multi-process tests start a writer or a reader that
+/// talks to the test over lines.
+pub fn role_command(
+    test: &str,
+    role_env: &str,
+    role: &str,
+    path_env: &str,
+    path: &Path,
+) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", test, "--nocapture"])
+        .env(role_env, role)
+        .env(path_env, path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    c
+}

@@ -16,7 +16,6 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufReader, Write};
 use std::ops::Bound;
-use std::process::{Command, Stdio};
 
 use common::{hear, read_only, temp_db, Rng};
 use ironbark::{Database, Durability, IntWidth, Options, ReadTxn, TreeKind, WriteTxn};
@@ -827,12 +826,7 @@ fn a_killed_writers_kinds_replay_exactly_in_read_only_and_writable_opens() {
         return writer(&std::env::var(PATH_ENV).unwrap());
     }
     let t = temp_db("killed.ib");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", KILL_TEST, "--nocapture"])
-        .env(ROLE_ENV, "writer")
-        .env(PATH_ENV, &t.path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    let mut child = common::role_command(KILL_TEST, ROLE_ENV, "writer", PATH_ENV, &t.path)
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
@@ -1126,12 +1120,7 @@ fn two_writers_in_turn_each_see_the_others_logged_commits() {
         return alternate_writer(&std::env::var(PATH_ENV).unwrap());
     }
     let t = temp_db("turns.ib");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", ALTERNATE_TEST, "--nocapture"])
-        .env(ROLE_ENV, "alternate")
-        .env(PATH_ENV, &t.path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    let mut child = common::role_command(ALTERNATE_TEST, ROLE_ENV, "alternate", PATH_ENV, &t.path)
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();

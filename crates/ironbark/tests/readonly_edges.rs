@@ -93,13 +93,7 @@ fn env(name: &str) -> String {
 }
 
 fn child(test: &str, role: &str, path: &Path) -> Command {
-    let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", test, "--nocapture"])
-        .env(ROLE_ENV, role)
-        .env(PATH_ENV, path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    c
+    common::role_command(test, ROLE_ENV, role, PATH_ENV, path)
 }
 
 // ---------------------------------------------------------------------

@@ -13,7 +13,7 @@ mod common;
 
 use std::io::{BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -96,12 +96,7 @@ fn assert_reads(rx: &ReadTxn, want: &Model, step: usize) {
 }
 
 fn spawn(test: &str, role: &str, path: &Path) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture"])
-        .env(ROLE_ENV, role)
-        .env(PATH_ENV, path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    common::role_command(test, ROLE_ENV, role, PATH_ENV, path)
         .spawn()
         .unwrap()
 }
