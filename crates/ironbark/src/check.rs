@@ -443,7 +443,7 @@ impl<'a> Checker<'a> {
         }
         if node.is_leaf {
             counts.leaf_pages += 1;
-            let overlay = self.src.arena.as_ref().and_then(|a| a.overlay(at.pgno));
+            let overlay = self.src.overlay_page(at.pgno);
             let mut deleted = 0;
             if let Some(overlay) = overlay {
                 // Each overlaid value replaces an inline value of its

@@ -1031,6 +1031,7 @@ fn open_instance(
             page_size,
             arena: None,
             overlay_txn: 0,
+            file_overlays: None,
         },
         catalog: Catalog::default(),
     };
@@ -1345,6 +1346,7 @@ fn load(file: &DataFile, map_reservation: u64) -> Result<Loaded> {
             page_size,
             arena: None,
             overlay_txn: 0,
+            file_overlays: None,
         };
         let state = match state::load(&source, &meta, true).and_then(|s| {
             if meta.last_synced_txn < meta.txn {

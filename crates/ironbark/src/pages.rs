@@ -15,7 +15,7 @@ use crate::btree::page::{
     KIND_BRANCH, KIND_LEAF,
 };
 use crate::error::{Error, Result};
-use crate::storage::arena::{Arena, SlotBuf, ARENA_BIT};
+use crate::storage::arena::{Arena, FileOverlays, SlotBuf, ARENA_BIT};
 use crate::storage::map::Map;
 use crate::storage::meta::META_SLOTS;
 use crate::storage::overlay::{Overlaid, OverlayPage};
@@ -29,24 +29,30 @@ pub(crate) trait PageSource: Sync {
     fn page(&self, pgno: u64) -> Result<&[u8]>;
     /// The bytes of the blob run whose first page is `pgno`.
     fn blob_run(&self, pgno: u64) -> Result<&[u8]>;
-    /// What the value overlay of arena leaf `leaf` says of its entry
+    /// What the value overlay of committed leaf `leaf` says of its entry
     /// `index` as this source sees it (`storage::overlay`), if anything.
     fn overlay(&self, leaf: u64, index: usize) -> Result<Option<Overlaid<'_>>> {
         let _ = (leaf, index);
         Ok(None)
     }
-    /// How many of arena leaf `leaf`'s entries `from..to` its overlay
+    /// How many of committed leaf `leaf`'s entries `from..to` its overlay
     /// deletes, as this source sees it.
     fn deleted_between(&self, leaf: u64, from: usize, to: usize) -> Result<usize> {
         let _ = (leaf, from, to);
         Ok(0)
     }
-    /// Starts loading the lines a lookup reads of arena leaf `leaf`'s value
+    /// Starts loading the lines a lookup reads of committed leaf `leaf`'s value
     /// overlay, if it has one: called as soon as the leaf's number is
     /// known, so that the overlay's miss overlaps the leaf's.
     #[inline(always)]
     fn prefetch_overlay(&self, leaf: u64) {
         let _ = leaf;
+    }
+    /// Whether leaves in the file may have value overlays in this source
+    /// (`storage::arena::FileOverlays`); arena leaves may in any source.
+    #[inline(always)]
+    fn file_leaf_overlays(&self) -> bool {
+        false
     }
 }
 
@@ -62,9 +68,34 @@ pub(crate) struct MapSource {
     /// The snapshot's txn: the value overlays of its arena leaves that it
     /// sees are those written at or before it (0 without an arena).
     pub(crate) overlay_txn: u64,
+    /// The value overlays of file leaves in the snapshot's span of logged
+    /// commits (`storage::arena::FileOverlays`), if any leaf has one
+    /// (never without an arena).
+    pub(crate) file_overlays: Option<Arc<FileOverlays>>,
 }
 
 impl MapSource {
+    /// The value overlay of committed leaf `leaf` (`storage::overlay`), if
+    /// it has one: an arena leaf's in the arena's table, a file leaf's in
+    /// the span's.
+    #[inline]
+    pub(crate) fn overlay_page(&self, leaf: u64) -> Option<OverlayPage<'_>> {
+        let arena = self.arena.as_ref()?;
+        if leaf & ARENA_BIT != 0 {
+            return arena.overlay(leaf);
+        }
+        arena.overlay_in(self.file_overlays.as_ref()?.slot_of(leaf)?)
+    }
+
+    /// The slot of `overlay_page`'s overlay.
+    pub(crate) fn overlay_slot(&self, leaf: u64) -> Option<u64> {
+        let arena = self.arena.as_ref()?;
+        if leaf & ARENA_BIT != 0 {
+            return arena.overlay_slot(leaf);
+        }
+        self.file_overlays.as_ref()?.slot_of(leaf)
+    }
+
     #[inline(never)]
     fn range(&self, pgno: u64, pages: u64) -> Result<&[u8]> {
         let end = pgno.checked_add(pages);
@@ -118,14 +149,14 @@ impl PageSource for MapSource {
 
     #[inline]
     fn overlay(&self, leaf: u64, index: usize) -> Result<Option<Overlaid<'_>>> {
-        match self.arena.as_ref().and_then(|a| a.overlay(leaf)) {
+        match self.overlay_page(leaf) {
             Some(page) => page.value(index, self.overlay_txn),
             None => Ok(None),
         }
     }
 
     fn deleted_between(&self, leaf: u64, from: usize, to: usize) -> Result<usize> {
-        match self.arena.as_ref().and_then(|a| a.overlay(leaf)) {
+        match self.overlay_page(leaf) {
             Some(page) => page.deleted_between(self.overlay_txn, from, to),
             None => Ok(0),
         }
@@ -133,11 +164,14 @@ impl PageSource for MapSource {
 
     #[inline(always)]
     fn prefetch_overlay(&self, leaf: u64) {
-        if leaf & ARENA_BIT != 0 {
-            if let Some(page) = self.arena.as_ref().and_then(|a| a.overlay(leaf)) {
-                page.prefetch();
-            }
+        if let Some(page) = self.overlay_page(leaf) {
+            page.prefetch();
         }
+    }
+
+    #[inline(always)]
+    fn file_leaf_overlays(&self) -> bool {
+        self.file_overlays.is_some()
     }
 }
 
@@ -981,7 +1015,7 @@ impl<'a> WriteSource<'a> {
         if leaf & DIRTY_BIT != 0 {
             return None;
         }
-        self.base.arena.as_ref().and_then(|a| a.overlay(leaf))
+        self.base.overlay_page(leaf)
     }
 
     /// What the overlay of committed leaf `leaf` says of entry `index`:
@@ -1031,6 +1065,10 @@ impl PageSource for WriteSource<'_> {
 
     fn deleted_between(&self, leaf: u64, from: usize, to: usize) -> Result<usize> {
         self.resolve_deleted_between(leaf, from, to)
+    }
+
+    fn file_leaf_overlays(&self) -> bool {
+        self.base.file_overlays.is_some()
     }
 }
 

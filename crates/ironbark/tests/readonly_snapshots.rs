@@ -702,13 +702,13 @@ fn stepped_writes(db: &Database) {
     base(db);
     wide_load(db);
     let mut w = Workload::new();
-    for _ in 0..50 {
+    for _ in 0..100 {
         w.commit_one(db);
     }
+    // Last: a commit of the workload's with a blob and few other pages
+    // may be too large to log (a checkpoint), and the checkpoint in steps
+    // must hold these changes.
     wide_changes(db);
-    for _ in 0..50 {
-        w.commit_one(db);
-    }
 }
 
 /// Runs `stepping_writer` on `t` (as a child of test `test`) and returns

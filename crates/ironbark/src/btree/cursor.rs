@@ -29,7 +29,9 @@
 use std::ops::Bound;
 
 use crate::btree::page::{verify_blob, verify_page, LeafValue, Node, Reads};
-use crate::btree::search::{check_root, is_deleted, leaf_entry_seen, node_at, resolve_value, Root};
+use crate::btree::search::{
+    check_root, is_deleted, leaf_entry_seen, may_be_overlaid, node_at, resolve_value, Root,
+};
 use crate::btree::MAX_DEPTH;
 use crate::error::Result;
 use crate::pages::PageSource;
@@ -151,6 +153,8 @@ pub(crate) struct Cursor<'a> {
     /// cursor that steps, the search lines for one that reads a single
     /// entry where it lands (`for_one_entry`).
     leaf_reads: Reads,
+    /// `src.file_leaf_overlays()`, asked once.
+    file_leaf_overlays: bool,
 }
 
 enum Descent<'k> {
@@ -177,6 +181,7 @@ impl<'a> Cursor<'a> {
             valid: false,
             verify: false,
             leaf_reads: Reads::Whole,
+            file_leaf_overlays: src.file_leaf_overlays(),
         }
     }
 
@@ -301,11 +306,12 @@ impl<'a> Cursor<'a> {
 
     /// Steps on (forward, or back) while the entry the cursor is on is
     /// one its source sees deleted by an overlay (`storage::overlay`):
-    /// every position a seek or step leaves is a live entry. Only arena
-    /// leaves have overlays, so a file leaf costs one compare.
+    /// every position a seek or step leaves is a live entry. A file leaf
+    /// has none unless the source's span gave file leaves overlays, so it
+    /// costs two compares.
     #[inline(always)]
     fn skip_deleted(&mut self, forward: bool) -> Result<()> {
-        if self.valid && self.leaf.pgno & ARENA_BIT != 0 {
+        if self.valid && (self.leaf.pgno & ARENA_BIT != 0 || self.file_leaf_overlays) {
             return self.skip_deleted_in_arena(forward);
         }
         Ok(())
@@ -481,6 +487,10 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     fn leaf_entry(&self) -> Result<(&'a [u8], LeafValue<'a>)> {
         debug_assert!(self.valid);
+        if self.leaf.pgno & ARENA_BIT == 0 && !self.file_leaf_overlays {
+            // No overlay to look at: no call through `src`.
+            return self.leaf.leaf_entry(self.idx);
+        }
         leaf_entry_seen(self.src, &self.leaf, self.idx)?.ok_or_else(on_a_deleted_entry)
     }
 
@@ -913,7 +923,7 @@ pub(crate) fn count_between(
             }
         };
         // Entries its overlay deletes are cells the snapshot does not see.
-        let deleted = if node.pgno & ARENA_BIT != 0 && idx < end {
+        let deleted = if may_be_overlaid(src, node.pgno) && idx < end {
             src.deleted_between(node.pgno, idx, end)?
         } else {
             0

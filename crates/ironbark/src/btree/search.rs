@@ -124,8 +124,8 @@ pub(crate) fn contains<S: PageSource + ?Sized>(src: &S, root: Root, key: &[u8]) 
 }
 
 /// Entry `i` of `leaf` as `src` sees it: the key, and the value a value
-/// overlay gives it if its leaf is an arena page with one
-/// (`storage::overlay`), else the cell's; `None` if the overlay deletes
+/// overlay gives it if its leaf has one (`storage::overlay`), else the
+/// cell's; `None` if the overlay deletes
 /// the entry.
 #[inline(always)]
 pub(crate) fn leaf_entry_seen<'a, S: PageSource + ?Sized>(
@@ -134,7 +134,7 @@ pub(crate) fn leaf_entry_seen<'a, S: PageSource + ?Sized>(
     i: usize,
 ) -> Result<Option<(&'a [u8], LeafValue<'a>)>> {
     let (key, value) = leaf.leaf_entry(i)?;
-    if leaf.pgno & ARENA_BIT != 0 {
+    if may_be_overlaid(src, leaf.pgno) {
         match src.overlay(leaf.pgno, i)? {
             Some(Overlaid::Value(v)) => return Ok(Some((key, LeafValue::Inline(v)))),
             Some(Overlaid::Deleted) => return Ok(None),
@@ -151,13 +151,22 @@ pub(crate) fn is_deleted<S: PageSource + ?Sized>(
     leaf: &Node<'_>,
     i: usize,
 ) -> Result<bool> {
-    Ok(leaf.pgno & ARENA_BIT != 0 && matches!(src.overlay(leaf.pgno, i)?, Some(Overlaid::Deleted)))
+    Ok(may_be_overlaid(src, leaf.pgno)
+        && matches!(src.overlay(leaf.pgno, i)?, Some(Overlaid::Deleted)))
+}
+
+/// Whether committed leaf `pgno` may have a value overlay in `src`: an
+/// arena leaf, or a file leaf where the source's span gave any file leaf
+/// one (`storage::arena::FileOverlays`). Else a look-up is skipped.
+#[inline(always)]
+pub(crate) fn may_be_overlaid<S: PageSource + ?Sized>(src: &S, pgno: u64) -> bool {
+    pgno & ARENA_BIT != 0 || src.file_leaf_overlays()
 }
 
 /// How many entries of `leaf` the source sees, its overlay's deletes
 /// taken off its cell count.
 pub(crate) fn live_entries<S: PageSource + ?Sized>(src: &S, leaf: &Node<'_>) -> Result<usize> {
-    if leaf.pgno & ARENA_BIT == 0 {
+    if !may_be_overlaid(src, leaf.pgno) {
         return Ok(leaf.count);
     }
     Ok(leaf.count - src.deleted_between(leaf.pgno, 0, leaf.count)?)

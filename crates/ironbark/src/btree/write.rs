@@ -236,14 +236,14 @@ impl<'a> TreeWriter<'a> {
         Ok(copy)
     }
 
-    /// The value overlay of committed page `node`, if it is an arena leaf
-    /// with one (`storage::overlay`): whoever takes the leaf's cells must
-    /// take the overlay's entries with them.
+    /// The value overlay of committed page `node`, if it is a leaf with
+    /// one (`storage::overlay`): whoever takes the leaf's cells must take
+    /// the overlay's entries with them.
     fn overlay_of(&self, node: &Node<'a>) -> Option<OverlayPage<'a>> {
-        if node.pgno & ARENA_BIT == 0 || !node.is_leaf {
+        if !node.is_leaf {
             return None;
         }
-        self.base.arena.as_ref().and_then(|a| a.overlay(node.pgno))
+        self.base.overlay_page(node.pgno)
     }
 
     /// A committed page about to be copied into the write path.
@@ -908,10 +908,10 @@ impl<'a> TreeWriter<'a> {
                 let node = Node::parse(self.dirty.get(id), id, None)?;
                 (pgno, txn) = node.child(path[d].slot)?;
                 sum = node.child_sum(path[d].slot)?;
-            } else if pgno & (ARENA_BIT | DIRTY_BIT) == ARENA_BIT {
-                // The copy of an arena leaf took its overlay, whose deletes
-                // moved the slots after theirs: the key's slot is found
-                // again (it is there: the search above saw it live).
+            } else if pgno & DIRTY_BIT == 0 && self.base.overlay_page(pgno).is_some() {
+                // The copy of a committed leaf took its overlay, whose
+                // deletes moved the slots after theirs: the key's slot is
+                // found again (it is there: the search above saw it live).
                 let leaf = Node::parse(self.dirty.get(id), id, None)?;
                 path[d].slot = leaf.search_leaf(key)?.map_err(|_| Error::Corrupted {
                     page: None,
@@ -919,6 +919,53 @@ impl<'a> TreeWriter<'a> {
                 })?;
             }
         }
+        Ok(true)
+    }
+
+    /// Copies file leaf `leaf`, which has a value overlay in the base's
+    /// span (`storage::arena::FileOverlays`), into the dirty pages with its
+    /// path, the overlay applied, as a checkpoint must (no page reaches
+    /// the file with an overlay, and the span's table ends with it):
+    /// `Ok(false)`, nothing changed, if `tree` does not reach the leaf.
+    /// The descent follows a key of the leaf that its overlay keeps (one
+    /// always is: `txn::overlaid`), so it ends in the leaf if the tree
+    /// holds it. The copy merges with a sibling if its tombstones left it
+    /// underfull (`rebalance`), which may free another such leaf.
+    pub(crate) fn fold_file_leaf(&mut self, tree: &mut TreeState, leaf: u64) -> Result<bool> {
+        debug_assert!(leaf & (ARENA_BIT | DIRTY_BIT) == 0);
+        if tree.root.is_empty() {
+            return Ok(false);
+        }
+        let Some(overlay) = self.base.overlay_page(leaf) else {
+            return Ok(false);
+        };
+        let node = Node::parse(self.base.page(leaf)?, leaf, None)?;
+        if !node.is_leaf {
+            return Ok(false);
+        }
+        let mut key = None;
+        for i in 0..node.count {
+            if overlay.value(i, u64::MAX)? != Some(Overlaid::Deleted) {
+                key = Some(node.key(i)?);
+                break;
+            }
+        }
+        let Some(key) = key else {
+            return Err(Error::corrupted_page(
+                leaf,
+                "value overlay deletes every entry of its leaf",
+            ));
+        };
+        if find_leaf(&self.source(), tree.root, key)?.pgno != leaf {
+            return Ok(false);
+        }
+        let mut path = [Step::default(); MAX_DEPTH];
+        let copied = self.copy_path_to(tree, key, &mut path)?;
+        assert!(copied, "a key its leaf's overlay keeps is in the tree");
+        // Its tombstones took cells out, as deletes would have: the copy
+        // merges with a sibling if underfull, as theirs would have.
+        let branches = tree.root.depth as usize - 1;
+        self.rebalance(tree, &path[..branches], path[branches].page)?;
         Ok(true)
     }
 
@@ -1658,6 +1705,9 @@ mod tests {
         tx.commit().unwrap();
         for (round, at) in [2_000, 30_000].into_iter().enumerate() {
             let mut tx = db.begin_write().unwrap();
+            // A transaction with a savepoint makes no value overlay: its
+            // deletes copy (`txn::overlaid`).
+            let _no_overlays = tx.savepoint().unwrap();
             let depth = tx.root(&t).unwrap().depth as usize;
             assert!(depth >= 3, "depth {depth}");
             let (pages, freed) = (tx.dirty.pages.len(), tx.freed.len());

@@ -134,14 +134,7 @@ impl Arena {
     /// one (`storage::overlay`).
     #[inline]
     pub(crate) fn overlay(&self, pgno: u64) -> Option<OverlayPage<'_>> {
-        let overlay = self.overlay_slot(pgno)?;
-        Some(OverlayPage {
-            // SAFETY: in the mapping (checked); what may be read or written
-            // of an overlay page is `storage::overlay`'s protocol.
-            ptr: unsafe { self.ptr.add(overlay as usize * self.page_size) },
-            page_size: self.page_size,
-            arena: std::marker::PhantomData,
-        })
+        self.overlay_in(self.overlay_slot(pgno)?)
     }
 
     /// The page number of leaf `pgno`'s value overlay, if it has one.
@@ -152,12 +145,53 @@ impl Arena {
     /// The slot of leaf `pgno`'s value overlay, if it has one (in the
     /// reservation: the table's words are the writer's, checked anyway).
     #[inline]
-    fn overlay_slot(&self, pgno: u64) -> Option<u64> {
+    pub(crate) fn overlay_slot(&self, pgno: u64) -> Option<u64> {
         let slot = pgno & !ARENA_BIT;
         if pgno & ARENA_BIT == 0 || slot >= self.slots {
             return None;
         }
         self.overlays.get(slot).filter(|&s| s < self.slots)
+    }
+
+    /// The value overlay in slot `slot` (a slot a table names: `Arena`'s
+    /// own, or a [`FileOverlays`]), if the slot lies in the reservation.
+    #[inline]
+    pub(crate) fn overlay_in(&self, slot: u64) -> Option<OverlayPage<'_>> {
+        if slot >= self.slots {
+            return None;
+        }
+        Some(OverlayPage {
+            // SAFETY: in the mapping (checked); what may be read or written
+            // of an overlay page is `storage::overlay`'s protocol.
+            ptr: unsafe { self.ptr.add(slot as usize * self.page_size) },
+            page_size: self.page_size,
+            arena: std::marker::PhantomData,
+        })
+    }
+
+    /// Makes `fresh` (one slot, just handed out) the empty overlay of file
+    /// leaf `pgno` of tree `tree` (its catalog id), which has none, in
+    /// `files`.
+    pub(crate) fn attach_file_overlay(
+        &self,
+        files: &FileOverlays,
+        pgno: u64,
+        tree: u64,
+        fresh: Fresh,
+    ) -> OverlayPage<'_> {
+        assert!(pgno & ARENA_BIT == 0 && pgno < files.table.slots && fresh.pages == 1);
+        assert!(files.table.get(pgno).is_none(), "a leaf has one overlay");
+        let page = self
+            .overlay_in(fresh.slot)
+            .expect("a fresh slot is in the arena");
+        page.init();
+        files
+            .leaves
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(FileLeaf { pgno, tree });
+        files.table.set(pgno, fresh.slot);
+        page
     }
 
     /// Makes `fresh` (one slot, just handed out) the empty overlay of leaf
@@ -345,6 +379,84 @@ impl OverlayTable {
             w.store(0, Ordering::Release);
             self.attached.fetch_sub(1, Ordering::Relaxed);
         }
+    }
+}
+
+/// The value overlays of file leaves (`storage::overlay`) attached by the
+/// logged commits that follow one file commit (a *span*): which leaf has
+/// one, and the writer's list of them.
+///
+/// A file page, unlike an arena slot, is not this process's to reuse: a
+/// checkpoint (of this process or another) frees and rewrites it. So the
+/// table is not the arena's: each span has its own, which every snapshot
+/// of the span holds (`MapSource::file_overlays`), and no snapshot of
+/// another span sees. Within a span no file page is freed (logged commits
+/// free none; a checkpoint ends the span), so a word names the overlay of
+/// the leaf the page holds for every snapshot that holds the table; a
+/// word whose leaf a logged commit superseded stays, for the snapshots
+/// that still see that leaf, and no later one reaches the page. The
+/// overlay slots retire with their leaves, or all at once when the span
+/// ends (`ArenaSpace::retire_all`), so no snapshot of a later span, which
+/// the reuse of a slot could be for, holds this table.
+#[derive(Debug)]
+pub(crate) struct FileOverlays {
+    /// One word per page of the file commit the span follows.
+    table: OverlayTable,
+    /// The writer's: every leaf given an overlay in the span, in order, so
+    /// that a checkpoint folds the ones its trees still reach
+    /// (`txn::commit`). Only the writer locks it.
+    leaves: std::sync::Mutex<Vec<FileLeaf>>,
+}
+
+/// A file leaf given a value overlay, and the tree it was in (its
+/// catalog id).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FileLeaf {
+    pub(crate) pgno: u64,
+    pub(crate) tree: u64,
+}
+
+impl FileOverlays {
+    /// A table for a span over a file commit of `pages` pages.
+    pub(crate) fn new(pages: u64) -> Result<FileOverlays> {
+        Ok(FileOverlays {
+            table: OverlayTable::new(pages)?,
+            leaves: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The slot of file leaf `pgno`'s value overlay, if it has one. Not
+    /// gated by the count of words set, as the arena's table is: a span
+    /// has a table only once a leaf was given an overlay, and the count,
+    /// which each overlay given raises, is a line the readers would then
+    /// share with the writer.
+    #[inline]
+    pub(crate) fn slot_of(&self, pgno: u64) -> Option<u64> {
+        if pgno >= self.table.slots {
+            return None;
+        }
+        match self.table.word(pgno).load(Ordering::Acquire) {
+            0 => None,
+            v => Some(u64::from(v) - 1),
+        }
+    }
+
+    /// Whether any leaf was given an overlay in the span.
+    pub(crate) fn any(&self) -> bool {
+        self.table.attached.load(Ordering::Relaxed) != 0
+    }
+
+    /// How many leaves were given an overlay in the span.
+    pub(crate) fn leaf_count(&self) -> u64 {
+        self.leaves.lock().unwrap_or_else(|e| e.into_inner()).len() as u64
+    }
+
+    /// The leaves given an overlay in the span, in order.
+    pub(crate) fn leaves(&self) -> Vec<FileLeaf> {
+        self.leaves
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -757,9 +869,15 @@ impl ArenaSpace {
 
     /// A slot for the value overlay of live leaf `leaf`: born when the
     /// leaf was (a reader that sees the leaf may read its overlay, so it is
-    /// kept as long), and left out of the bounds (see `overlay_count`).
+    /// kept as long; a file leaf, as if born at 0: any reader older than
+    /// the overlay's retirement keeps it), and left out of the bounds (see
+    /// `overlay_count`).
     pub(crate) fn alloc_overlay(&mut self, arena: &Arena, leaf: u64, limit: u64) -> Option<Fresh> {
-        let born = self.born_of(leaf);
+        let born = if leaf & ARENA_BIT == 0 {
+            0
+        } else {
+            self.born_of(leaf)
+        };
         let fresh = self.alloc(arena, 1, limit, born, false)?;
         self.overlay_count += 1;
         Some(fresh)

@@ -1,9 +1,9 @@
 //! Value overlays: a same-size overwrite or a delete of a key in a
-//! published arena leaf, recorded beside the leaf instead of in a copy of
-//! it.
+//! committed leaf (a published arena page or a file page), recorded beside
+//! the leaf instead of in a copy of it.
 //!
 //! A logged commit that overwrites the value of a key with one of the same
-//! length, where the key's leaf is a published arena page, would copy the
+//! length, where the key's leaf is a committed page, would copy the
 //! leaf and every branch above it (copy-on-write). Instead the new value
 //! goes into the leaf's *overlay*: an arena slot of entries (txn, the
 //! entry's index in the leaf, the value), appended in commit order. A
@@ -20,7 +20,9 @@
 //! `txn::overlaid`), so a fold never leaves a leaf empty.
 //!
 //! Which leaf has an overlay: the *overlay table* (`storage::arena`), one
-//! word per arena slot, `overlay slot + 1` or 0.
+//! word per arena slot, `overlay slot + 1` or 0; for a file leaf, the
+//! table of its span of logged commits (`storage::arena::FileOverlays`),
+//! one word per file page.
 //!
 //! An overlay page: bytes 0..64 say, for each index below 64, which entry
 //! is its newest (entry number + 1, 0 for none; a reader of such an index
@@ -53,7 +55,9 @@
 //!   the next header's txn, then the entry's txn (release), all before the
 //!   commit that publishes that txn;
 //! - the overlay table's word for a leaf slot is cleared when the slot is
-//!   handed out again, before anything can publish the new page in it.
+//!   handed out again, before anything can publish the new page in it; a
+//!   file leaf's table is its span's, which no snapshot of a later span
+//!   holds, and no file page is freed within a span.
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};

@@ -100,7 +100,7 @@ pub(crate) fn commit(
                 &mut dirty,
                 &freed,
                 payload,
-                overlays.overlaid,
+                overlays.leaves(),
                 durability,
             );
             match logged {
@@ -192,6 +192,7 @@ fn finish(
                         page_size: shared.limits.page_size,
                         arena: None,
                         overlay_txn: 0,
+                        file_overlays: None,
                     },
                     catalog,
                 },
@@ -421,6 +422,20 @@ fn write_commit(
     // A checkpoint: the pages of logged commits join this commit's dirty
     // pages, and the file pages those commits stopped using are freed here
     // (as if by this commit, which only makes their reuse wait longer).
+    // First the file leaves with value overlays are copied, so that no
+    // page reaches the file with one; a step never has any
+    // (`wants_steps`).
+    match part {
+        Part::Whole => logged::fold_file_overlays(
+            catalog,
+            dirty,
+            &mut space.freed,
+            &w.logged_freed,
+            &base.source,
+            limits,
+        )?,
+        Part::Step { .. } => debug_assert!(!has_file_overlays(base)),
+    }
     if w.arena_space.live_pages() > 0 {
         logged::pull_arena(catalog, dirty, &base.source)?;
     }
@@ -783,7 +798,15 @@ fn commit_of_newest(
     shrink: bool,
     durability: Durability,
 ) -> Result<()> {
-    if !shrink && wants_steps(shared, w) {
+    // The steps would take a file leaf with a value overlay as unchanged:
+    // the newest commit is laid out again without any first, or, if the
+    // arena cannot hold that, the checkpoint is written whole.
+    if !shrink
+        && wants_steps(shared, w)
+        && (w.checkpoint_steps.is_some()
+            || !has_file_overlays(&shared.published.load())
+            || logged::fold_file_overlays_into_arena(shared, w)?)
+    {
         return checkpoint_in_steps(shared, w);
     }
     let base = shared.published.load_full();
@@ -818,7 +841,8 @@ fn step_pages(shared: &Shared, page_count: u64) -> u64 {
 }
 
 /// Whether the pending checkpoint goes in steps: one is under way, or the
-/// pages of the logged commits do not fit in the free pages and a step's
+/// pages of the logged commits (file leaves with value overlays among
+/// them) do not fit in the free pages and a step's
 /// share of the file (the file would grow by nearly all of them), and the
 /// trees are the same as at the last file commit.
 fn wants_steps(shared: &Shared, w: &mut WriterState) -> bool {
@@ -833,8 +857,24 @@ fn wants_steps(shared: &Shared, w: &mut WriterState) -> bool {
         return false;
     }
     release(shared, w);
-    w.arena_space.live_pages()
+    // A file leaf with an overlay is a page the checkpoint writes too.
+    let overlaid = newest
+        .source
+        .file_overlays
+        .as_ref()
+        .map_or(0, |f| f.leaf_count());
+    w.arena_space.live_pages() + overlaid
         > w.free.reusable_pages() + step_pages(shared, newest.meta.page_count)
+}
+
+/// Whether any file leaf was given a value overlay in the span of logged
+/// commits `snapshot` ends (`storage::arena::FileOverlays`).
+fn has_file_overlays(snapshot: &Snapshot) -> bool {
+    snapshot
+        .source
+        .file_overlays
+        .as_ref()
+        .is_some_and(|f| f.any())
 }
 
 /// Writes the pending checkpoint in steps (`txn::checkpoint_steps`), each
@@ -877,6 +917,7 @@ fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
             page_size: ps,
             arena: None,
             overlay_txn: 0,
+            file_overlays: None,
         };
         let last_catalog = w
             .checkpoint_catalog

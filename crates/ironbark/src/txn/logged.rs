@@ -27,9 +27,12 @@ use std::sync::Arc;
 use crate::btree::page::{
     page_kind, set_child, set_overflow, LeafValue, Node, DIRTY_BIT, KIND_BRANCH, KIND_LEAF,
 };
-use crate::btree::write::apply_overlay;
+use std::collections::HashSet;
+
+use crate::btree::page::Limits;
+use crate::btree::write::{apply_overlay, Finger, TreeWriter};
 use crate::catalog::Catalog;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::pages::{DirtyPages, MapSource, PageSource};
 use crate::storage::arena::{Arena, Fresh, ARENA_BIT};
@@ -69,9 +72,12 @@ pub(crate) fn log_bound(shared: &Shared, page_count: u64) -> u64 {
 const LOG_RATIO: u64 = 2;
 
 /// Whether a redo record of `record` bytes is too large for a commit of
-/// `pages` dirty pages and `overlaid` overlay entries to be logged
-/// (`LOG_RATIO`); a value overlaid counts as the page it spared. The
-/// commit's rule, and the transaction's as it records (`WriteTxn`).
+/// `pages` dirty pages that appended to `overlaid` value overlays to be
+/// logged (`LOG_RATIO`); each overlay counts as the leaf it spared (not
+/// each value: overwrites of every key of a file leaf by leaf spare one
+/// page per leaf, and counted per value made a commit of 1,000 rewritten
+/// accounts look like 1,000 pages spared). The commit's rule, and the
+/// transaction's as it records (`WriteTxn`).
 pub(crate) fn record_outweighs_pages(record: u64, pages: u64, overlaid: u64, ps: u64) -> bool {
     record.saturating_mul(LOG_RATIO) > (pages + overlaid).saturating_mul(ps)
 }
@@ -359,6 +365,13 @@ fn write_placed(
                 w.arena_space.retire_overlay(overlay, txn);
             }
         } else {
+            // So does a file leaf's, though its word stays in the span's
+            // table for the snapshots that still see the leaf
+            // (`storage::arena::FileOverlays`).
+            let files = base.source.file_overlays.as_ref();
+            if let Some(slot) = files.and_then(|t| t.slot_of(f.extent.start)) {
+                w.arena_space.retire_overlay(ARENA_BIT | slot, txn);
+            }
             w.logged_freed.push(*f);
         }
     }
@@ -390,6 +403,7 @@ fn arena_snapshot(
             page_size: shared.limits.page_size,
             arena: Some(arena),
             overlay_txn: txn,
+            file_overlays: base.source.file_overlays.clone(),
         },
         catalog: std::mem::take(catalog),
     }
@@ -552,6 +566,138 @@ fn is_sealed_as_is(page: &[u8], pgno: u64, tree_has_blobs: bool) -> Result<bool>
             }
         }
     }
+    Ok(true)
+}
+
+/// Copies every file leaf with a value overlay that the trees of
+/// `catalog` still reach into `dirty` with its path, the overlay applied,
+/// and records the file pages copied in `freed`: a checkpoint ends the
+/// span of logged commits, and its table of file leaf overlays with it
+/// (`storage::arena::FileOverlays`). A leaf given one that the trees no
+/// longer reach was superseded, by a logged commit (`logged_freed`), by
+/// the commit being written (`freed`), or by the merge of another leaf's
+/// fold.
+pub(crate) fn fold_file_overlays(
+    catalog: &mut Catalog,
+    dirty: &mut DirtyPages,
+    freed: &mut Vec<Freed>,
+    logged_freed: &[Freed],
+    base: &MapSource,
+    limits: Limits,
+) -> Result<()> {
+    let Some(files) = base.file_overlays.as_ref() else {
+        return Ok(());
+    };
+    let leaves = files.leaves();
+    if leaves.is_empty() {
+        return Ok(());
+    }
+    // Each leaf is given an overlay once per span, and a fold frees only
+    // its own leaf besides branches: the set holds for the whole loop.
+    let superseded: HashSet<u64> = freed
+        .iter()
+        .chain(logged_freed)
+        .map(|f| f.extent.start)
+        .collect();
+    let mut finger = Finger::default();
+    let mut writer = TreeWriter {
+        base,
+        dirty,
+        freed,
+        finger: &mut finger,
+        limits,
+    };
+    for leaf in leaves.iter().filter(|l| !superseded.contains(&l.pgno)) {
+        // The tree it was in when it was given the overlay; any tree, if
+        // that one is gone (it cannot hold the leaf then: a safety net).
+        let named = catalog.trees.iter().position(|t| t.id == leaf.tree);
+        let mut folded = false;
+        let others = (0..catalog.trees.len()).filter(|&i| Some(i) != named);
+        for i in named.into_iter().chain(others) {
+            if writer.fold_file_leaf(&mut catalog.trees[i].state, leaf.pgno)? {
+                folded = true;
+                break;
+            }
+        }
+        // A merge of an earlier fold may have taken it.
+        if !folded && !writer.freed.iter().any(|f| f.extent.start == leaf.pgno) {
+            return Err(Error::corrupted_page(
+                leaf.pgno,
+                "a file leaf with a value overlay is in no tree, and was not freed",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Before a checkpoint in steps (`txn::checkpoint_steps`), which splices
+/// the newest trees onto the last file commit's and would take a file
+/// leaf with a value overlay (the same page in both) as unchanged: lays
+/// the newest commit out again with each such leaf folded into a copy in
+/// the arena, with its path (`fold_file_overlays`), and publishes that as
+/// the newest commit, under the same txn (the same entries; no record is
+/// logged). The file pages copied are freed by the checkpoint
+/// (`logged_freed`); the arena pages and overlays copied retire with the
+/// txn after (a reader of the commit's first layout keeps them). Returns
+/// false, nothing changed, when the arena cannot hold the copies: a whole
+/// checkpoint folds them instead.
+pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState) -> Result<bool> {
+    let newest = shared.published.load_full();
+    let (Some(arena), Some(files)) = (&newest.source.arena, &newest.source.file_overlays) else {
+        return Ok(true);
+    };
+    let txn = newest.txn();
+    let mut catalog = newest.catalog.clone();
+    let mut dirty = DirtyPages::default();
+    let mut freed = Vec::new();
+    fold_file_overlays(
+        &mut catalog,
+        &mut dirty,
+        &mut freed,
+        &w.logged_freed,
+        &newest.source,
+        shared.limits,
+    )?;
+    let ps = shared.limits.page_size as u64;
+    let mut placement = std::mem::take(&mut w.placement);
+    let placed = order_dirty(&catalog, &dirty, &mut placement).and_then(|()| {
+        let cap = arena_memory_cap(ps);
+        to_arena(
+            shared,
+            w,
+            arena,
+            &mut catalog,
+            &mut dirty,
+            &mut placement,
+            cap,
+            txn,
+            |_| Ok(()),
+        )
+    });
+    w.placement = placement;
+    w.page_pool = dirty.into_pool(ps as usize);
+    if !placed? {
+        return Ok(false);
+    }
+    for f in &freed {
+        if f.extent.start & ARENA_BIT != 0 {
+            w.arena_space.retire(f.extent.start, f.extent.len, txn + 1);
+        } else {
+            if let Some(slot) = files.slot_of(f.extent.start) {
+                w.arena_space.retire_overlay(ARENA_BIT | slot, txn + 1);
+            }
+            w.logged_freed.push(*f);
+        }
+    }
+    let snapshot = Snapshot {
+        meta: newest.meta,
+        source: MapSource {
+            file_overlays: None,
+            ..newest.source.clone()
+        },
+        catalog,
+    };
+    shared.publish(w, snapshot);
     Ok(true)
 }
 

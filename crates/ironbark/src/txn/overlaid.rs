@@ -1,9 +1,10 @@
 //! Same-size overwrites and deletes as value overlays: the write
 //! transaction's side of `storage::overlay`.
 //!
-//! A put whose key is in a published arena leaf, holding an inline value
-//! of the new value's length, appends the value to the leaf's overlay
-//! instead of copying the leaf and its path; a delete of such a key
+//! A put whose key is in a committed leaf (a published arena page, or a
+//! page of the data file: `storage::arena::FileOverlays`), holding an
+//! inline value of the new value's length, appends the value to the
+//! leaf's overlay instead of copying the leaf and its path; a delete of such a key
 //! (holding an inline value of any length) appends a tombstone, unless
 //! that would leave the leaf with no entry (the copy that folds the
 //! overlay in must not be empty). It is tried only where it can pay: a
@@ -21,13 +22,16 @@
 //! it is cut off again unless the transaction commits; a tombstone takes
 //! its entry off the tree's count in the transaction's catalog.
 
+use std::sync::Arc;
+
 use crate::btree::page::{LeafValue, Reads, DIRTY_BIT};
 use crate::btree::search::{leaf_ref, node_at};
 use crate::error::{Error, Result};
-use crate::pages::WriteSource;
-use crate::storage::arena::ARENA_BIT;
+use crate::pages::{MapSource, WriteSource};
+use crate::storage::arena::{FileOverlays, ARENA_BIT};
 use crate::storage::overlay::{Overlaid, MAX_OVERLAY_VALUE};
 use crate::txn::logged::{arena_bound, arena_memory_cap};
+use crate::txn::shared::Snapshot;
 use crate::txn::write::WriteTxn;
 
 /// Looks that found no leaf to overlay, in a row across transactions,
@@ -39,7 +43,7 @@ const OVERLAY_SAMPLE: u64 = 16;
 impl<'db> WriteTxn<'db> {
     /// `put` of `value` into tree `i` (the catalog's index) as a value
     /// overlay, if `key` holds an inline value of the same length in a
-    /// published arena leaf: `Ok(true)`, no page copied. `Ok(false)`, with
+    /// committed leaf: `Ok(true)`, no page copied. `Ok(false)`, with
     /// nothing changed, when it does not (the caller puts as usual).
     pub(crate) fn put_overlaid(&mut self, i: usize, key: &[u8], value: &[u8]) -> Result<bool> {
         if value.len() > MAX_OVERLAY_VALUE {
@@ -49,8 +53,8 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// `delete` of `key` from tree `i` as a tombstone in its leaf's
-    /// overlay, if the key holds an inline value in a published arena
-    /// leaf with another entry left: `Some(true)`, no page copied, the
+    /// overlay, if the key holds an inline value in a committed leaf with
+    /// another entry left: `Some(true)`, no page copied, the
     /// tree's count lowered. `Some(false)` when the look found that the
     /// key is not in the tree (nothing to delete, no second descent);
     /// `None`, with nothing changed, otherwise (the caller deletes as
@@ -80,9 +84,6 @@ impl<'db> WriteTxn<'db> {
             return Ok(Change::Declined);
         }
         let root = self.catalog.trees[i].state.root;
-        if self.base.source.arena.is_none() {
-            return Ok(Change::Declined);
-        }
         let w = &mut *self.writer;
         if w.overlay_misses >= MISSES_BEFORE_SAMPLING {
             w.overlay_misses += 1;
@@ -90,7 +91,10 @@ impl<'db> WriteTxn<'db> {
                 return Ok(Change::Declined);
             }
         }
-        // The snapshot's arena is the process's (`Shared::arena`, set once).
+        // The snapshot's arena, if it has one, is the process's
+        // (`Shared::arena`, set once). A base without one (the first
+        // commit after a checkpoint) has only file leaves, and gets it
+        // with the span's table (`span_file_overlays`).
         let shared: &'db crate::txn::shared::Shared = self.shared;
         let Some(arena) = shared.arena.get().and_then(|a| a.as_deref()) else {
             return Ok(Change::Declined);
@@ -100,7 +104,7 @@ impl<'db> WriteTxn<'db> {
             .source
             .arena
             .as_deref()
-            .is_some_and(|a| std::ptr::eq(a, arena)));
+            .is_none_or(|a| std::ptr::eq(a, arena)));
         if root.is_empty() {
             return Ok(Change::Declined);
         }
@@ -109,14 +113,15 @@ impl<'db> WriteTxn<'db> {
             dirty: &self.dirty,
         };
         let (pgno, txn) = leaf_ref(&src, root, key)?;
-        if pgno & (ARENA_BIT | DIRTY_BIT) != ARENA_BIT && change != Overlaid::Deleted {
-            // Not a published arena leaf: no overlay, and a put has
-            // nothing to learn from the leaf's search (a delete does: it
-            // may find its key absent).
+        if pgno & DIRTY_BIT != 0 && change != Overlaid::Deleted {
+            // Not a committed leaf: no overlay, and a put has nothing to
+            // learn from the leaf's search (a delete does: it may find its
+            // key absent).
             return Ok(self.missed_look());
         }
         // The overlay's look-up and first lines load while the leaf does.
-        let existing = arena.overlay(pgno);
+        let existing_slot = self.base.source.overlay_slot(pgno);
+        let existing = existing_slot.and_then(|s| arena.overlay_in(s));
         if let Some(page) = &existing {
             page.prefetch();
         }
@@ -127,7 +132,7 @@ impl<'db> WriteTxn<'db> {
             // Whatever leaf it is, the key would be in it.
             return Ok(Change::Absent);
         }
-        if leaf.pgno & (ARENA_BIT | DIRTY_BIT) == ARENA_BIT && leaf.is_leaf {
+        if leaf.pgno & DIRTY_BIT == 0 && leaf.is_leaf {
             if let Ok(i) = found {
                 if let (_, LeafValue::Inline(old)) = leaf.leaf_entry(i)? {
                     if match change {
@@ -165,22 +170,39 @@ impl<'db> WriteTxn<'db> {
         } else if change == Overlaid::Deleted && leaf.count < 2 {
             return Ok(Change::Declined);
         }
-        let page = match existing {
-            Some(page) => page,
-            None => {
-                let w = &mut *self.writer;
+        let leaf_pgno = leaf.pgno;
+        let (page, slot) = match (existing, existing_slot) {
+            (Some(page), Some(slot)) => (page, slot),
+            _ => {
                 let ps = self.shared.limits.page_size as u64;
                 let cap = arena_memory_cap(ps);
-                if w.arena_space.live_pages_and_overlays() >= cap - cap / 16 {
+                if self.writer.arena_space.live_pages_and_overlays() >= cap - cap / 16 {
                     // Overlays are left out of the arena's bound, never out
                     // of its share of memory.
                     return Ok(Change::Declined);
                 }
+                let files = if leaf_pgno & ARENA_BIT == 0 {
+                    match self.span_file_overlays() {
+                        Some(files) => Some(files),
+                        None => return Ok(Change::Declined),
+                    }
+                } else {
+                    None
+                };
                 let limit = arena_bound(ps, self.base.meta.page_count);
-                let Some(fresh) = w.arena_space.alloc_overlay(arena, leaf.pgno, limit) else {
+                let w = &mut *self.writer;
+                let Some(fresh) = w.arena_space.alloc_overlay(arena, leaf_pgno, limit) else {
                     return Ok(Change::Declined);
                 };
-                arena.attach_overlay(leaf.pgno, fresh)
+                let slot = fresh.pgno() & !ARENA_BIT;
+                let page = match files {
+                    Some(files) => {
+                        let tree = self.catalog.trees[i].id;
+                        arena.attach_file_overlay(&files, leaf_pgno, tree, fresh)
+                    }
+                    None => arena.attach_overlay(leaf_pgno, fresh),
+                };
+                (page, slot)
             }
         };
         let mark = page.mark();
@@ -191,8 +213,34 @@ impl<'db> WriteTxn<'db> {
             // Full: the put copies the leaf, applying the overlay.
             return Ok(Change::Declined);
         }
-        self.overlays.record(arena, leaf.pgno, mark, first);
+        self.overlays.record(arena, slot, mark, first);
         Ok(Change::Overlaid)
+    }
+
+    /// The table of file leaf overlays of the base's span of logged
+    /// commits, made on the first one (`storage::arena::FileOverlays`):
+    /// the base becomes a copy that holds it (and the arena, if the base
+    /// is a file commit's), which the commit's snapshot
+    /// and the span's later ones inherit (a transaction that does not
+    /// commit takes it away again: its overlay slots retire with the
+    /// span's). `None` if the table cannot be reserved.
+    fn span_file_overlays(&mut self) -> Option<Arc<FileOverlays>> {
+        if let Some(files) = &self.base.source.file_overlays {
+            return Some(files.clone());
+        }
+        let files = Arc::new(FileOverlays::new(self.base.meta.page_count).ok()?);
+        let base = &self.base;
+        let arena = base.source.arena.clone().or_else(|| self.shared.arena())?;
+        self.base = Arc::new(Snapshot {
+            meta: base.meta,
+            source: MapSource {
+                arena: Some(arena),
+                file_overlays: Some(files.clone()),
+                ..base.source.clone()
+            },
+            catalog: base.catalog.clone(),
+        });
+        Some(files)
     }
 
     /// Counts a look that found no leaf to overlay, for the transaction's

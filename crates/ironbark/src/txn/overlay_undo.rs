@@ -30,8 +30,8 @@ pub(crate) struct OverlayUndo<'db> {
     /// counted, since an atomic count here would wait for the append's
     /// stores to reach the cache.
     arena: Option<&'db Arena>,
-    /// (leaf page number, the mark of its overlay before the first append):
-    /// the first `INLINE_TOUCHED` here, the rest in `more`.
+    /// (the overlay's arena slot, its mark before the first append): the
+    /// first `INLINE_TOUCHED` here, the rest in `more`.
     marks: [(u64, Mark); INLINE_TOUCHED],
     touched: usize,
     more: Vec<(u64, Mark)>,
@@ -46,23 +46,29 @@ impl<'db> OverlayUndo<'db> {
         self.misses >= MISSES_BEFORE_GIVING_UP && self.misses > 4 * self.overlaid
     }
 
-    /// Records an append to the overlay of `leaf`, which stood at `mark`;
+    /// Records an append to the overlay in arena slot `slot` (an arena
+    /// leaf's or a file leaf's), which stood at `mark`;
     /// `first` when the transaction had appended nothing to it before (the
     /// caller knows in one load: the overlay's newest entry was not the
     /// transaction's, `OverlayPage::newest_txn`), whose mark is the one to
     /// cut back to.
-    pub(crate) fn record(&mut self, arena: &'db Arena, leaf: u64, mark: Mark, first: bool) {
+    pub(crate) fn record(&mut self, arena: &'db Arena, slot: u64, mark: Mark, first: bool) {
         self.arena = Some(arena);
         if first {
-            debug_assert!(!self.marks[..self.touched].iter().any(|m| m.0 == leaf));
+            debug_assert!(!self.marks[..self.touched].iter().any(|m| m.0 == slot));
             if self.touched < INLINE_TOUCHED {
-                self.marks[self.touched] = (leaf, mark);
+                self.marks[self.touched] = (slot, mark);
                 self.touched += 1;
             } else {
-                self.more.push((leaf, mark));
+                self.more.push((slot, mark));
             }
         }
         self.overlaid += 1;
+    }
+
+    /// The overlays it appended to: the leaves it did not copy.
+    pub(crate) fn leaves(&self) -> u64 {
+        (self.touched + self.more.len()) as u64
     }
 
     /// A put found no leaf to overlay.
@@ -85,10 +91,12 @@ impl Drop for OverlayUndo<'_> {
             return;
         };
         let marks = self.marks[..self.touched].iter().chain(&self.more);
-        for &(leaf, mark) in marks.rev() {
+        for &(slot, mark) in marks.rev() {
+            // Attached until its leaf is superseded, which only a commit
+            // of this transaction or a later one can do.
             let page = arena
-                .overlay(leaf)
-                .expect("an overlay appended to stays attached to its leaf");
+                .overlay_in(slot)
+                .expect("an overlay appended to lies in the arena");
             page.cut(mark);
         }
     }

@@ -809,6 +809,7 @@ impl Shared {
             page_size: self.limits.page_size,
             arena: None,
             overlay_txn: 0,
+            file_overlays: None,
         })
     }
 

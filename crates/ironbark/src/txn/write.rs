@@ -672,7 +672,7 @@ impl<'db> WriteTxn<'db> {
             self.shared.limits.page_size as u64,
         );
         if len > MAX_LOGGED_BYTES as u64
-            || (len > 16 << 10 && record_outweighs_pages(len, pages, self.overlays.overlaid, ps))
+            || (len > 16 << 10 && record_outweighs_pages(len, pages, self.overlays.leaves(), ps))
         {
             self.logging = false;
             self.redo.clear();
@@ -1497,6 +1497,10 @@ impl PageSource for WriteTxn<'_> {
             dirty: &self.dirty,
         }
         .resolve_deleted_between(leaf, from, to)
+    }
+
+    fn file_leaf_overlays(&self) -> bool {
+        self.base.source.file_overlays.is_some()
     }
 }
 

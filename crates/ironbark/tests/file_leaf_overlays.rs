@@ -1,0 +1,394 @@
+//! Value overlays of file leaves (docs/design.md, "Value overlays"): a
+//! same-size overwrite or a delete whose leaf is still a page of the data
+//! file (its first change since the open or the last checkpoint) goes
+//! into an overlay beside the leaf, in the span's table
+//! (`storage::arena::FileOverlays`), instead of a copy of the leaf and
+//! its path. What is checked: such changes are overlaid (the counter
+//! moves); every snapshot, held across checkpoints, sees exactly its own
+//! values; a checkpoint folds the overlays into copies (including one
+//! that a large, unlogged transaction writes, and one whose own changes
+//! copy an overlaid leaf); an aborted transaction that made the span's
+//! table leaves nothing; and a second writing process, which replays the
+//! log, frees those file pages and reuses them, never meets an overlay
+//! of this process's span. `check` passes throughout, and reopens agree.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufReader, Write};
+use std::path::Path;
+
+use common::{hear, temp_db, Rng};
+use ironbark::{Database, Durability, Options, ReadTxn};
+
+type Entries = BTreeMap<Vec<u8>, Vec<u8>>;
+
+const KEYS: u32 = 5_000;
+const VALUE_LEN: usize = 40;
+
+fn key(i: u32) -> Vec<u8> {
+    i.to_be_bytes().to_vec()
+}
+
+fn options() -> Options {
+    Options {
+        durability: Durability::None,
+        ..Options::default()
+    }
+}
+
+fn overlaid(db: &Database) -> u64 {
+    db.counters().values_overlaid
+}
+
+/// Tree `t` of `KEYS` keys in one transaction, then a checkpoint: every
+/// leaf is a file page.
+fn loaded(path: &Path) -> (Database, Entries) {
+    let db = Database::open_with(path, &options()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    let mut model = Entries::new();
+    for i in 0..KEYS {
+        let v = vec![(i % 251) as u8; VALUE_LEN];
+        tx.put(&t, &key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+    tx.commit().unwrap();
+    db.checkpoint().unwrap();
+    (db, model)
+}
+
+/// `n` single-change commits: a same-size overwrite of a random key, or
+/// one in four a delete of one, recorded in `model`.
+fn single_changes(db: &Database, model: &mut Entries, rng: &mut Rng, n: usize) {
+    for _ in 0..n {
+        let i = rng.below(model.len() as u64) as usize;
+        let k = model.keys().nth(i).unwrap().clone();
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.tree("t").unwrap();
+        if rng.chance(25) {
+            assert!(tx.delete(&t, &k).unwrap());
+            model.remove(&k);
+        } else {
+            let v = rng.bytes(VALUE_LEN);
+            tx.put(&t, &k, &v).unwrap();
+            model.insert(k, v);
+        }
+        tx.commit().unwrap();
+    }
+}
+
+/// `rx` sees exactly `model` in tree `t`: by `get` of every key (and of
+/// every key deleted), by scans both ways, and by its count.
+fn assert_sees(rx: &ReadTxn, model: &Entries, what: &str) {
+    let t = rx.tree("t").unwrap();
+    for i in 0..KEYS {
+        let k = key(i);
+        assert_eq!(
+            rx.get(&t, &k).unwrap(),
+            model.get(&k).map(|v| &v[..]),
+            "{what}: get of key {i}"
+        );
+    }
+    let forward: Entries = rx
+        .iter(&t)
+        .unwrap()
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect();
+    assert!(forward == *model, "{what}: forward scan");
+    let backward: Vec<Vec<u8>> = rx
+        .iter(&t)
+        .unwrap()
+        .rev()
+        .map(|e| e.unwrap().0.to_vec())
+        .collect();
+    assert!(
+        backward.iter().rev().eq(model.keys()),
+        "{what}: backward scan"
+    );
+    assert_eq!(rx.len(&t).unwrap(), model.len() as u64, "{what}: len");
+}
+
+fn assert_clean(db: &Database, model: &Entries) {
+    let report = db.check().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(report.entries, model.len() as u64);
+}
+
+#[test]
+fn changes_in_file_leaves_are_overlaid_and_each_snapshot_keeps_its_values() {
+    let t = temp_db("file.ib");
+    let (db, mut model) = loaded(&t.path);
+    let mut rng = Rng::new(7);
+    let mut held: Vec<(ReadTxn, Entries)> = vec![(db.begin_read().unwrap(), model.clone())];
+    for round in 0..4 {
+        let before = overlaid(&db);
+        single_changes(&db, &mut model, &mut rng, 300);
+        // Nearly every change is overlaid: each leaf's first change since
+        // the checkpoint too (a delete declines only where it would leave
+        // its leaf with no entry, never here).
+        let n = overlaid(&db) - before;
+        assert!(n >= 290, "round {round}: {n} of 300 changes overlaid");
+        held.push((db.begin_read().unwrap(), model.clone()));
+        for (j, (rx, m)) in held.iter().enumerate() {
+            assert_sees(rx, m, &format!("round {round}, held {j}"));
+        }
+        // The checkpoint folds the overlays into copies of their leaves;
+        // the snapshots held keep theirs.
+        db.checkpoint().unwrap();
+        for (j, (rx, m)) in held.iter().enumerate() {
+            assert_sees(rx, m, &format!("round {round}, held {j}, checkpointed"));
+        }
+        assert_sees(&db.begin_read().unwrap(), &model, "after the checkpoint");
+        held.remove(0);
+    }
+    drop(held);
+    assert_clean(&db, &model);
+    // Changes not yet checkpointed at the close.
+    single_changes(&db, &mut model, &mut rng, 100);
+    drop(db);
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    assert_sees(&db.begin_read().unwrap(), &model, "reopened");
+    assert_clean(&db, &model);
+}
+
+#[test]
+fn a_transaction_too_large_to_log_folds_the_file_leaf_overlays() {
+    let t = temp_db("large.ib");
+    let (db, mut model) = loaded(&t.path);
+    let mut rng = Rng::new(11);
+    single_changes(&db, &mut model, &mut rng, 200);
+    let held = (db.begin_read().unwrap(), model.clone());
+    // One transaction: a change of length in an overlaid leaf (its copy
+    // takes the overlay), a same-size overwrite, and enough new keys that
+    // it is written as pages, not logged: its commit is a checkpoint.
+    let logged_before = db.counters().logged_commits;
+    let mut tx = db.begin_write().unwrap();
+    let tr = tx.tree("t").unwrap();
+    let some = model.keys().nth(17).unwrap().clone();
+    tx.put(&tr, &some, b"another length").unwrap();
+    model.insert(some, b"another length".to_vec());
+    let other = model.keys().nth(2_000).unwrap().clone();
+    let v = rng.bytes(VALUE_LEN);
+    tx.put(&tr, &other, &v).unwrap();
+    model.insert(other, v);
+    for i in 0..20_000u32 {
+        let k = format!("new{i:08}").into_bytes();
+        tx.put(&tr, &k, &[9u8; 100]).unwrap();
+        model.insert(k, vec![9u8; 100]);
+    }
+    tx.commit().unwrap();
+    assert_eq!(
+        db.counters().logged_commits,
+        logged_before,
+        "the large transaction was logged"
+    );
+    assert_sees(&held.0, &held.1, "held across the large commit");
+    drop(held);
+    let rx = db.begin_read().unwrap();
+    let tr = rx.tree("t").unwrap();
+    let all: Entries = rx
+        .iter(&tr)
+        .unwrap()
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect();
+    assert!(all == model, "after the large commit");
+    drop(rx);
+    assert_clean(&db, &model);
+    drop(db);
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    let rx = db.begin_read().unwrap();
+    let tr = rx.tree("t").unwrap();
+    assert_eq!(rx.len(&tr).unwrap(), model.len() as u64);
+    drop(rx);
+    assert_clean(&db, &model);
+}
+
+#[test]
+fn an_aborted_first_overlay_of_a_span_leaves_nothing() {
+    let t = temp_db("abort.ib");
+    let (db, mut model) = loaded(&t.path);
+    let k = key(1234);
+    let old = model[&k].clone();
+    // A commit of another length (which copies its leaf); then the span's
+    // first overlay, in a transaction that does not commit.
+    let mut tx = db.begin_write().unwrap();
+    let tr = tx.tree("t").unwrap();
+    tx.put(&tr, &key(4_000), b"first").unwrap();
+    tx.commit().unwrap();
+    model.insert(key(4_000), b"first".to_vec());
+    let before = overlaid(&db);
+    let mut tx = db.begin_write().unwrap();
+    let tr = tx.tree("t").unwrap();
+    tx.put(&tr, &k, &[5u8; VALUE_LEN]).unwrap();
+    assert!(tx.delete(&tr, &key(1235)).unwrap());
+    assert_eq!(tx.get(&tr, &k).unwrap(), Some(&[5u8; VALUE_LEN][..]));
+    assert_eq!(tx.get(&tr, &key(1235)).unwrap(), None);
+    tx.abort();
+    assert_eq!(overlaid(&db), before, "an aborted overlay counted");
+    let rx = db.begin_read().unwrap();
+    assert_eq!(rx.get(&rx.tree("t").unwrap(), &k).unwrap(), Some(&old[..]));
+    assert!(rx
+        .get(&rx.tree("t").unwrap(), &key(1235))
+        .unwrap()
+        .is_some());
+    drop(rx);
+    // The same leaf again, committed this time; then a failed commit's
+    // worth of changes dropped with its transaction.
+    let mut tx = db.begin_write().unwrap();
+    let tr = tx.tree("t").unwrap();
+    tx.put(&tr, &k, &[6u8; VALUE_LEN]).unwrap();
+    tx.commit().unwrap();
+    model.insert(k.clone(), vec![6u8; VALUE_LEN]);
+    assert_eq!(overlaid(&db), before + 1);
+    let mut tx = db.begin_write().unwrap();
+    let tr = tx.tree("t").unwrap();
+    tx.put(&tr, &key(1236), &[7u8; VALUE_LEN]).unwrap();
+    drop(tx);
+    assert_sees(&db.begin_read().unwrap(), &model, "after the aborts");
+    db.checkpoint().unwrap();
+    assert_sees(&db.begin_read().unwrap(), &model, "checkpointed");
+    assert_clean(&db, &model);
+}
+
+const ROLE_ENV: &str = "IRONBARK_FLO_ROLE";
+const PATH_ENV: &str = "IRONBARK_FLO_PATH";
+
+/// Commit `n` of the second writer: three changes of random keys, a put
+/// of another length (which copies its leaf), a delete, and a same-size
+/// overwrite.
+fn second_writer_ops(n: u64) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    let mut rng = Rng::new(1_000 + n);
+    vec![
+        (
+            key(rng.below(u64::from(KEYS)) as u32),
+            Some(vec![n as u8; 70]),
+        ),
+        (key(rng.below(u64::from(KEYS)) as u32), None),
+        (
+            key(rng.below(u64::from(KEYS)) as u32),
+            Some(vec![n as u8; VALUE_LEN]),
+        ),
+    ]
+}
+
+fn apply(model: &mut Entries, ops: &[(Vec<u8>, Option<Vec<u8>>)]) {
+    for (k, v) in ops {
+        match v {
+            Some(v) => model.insert(k.clone(), v.clone()),
+            None => model.remove(k),
+        };
+    }
+}
+
+/// The second writing process: commits `second_writer_ops(n)` for the
+/// ranges it is told, one commit each, and says when it is done.
+fn second_writer(path: &str) {
+    let db = Database::open_with(path, &options()).unwrap();
+    println!("FLO open");
+    std::io::stdout().flush().unwrap();
+    let mut line = String::new();
+    while {
+        line.clear();
+        std::io::stdin().read_line(&mut line).unwrap() > 0
+    } {
+        let mut words = line.split_whitespace();
+        let (Some(from), Some(to)) = (words.next(), words.next()) else {
+            break;
+        };
+        let (from, to): (u64, u64) = (from.parse().unwrap(), to.parse().unwrap());
+        for n in from..to {
+            let mut tx = db.begin_write().unwrap();
+            let t = tx.tree("t").unwrap();
+            for (k, v) in second_writer_ops(n) {
+                match v {
+                    Some(v) => tx.put(&t, &k, &v).unwrap(),
+                    None => {
+                        tx.delete(&t, &k).unwrap();
+                    }
+                }
+            }
+            tx.commit().unwrap();
+        }
+        println!("FLO done {to}");
+        std::io::stdout().flush().unwrap();
+    }
+    drop(db);
+    std::process::exit(0);
+}
+
+const TWO_WRITERS: &str = "a_second_writing_process_reuses_pages_this_span_overlaid";
+
+/// This process overlays file leaves in logged commits; a second process
+/// that opens the database for writing replays the log into its own
+/// commits (file commits: with two writers nothing is logged), which free
+/// the overlaid leaves and, once no reader holds them, reuse their pages
+/// for other leaves. This process's snapshots of its span keep their
+/// values; its snapshots of the other's commits, and its own commits
+/// after them, never read its old overlays on the reused pages.
+#[test]
+fn a_second_writing_process_reuses_pages_this_span_overlaid() {
+    if std::env::var(ROLE_ENV).as_deref() == Ok("second-writer") {
+        return second_writer(&std::env::var(PATH_ENV).unwrap());
+    }
+    let t = temp_db("two.ib");
+    let (db, mut model) = loaded(&t.path);
+    let mut rng = Rng::new(3);
+    let before = overlaid(&db);
+    single_changes(&db, &mut model, &mut rng, 400);
+    assert!(overlaid(&db) - before >= 390, "file leaves not overlaid");
+    let held = (db.begin_read().unwrap(), model.clone());
+
+    let mut child = common::role_command(TWO_WRITERS, ROLE_ENV, "second-writer", PATH_ENV, &t.path)
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut to_child = child.stdin.take().unwrap();
+    hear(&mut out, "FLO open");
+    let mut done = 0;
+    let mut run = |more: u64, model: &mut Entries| {
+        let to = done + more;
+        writeln!(to_child, "{done} {to}").unwrap();
+        to_child.flush().unwrap();
+        assert_eq!(hear(&mut out, "FLO done "), to.to_string());
+        for n in done..to {
+            apply(model, &second_writer_ops(n));
+        }
+        done = to;
+    };
+    // While this process holds a snapshot of its span, the pages stay.
+    run(60, &mut model);
+    assert_sees(&held.0, &held.1, "held through the other's commits");
+    assert_sees(&db.begin_read().unwrap(), &model, "the other's commits");
+    drop(held);
+    // Now the freed pages are reused by the other's commits, and by this
+    // process's own (file commits too, while both write).
+    for round in 0..3 {
+        run(80, &mut model);
+        assert_sees(
+            &db.begin_read().unwrap(),
+            &model,
+            &format!("round {round}: reused pages"),
+        );
+        single_changes(&db, &mut model, &mut rng, 20);
+        assert_sees(
+            &db.begin_read().unwrap(),
+            &model,
+            &format!("round {round}: own commits"),
+        );
+    }
+    drop(to_child);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert!(child.wait().unwrap().success());
+    // Alone again: logged commits, overlays of file leaves in a new span.
+    let before = overlaid(&db);
+    single_changes(&db, &mut model, &mut rng, 200);
+    assert!(overlaid(&db) > before, "no overlay in the new span");
+    assert_sees(&db.begin_read().unwrap(), &model, "alone again");
+    assert_clean(&db, &model);
+    drop(db);
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    assert_sees(&db.begin_read().unwrap(), &model, "reopened");
+    assert_clean(&db, &model);
+}
