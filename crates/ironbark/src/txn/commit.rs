@@ -433,6 +433,7 @@ fn write_commit(
             &w.logged_freed,
             &base.source,
             limits,
+            |_| {},
         )?,
         Part::Step { .. } => debug_assert!(!has_file_overlays(base)),
     }

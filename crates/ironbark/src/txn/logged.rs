@@ -576,7 +576,8 @@ fn is_sealed_as_is(page: &[u8], pgno: u64, tree_has_blobs: bool) -> Result<bool>
 /// (`storage::arena::FileOverlays`). A leaf given one that the trees no
 /// longer reach was superseded, by a logged commit (`logged_freed`), by
 /// the commit being written (`freed`), or by the merge of another leaf's
-/// fold.
+/// fold. `before_each` runs before each leaf's fold (to lend the dirty
+/// pages arena slots).
 pub(crate) fn fold_file_overlays(
     catalog: &mut Catalog,
     dirty: &mut DirtyPages,
@@ -584,6 +585,7 @@ pub(crate) fn fold_file_overlays(
     logged_freed: &[Freed],
     base: &MapSource,
     limits: Limits,
+    mut before_each: impl FnMut(&mut DirtyPages),
 ) -> Result<()> {
     let Some(files) = base.file_overlays.as_ref() else {
         return Ok(());
@@ -608,6 +610,7 @@ pub(crate) fn fold_file_overlays(
         limits,
     };
     for leaf in leaves.iter().filter(|l| !superseded.contains(&l.pgno)) {
+        before_each(writer.dirty);
         // The tree it was in when it was given the overlay; any tree, if
         // that one is gone (it cannot hold the leaf then: a safety net).
         let named = catalog.trees.iter().position(|t| t.id == leaf.tree);
@@ -650,6 +653,11 @@ pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState
     let mut catalog = newest.catalog.clone();
     let mut dirty = DirtyPages::default();
     let mut freed = Vec::new();
+    let ps = shared.limits.page_size as u64;
+    let cap = arena_memory_cap(ps);
+    // The copies are made in arena slots, published where they are: a
+    // heap buffer each would be fresh memory to fault in, then copied.
+    let space = &mut w.arena_space;
     fold_file_overlays(
         &mut catalog,
         &mut dirty,
@@ -657,11 +665,10 @@ pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState
         &w.logged_freed,
         &newest.source,
         shared.limits,
+        |dirty| dirty.lend_slots(|branch| space.lend(arena, cap, branch)),
     )?;
-    let ps = shared.limits.page_size as u64;
     let mut placement = std::mem::take(&mut w.placement);
     let placed = order_dirty(&catalog, &dirty, &mut placement).and_then(|()| {
-        let cap = arena_memory_cap(ps);
         to_arena(
             shared,
             w,
