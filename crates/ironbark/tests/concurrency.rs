@@ -97,15 +97,16 @@ struct Seen {
 
 /// Checks that `rx` is exactly one commit: every account carries the
 /// generation recorded in the `gen` tree, the balances sum to the constant
-/// total, and the txn id matches the generation. `how` picks the
-/// traversal.
+/// total, and the txn id is at least the generation's (a checkpoint, a
+/// commit with no change of its own, takes a txn id too: whether the
+/// writer's commits are logged, and so checkpointed later, is the
+/// engine's choice). `how` picks the traversal.
 fn verify(rx: &ReadTxn, accounts: &Tree, gens: &Tree, txn_offset: u64, how: u64) -> Seen {
     let txn = rx.txn_id();
     let g = rx.get(gens, b"g").unwrap().expect("gen key");
     let generation = u64::from_le_bytes(g.try_into().unwrap());
-    assert_eq!(
-        txn - generation,
-        txn_offset,
+    assert!(
+        txn >= generation + txn_offset,
         "snapshot txn {txn} shows generation {generation}: not one commit"
     );
     let b = rx.get(gens, b"blob").unwrap().expect("blob key");
