@@ -80,14 +80,11 @@ impl MapSource {
     /// the span's.
     #[inline]
     pub(crate) fn overlay_page(&self, leaf: u64) -> Option<OverlayPage<'_>> {
-        let arena = self.arena.as_ref()?;
-        if leaf & ARENA_BIT != 0 {
-            return arena.overlay(leaf);
-        }
-        arena.overlay_in(self.file_overlays.as_ref()?.slot_of(leaf)?)
+        self.arena.as_ref()?.overlay_in(self.overlay_slot(leaf)?)
     }
 
-    /// The slot of `overlay_page`'s overlay.
+    /// The arena slot of `overlay_page`'s overlay.
+    #[inline]
     pub(crate) fn overlay_slot(&self, leaf: u64) -> Option<u64> {
         let arena = self.arena.as_ref()?;
         if leaf & ARENA_BIT != 0 {

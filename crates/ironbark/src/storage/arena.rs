@@ -441,11 +441,6 @@ impl FileOverlays {
         }
     }
 
-    /// Whether any leaf was given an overlay in the span.
-    pub(crate) fn any(&self) -> bool {
-        self.table.attached.load(Ordering::Relaxed) != 0
-    }
-
     /// How many leaves were given an overlay in the span.
     pub(crate) fn leaf_count(&self) -> u64 {
         self.leaves.lock().unwrap_or_else(|e| e.into_inner()).len() as u64

@@ -875,7 +875,7 @@ fn has_file_overlays(snapshot: &Snapshot) -> bool {
         .source
         .file_overlays
         .as_ref()
-        .is_some_and(|f| f.any())
+        .is_some_and(|f| f.leaf_count() > 0)
 }
 
 /// Writes the pending checkpoint in steps (`txn::checkpoint_steps`), each

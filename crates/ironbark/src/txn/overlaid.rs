@@ -383,4 +383,53 @@ mod tests {
             other => panic!("expected Corrupted, got {other:?}"),
         }
     }
+
+    /// The same damage in the overlay of a file leaf (kept in its span's
+    /// table, `storage::arena::FileOverlays`): the checkpoint's fold of
+    /// the leaf refuses it as `Corrupted`, never folds it into an empty
+    /// leaf.
+    #[test]
+    fn a_file_leaf_overlay_deleting_every_entry_is_refused_by_the_fold() {
+        use crate::storage::arena::ARENA_BIT;
+        use crate::storage::overlay::Overlaid;
+
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options {
+            durability: Durability::None,
+            ..Options::default()
+        };
+        let db = Database::open_with(dir.path().join("f.ib"), &options).unwrap();
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        for i in 0..20u32 {
+            tx.put(&tree, &i.to_be_bytes(), &[7; 20]).unwrap();
+        }
+        tx.commit().unwrap();
+        db.checkpoint().unwrap();
+        // The leaf is a file page: its first change since the checkpoint
+        // is overlaid.
+        let before = db.counters().values_overlaid;
+        let mut tx = db.begin_write().unwrap();
+        tx.put(&tree, &5u32.to_be_bytes(), &[8; 20]).unwrap();
+        tx.commit().unwrap();
+        assert_eq!(db.counters().values_overlaid, before + 1, "not overlaid");
+        let snap = db.shared.published.load_full();
+        let root = snap.catalog.find("t").unwrap().state.root;
+        assert_eq!(root.depth, 1, "one leaf");
+        assert_eq!(root.pgno & ARENA_BIT, 0, "the leaf is a file page");
+        let overlay = snap
+            .source
+            .overlay_page(root.pgno)
+            .expect("the file leaf has an overlay");
+        for i in 0..20u16 {
+            assert!(overlay.append(i, Overlaid::Deleted, snap.txn()));
+        }
+        drop(snap);
+        match db.check() {
+            Err(Error::Corrupted { detail, .. }) => {
+                assert!(detail.contains("deletes every entry"), "{detail}");
+            }
+            other => panic!("expected Corrupted, got {other:?}"),
+        }
+    }
 }
