@@ -58,8 +58,12 @@ pub(crate) struct Changes<'db> {
     pub(crate) dirty: DirtyPages,
     /// Committed pages (file pages, or arena pages) it stopped using.
     pub(crate) freed: Vec<Freed>,
-    /// Its redo record, if it recorded one (small enough to log).
-    pub(crate) redo: Option<Vec<u8>>,
+    /// Its redo record, whole if `loggable`; the buffer goes back to the
+    /// writer either way, so that the next transaction's record does not
+    /// grow a new one.
+    pub(crate) redo: Vec<u8>,
+    /// Whether it recorded its whole redo record (small enough to log).
+    pub(crate) loggable: bool,
     /// Its value overlay entries (`storage::overlay`), cut off (when this
     /// drops, before the writer lock is released) unless the commit
     /// succeeds.
@@ -86,9 +90,11 @@ pub(crate) fn commit(
         mut dirty,
         mut freed,
         redo,
+        loggable,
         mut overlays,
     } = changes;
-    if let Some(payload) = &redo {
+    if loggable {
+        let payload = &redo;
         let mut attempts = 0;
         while shared.may_log(w) && attempts < 2 {
             attempts += 1;
@@ -115,12 +121,13 @@ pub(crate) fn commit(
                 }
                 Ok(Logged::Done(snapshot)) => {
                     let kept = overlays.keep();
+                    w.overlay_marks = overlays.take_buffer();
                     shared
                         .counters
                         .values_overlaid
                         .fetch_add(kept, Ordering::Relaxed);
                     w.page_pool = dirty.into_pool(shared.limits.page_size);
-                    w.redo_buffer = redo.unwrap_or_default();
+                    w.redo_buffer = redo;
                     w.freed_buffer = freed;
                     shared.publish(w, snapshot);
                     w.state_txn = base.txn() + 1;
@@ -134,8 +141,8 @@ pub(crate) fn commit(
                 }
             }
         }
-        w.redo_buffer = redo.unwrap_or_default();
     }
+    w.redo_buffer = redo;
     let mut space = SpaceLog {
         freed: std::mem::take(&mut freed),
         taken: Vec::new(),
@@ -155,6 +162,7 @@ pub(crate) fn commit(
     let published = finish(shared, w, base, catalog, &space, result);
     if published.is_ok() {
         let kept = overlays.keep();
+        w.overlay_marks = overlays.take_buffer();
         shared
             .counters
             .values_overlaid
@@ -698,7 +706,15 @@ fn release_space(
     }
     // Readers of dead processes pin their snapshot's pages until cleared:
     // look for them when the file would grow, and every so often anyway.
-    let readers_hold = w.protectors.first().is_some_and(|&t| t < base_txn);
+    // Only a reader's snapshot counts: the durable commit is a protector
+    // too (under `Durability::None` one older than the base), and a scan
+    // of the table at every commit of a growing file because of it cost a
+    // sorted load a miss per slot per commit.
+    let readers_hold = w
+        .protectors
+        .iter()
+        .take_while(|&&t| t < base_txn)
+        .any(|&t| t != w.durable_txn);
     let due = w
         .stale_checked
         .is_none_or(|t| t.elapsed() >= THOROUGH_INTERVAL);

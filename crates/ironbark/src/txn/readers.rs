@@ -355,7 +355,16 @@ impl ReaderTable {
     pub(crate) fn clear_stale(&self, thorough: bool) -> usize {
         let mut cleared = 0;
         let mut checked: Vec<(u64, bool)> = Vec::new();
-        for slot in self.slots() {
+        // A quick check covers the slots below the high-water mark, which
+        // hold every registered snapshot (`snapshots`); a thorough one the
+        // whole table, which also frees a slot whose owner died between
+        // its claim and the raise of the mark.
+        let slots = if thorough {
+            self.slots()
+        } else {
+            self.used_slots()
+        };
+        for slot in slots {
             let owner = slot.owner.load(Ordering::Acquire);
             if owner == 0 || owner == self.me.0 {
                 continue;
@@ -494,6 +503,28 @@ mod tests {
         assert_eq!(table.view().len(), 1);
         table.release(mine);
         assert_eq!(oldest(&table), None);
+    }
+
+    #[test]
+    fn a_quick_check_clears_below_the_mark_and_a_thorough_one_everywhere() {
+        let table = ReaderTable::private(8, 5);
+        // A process that is gone for good: a child, waited for.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let dead = ProcessId::new(pid, 1);
+        let below = table.claim().unwrap();
+        table.slots()[below].owner.store(dead.0, Ordering::SeqCst);
+        table.slots()[below].txn.store(3, Ordering::SeqCst);
+        // Above the mark: an owner that died between its claim and the
+        // raise of the mark, before it registered a snapshot.
+        let above = 6;
+        assert!(table.used_slots().len() <= above);
+        table.slots()[above].owner.store(dead.0, Ordering::SeqCst);
+        assert_eq!(table.clear_stale(false), 1, "the slot below the mark");
+        assert_eq!(table.view().len(), 1, "the slot above the mark stays");
+        assert_eq!(table.clear_stale(true), 1, "the slot above the mark");
+        assert!(table.view().is_empty());
     }
 
     #[test]

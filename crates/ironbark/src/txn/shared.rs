@@ -130,6 +130,9 @@ pub(crate) struct WriterState {
     pub(crate) checkpoint_steps: Option<crate::txn::checkpoint_steps::Steps>,
     /// The redo buffer kept between write transactions.
     pub(crate) redo_buffer: Vec<u8>,
+    /// The overlay undo list's vector, kept between write transactions
+    /// (`OverlayUndo::with_buffer`).
+    pub(crate) overlay_marks: Vec<(u64, crate::storage::overlay::Mark)>,
     /// The commit's placement buffers, kept between commits.
     pub(crate) placement: Placement,
     /// A read-only instance's place in the log it follows
@@ -179,6 +182,7 @@ impl WriterState {
             checkpoint_catalog: None,
             checkpoint_steps: None,
             redo_buffer: Vec::new(),
+            overlay_marks: Vec::new(),
             placement: Placement::default(),
             following: None,
             owner_token: None,

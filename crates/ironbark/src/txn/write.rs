@@ -190,6 +190,9 @@ impl<'db> WriteTxn<'db> {
         redo.clear();
         let mut freed = std::mem::take(&mut writer.freed_buffer);
         freed.clear();
+        let overlays = crate::txn::overlay_undo::OverlayUndo::with_buffer(std::mem::take(
+            &mut writer.overlay_marks,
+        ));
         let logging = shared.may_log(&writer);
         // A spare snapshot's catalog lends its vector (see
         // `Shared::publish`).
@@ -214,7 +217,7 @@ impl<'db> WriteTxn<'db> {
             durability,
             reserved: None,
             savepoints: Default::default(),
-            overlays: Default::default(),
+            overlays,
             unspillable: false,
         })
     }
@@ -1434,7 +1437,8 @@ impl<'db> WriteTxn<'db> {
             catalog,
             dirty,
             freed,
-            redo: logging.then_some(redo),
+            redo,
+            loggable: logging,
             overlays,
         };
         crate::txn::commit::commit(shared, writer, &base, changes, durability)
