@@ -76,6 +76,12 @@ impl Placement {
 /// [`Placement`]); `p.real` is all zeros.
 pub(crate) fn order_dirty(catalog: &Catalog, dirty: &DirtyPages, p: &mut Placement) -> Result<()> {
     let n = dirty.pages.len();
+    if n == 0 {
+        // No page to place (a commit of value overlays only): no root is
+        // dirty, so there is no tree to walk.
+        p.reset(0);
+        return Ok(());
+    }
     let small = n <= SMALL_COMMIT_PAGES && !dirty.has_spilled();
     // A small commit's edges come from the descent's parent hints, checked
     // against each parent: a single put's path is then found without
