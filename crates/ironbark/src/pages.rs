@@ -80,17 +80,18 @@ impl MapSource {
     /// the span's.
     #[inline]
     pub(crate) fn overlay_page(&self, leaf: u64) -> Option<OverlayPage<'_>> {
-        self.arena.as_ref()?.overlay_in(self.overlay_slot(leaf)?)
+        self.arena.as_ref()?.overlay_in(self.overlay_unit(leaf)?)
     }
 
-    /// The arena slot of `overlay_page`'s overlay.
+    /// The overlay unit of `overlay_page`'s overlay
+    /// (`storage::arena::OVERLAY_UNITS_PER_SLOT`).
     #[inline]
-    pub(crate) fn overlay_slot(&self, leaf: u64) -> Option<u64> {
+    pub(crate) fn overlay_unit(&self, leaf: u64) -> Option<u64> {
         let arena = self.arena.as_ref()?;
         if leaf & ARENA_BIT != 0 {
-            return arena.overlay_slot(leaf);
+            return arena.overlay_unit(leaf);
         }
-        self.file_overlays.as_ref()?.slot_of(leaf)
+        self.file_overlays.as_ref()?.unit_of(leaf)
     }
 
     #[inline(never)]

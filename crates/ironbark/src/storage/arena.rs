@@ -70,6 +70,17 @@ const POPULATE_STEP: u64 = 8;
 /// region*): 64 MiB, the branches of a tree of some 15M leaves of 4 KiB.
 const UPPER_REGION_BYTES: usize = 64 << 20;
 
+/// Value overlays per slot: an overlay lives in an *overlay unit*, a
+/// half slot, numbered `slot * 2 + half`. Most overlays hold a few
+/// entries until their leaf's next copy or the checkpoint (after a
+/// random delete or overwrite in each of 35,000 leaves at 1M records, six
+/// on average), so a slot each made the memory the kernel must zero the
+/// largest cost of single-put deletes: a fifth of their time was spent
+/// faulting fresh overlay pages in (benchmarks.md, session 29). Half a
+/// 4 KiB page still holds 12 values of 100 bytes, or the 31 tombstones
+/// an overlay holds at most.
+pub(crate) const OVERLAY_UNITS_PER_SLOT: u64 = 2;
+
 /// The arena's mapping.
 #[derive(Debug)]
 pub(crate) struct Arena {
@@ -134,82 +145,77 @@ impl Arena {
     /// one (`storage::overlay`).
     #[inline]
     pub(crate) fn overlay(&self, pgno: u64) -> Option<OverlayPage<'_>> {
-        self.overlay_in(self.overlay_slot(pgno)?)
+        self.overlay_in(self.overlay_unit(pgno)?)
     }
 
-    /// The page number of leaf `pgno`'s value overlay, if it has one.
-    pub(crate) fn overlay_pgno(&self, pgno: u64) -> Option<u64> {
-        self.overlay_slot(pgno).map(|s| ARENA_BIT | s)
-    }
-
-    /// The slot of leaf `pgno`'s value overlay, if it has one (in the
-    /// reservation: the table's words are the writer's, checked anyway).
+    /// The overlay unit (see [`OVERLAY_UNITS_PER_SLOT`]) of leaf `pgno`'s
+    /// value overlay, if it has one (in the reservation: the table's words
+    /// are the writer's, checked anyway).
     #[inline]
-    pub(crate) fn overlay_slot(&self, pgno: u64) -> Option<u64> {
+    pub(crate) fn overlay_unit(&self, pgno: u64) -> Option<u64> {
         let slot = pgno & !ARENA_BIT;
         if pgno & ARENA_BIT == 0 || slot >= self.slots {
             return None;
         }
-        self.overlays.get(slot).filter(|&s| s < self.slots)
+        self.overlays
+            .get(slot)
+            .filter(|&u| u < self.slots * OVERLAY_UNITS_PER_SLOT)
     }
 
-    /// The value overlay in slot `slot` (a slot a table names: `Arena`'s
-    /// own, or a [`FileOverlays`]), if the slot lies in the reservation.
+    /// The bytes of an overlay unit.
+    fn unit_bytes(&self) -> usize {
+        self.page_size / OVERLAY_UNITS_PER_SLOT as usize
+    }
+
+    /// The value overlay in unit `unit` (a unit a table names: `Arena`'s
+    /// own, or a [`FileOverlays`]), if the unit lies in the reservation.
     #[inline]
-    pub(crate) fn overlay_in(&self, slot: u64) -> Option<OverlayPage<'_>> {
-        if slot >= self.slots {
+    pub(crate) fn overlay_in(&self, unit: u64) -> Option<OverlayPage<'_>> {
+        if unit >= self.slots * OVERLAY_UNITS_PER_SLOT {
             return None;
         }
         Some(OverlayPage {
             // SAFETY: in the mapping (checked); what may be read or written
             // of an overlay page is `storage::overlay`'s protocol.
-            ptr: unsafe { self.ptr.add(slot as usize * self.page_size) },
-            page_size: self.page_size,
+            ptr: unsafe { self.ptr.add(unit as usize * self.unit_bytes()) },
+            page_size: self.unit_bytes(),
             arena: std::marker::PhantomData,
         })
     }
 
-    /// Makes `fresh` (one slot, just handed out) the empty overlay of file
-    /// leaf `pgno` of tree `tree` (its catalog id), which has none, in
-    /// `files`.
+    /// Makes `unit` (just handed out by `ArenaSpace::alloc_overlay`) the
+    /// empty overlay of file leaf `pgno` of tree `tree` (its catalog id),
+    /// which has none, in `files`.
     pub(crate) fn attach_file_overlay(
         &self,
         files: &FileOverlays,
         pgno: u64,
         tree: u64,
-        fresh: Fresh,
+        unit: u64,
     ) -> OverlayPage<'_> {
-        assert!(pgno & ARENA_BIT == 0 && pgno < files.table.slots && fresh.pages == 1);
+        assert!(pgno & ARENA_BIT == 0 && pgno < files.table.slots);
         assert!(files.table.get(pgno).is_none(), "a leaf has one overlay");
-        let page = self
-            .overlay_in(fresh.slot)
-            .expect("a fresh slot is in the arena");
+        let page = self.overlay_in(unit).expect("a fresh unit is in the arena");
         page.init();
         files
             .leaves
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(FileLeaf { pgno, tree });
-        files.table.set(pgno, fresh.slot);
+        files.table.set(pgno, unit);
         page
     }
 
-    /// Makes `fresh` (one slot, just handed out) the empty overlay of leaf
-    /// `pgno`, which has none.
-    pub(crate) fn attach_overlay(&self, pgno: u64, fresh: Fresh) -> OverlayPage<'_> {
+    /// Makes `unit` (just handed out by `ArenaSpace::alloc_overlay`) the
+    /// empty overlay of leaf `pgno`, which has none: no reader reaches
+    /// the unit until the table names it.
+    pub(crate) fn attach_overlay(&self, pgno: u64, unit: u64) -> OverlayPage<'_> {
         let slot = pgno & !ARENA_BIT;
-        assert!(pgno & ARENA_BIT != 0 && slot < self.slots && fresh.pages == 1);
+        assert!(pgno & ARENA_BIT != 0 && slot < self.slots);
         assert!(self.overlays.get(slot).is_none(), "a leaf has one overlay");
-        assert!(fresh.slot < self.slots);
-        let page = OverlayPage {
-            // SAFETY: in the mapping (asserted); a `Fresh` slot is reachable
-            // by no reader until the table names it below.
-            ptr: unsafe { self.ptr.add(fresh.slot as usize * self.page_size) },
-            page_size: self.page_size,
-            arena: std::marker::PhantomData,
-        };
+        let page = self.overlay_in(unit).expect("a fresh unit is in the arena");
         page.init();
-        self.overlays.set(slot, fresh.slot);
+        self.overlays.set(slot, unit);
         page
     }
 
@@ -349,7 +355,7 @@ impl OverlayTable {
         unsafe { &*self.ptr.add(slot as usize) }
     }
 
-    /// The overlay slot of leaf slot `slot`, if it has one.
+    /// The overlay unit of leaf slot `slot`, if it has one.
     #[inline]
     fn get(&self, slot: u64) -> Option<u64> {
         if self.attached.load(Ordering::Relaxed) == 0 {
@@ -361,9 +367,9 @@ impl OverlayTable {
         }
     }
 
-    /// Gives leaf slot `slot` the overlay in slot `overlay` (initialized).
+    /// Gives leaf slot `slot` the overlay in unit `overlay` (initialized).
     fn set(&self, slot: u64, overlay: u64) {
-        let v = u32::try_from(overlay + 1).expect("arena slots fit in 32 bits");
+        let v = u32::try_from(overlay + 1).expect("overlay units fit in 32 bits");
         self.attached.fetch_add(1, Ordering::Relaxed);
         self.word(slot).store(v, Ordering::Release);
     }
@@ -425,13 +431,13 @@ impl FileOverlays {
         })
     }
 
-    /// The slot of file leaf `pgno`'s value overlay, if it has one. Not
+    /// The overlay unit of file leaf `pgno`'s value overlay, if it has one. Not
     /// gated by the count of words set, as the arena's table is: a span
     /// has a table only once a leaf was given an overlay, and the count,
     /// which each overlay given raises, is a line the readers would then
     /// share with the writer.
     #[inline]
-    pub(crate) fn slot_of(&self, pgno: u64) -> Option<u64> {
+    pub(crate) fn unit_of(&self, pgno: u64) -> Option<u64> {
         if pgno >= self.table.slots {
             return None;
         }
@@ -584,6 +590,13 @@ pub(crate) struct ArenaSpace {
     /// `live_pages`): an overlay spares copies of its leaf, and counting
     /// it would make checkpoints come twice as often.
     overlay_count: u64,
+    /// The overlay slot whose second unit is not handed out yet.
+    half_open: Option<u64>,
+    /// Per overlay slot: its units handed out and not retired, and the
+    /// latest txn that retired one. The slot retires when neither unit is
+    /// live (nor to be handed out), with that txn and the earlier of the
+    /// units' birth txns (`born`): a reader of either unit is then kept.
+    overlay_units: Vec<(u8, u64)>,
 }
 
 /// Sets (`on`) or clears bit `slot` of `bits`, which must be the other way.
@@ -862,26 +875,50 @@ impl ArenaSpace {
         ARENA_BIT | slot
     }
 
-    /// A slot for the value overlay of live leaf `leaf`: born when the
-    /// leaf was (a reader that sees the leaf may read its overlay, so it is
-    /// kept as long; a file leaf, as if born at 0: any reader older than
-    /// the overlay's retirement keeps it), and left out of the bounds (see
-    /// `overlay_count`).
-    pub(crate) fn alloc_overlay(&mut self, arena: &Arena, leaf: u64, limit: u64) -> Option<Fresh> {
+    /// An overlay unit (see [`OVERLAY_UNITS_PER_SLOT`]) for the value
+    /// overlay of live leaf `leaf`: the second half of the last overlay
+    /// slot taken, or the first of a new one. Its slot counts as born when
+    /// the earliest of its units' leaves was (a reader that sees the leaf
+    /// may read its overlay, so it is kept as long; a file leaf, as if born
+    /// at 0: any reader older than the overlay's retirement keeps it), and
+    /// is left out of the bounds (see `overlay_count`).
+    pub(crate) fn alloc_overlay(&mut self, arena: &Arena, leaf: u64, limit: u64) -> Option<u64> {
         let born = if leaf & ARENA_BIT == 0 {
             0
         } else {
             self.born_of(leaf)
         };
+        if let Some(slot) = self.half_open.take() {
+            let b = &mut self.born[slot as usize];
+            *b = (*b).min(born);
+            self.overlay_units[slot as usize].0 += 1;
+            return Some(slot * OVERLAY_UNITS_PER_SLOT + 1);
+        }
         let fresh = self.alloc(arena, 1, limit, born, false)?;
+        let slot = fresh.slot;
         self.overlay_count += 1;
-        Some(fresh)
+        if self.overlay_units.len() <= slot as usize {
+            self.overlay_units.resize(slot as usize + 1, (0, 0));
+        }
+        self.overlay_units[slot as usize] = (1, 0);
+        self.half_open = Some(slot);
+        Some(slot * OVERLAY_UNITS_PER_SLOT)
     }
 
-    /// `retire` of the value overlay `pgno` (with its leaf).
-    pub(crate) fn retire_overlay(&mut self, pgno: u64, txn: u64) {
-        self.retire(pgno, 1, txn);
-        self.overlay_count -= 1;
+    /// The value overlay in `unit` is no longer used by commits from `txn`
+    /// on (its leaf was superseded); its slot retires with the last of its
+    /// units.
+    pub(crate) fn retire_overlay(&mut self, unit: u64, txn: u64) {
+        let slot = unit / OVERLAY_UNITS_PER_SLOT;
+        let (live, retired_at) = &mut self.overlay_units[slot as usize];
+        assert!(*live > 0, "overlay unit {unit} retired twice");
+        *live -= 1;
+        *retired_at = (*retired_at).max(txn);
+        if *live == 0 && self.half_open != Some(slot) {
+            let txn = *retired_at;
+            self.retire(ARENA_BIT | slot, 1, txn);
+            self.overlay_count -= 1;
+        }
     }
 
     /// The txn that wrote live slot `pgno` (an arena page number).
@@ -956,8 +993,10 @@ impl ArenaSpace {
             }
         }
         debug_assert_eq!(self.live_count, 0);
-        // The overlays went with the rest.
+        // The overlays went with the rest (their units' counts are set
+        // anew when a slot is next taken for overlays).
         self.overlay_count = 0;
+        self.half_open = None;
     }
 
     /// Makes reusable every retired slot no reader of `protectors` (sorted

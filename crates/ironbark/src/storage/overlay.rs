@@ -5,7 +5,8 @@
 //! A logged commit that overwrites the value of a key with one of the same
 //! length, where the key's leaf is a committed page, would copy the
 //! leaf and every branch above it (copy-on-write). Instead the new value
-//! goes into the leaf's *overlay*: an arena slot of entries (txn, the
+//! goes into the leaf's *overlay*: half an arena slot (an overlay unit,
+//! `storage::arena::OVERLAY_UNITS_PER_SLOT`) of entries (txn, the
 //! entry's index in the leaf, the value), appended in commit order. A
 //! delete is an entry that says the index is deleted (a *tombstone*: no
 //! value, its length field [`TOMBSTONE`]). A reader of snapshot `S` takes
@@ -20,11 +21,11 @@
 //! `txn::overlaid`), so a fold never leaves a leaf empty.
 //!
 //! Which leaf has an overlay: the *overlay table* (`storage::arena`), one
-//! word per arena slot, `overlay slot + 1` or 0; for a file leaf, the
+//! word per arena slot, `overlay unit + 1` or 0; for a file leaf, the
 //! table of its span of logged commits (`storage::arena::FileOverlays`),
 //! one word per file page.
 //!
-//! An overlay page: bytes 0..64 say, for each index below 64, which entry
+//! An overlay page (the unit's bytes): bytes 0..64 say, for each index below 64, which entry
 //! is its newest (entry number + 1, 0 for none; a reader of such an index
 //! reads that entry, and all of the list only if the entry is not its to
 //! read: newer than its snapshot, or cut off and reused for another
@@ -110,7 +111,8 @@ pub(crate) struct Mark {
     pub(crate) tombstones: u32,
 }
 
-/// One overlay page in the arena: `ptr` to its `page_size` bytes. Made by
+/// One overlay page in the arena: `ptr` to its `page_size` bytes (an
+/// overlay unit's: half an arena slot). Made by
 /// the arena only, for a slot that holds an overlay (see the module doc
 /// for who may call what).
 pub(crate) struct OverlayPage<'a> {
@@ -441,13 +443,57 @@ mod tests {
         // The table forgets the overlay when the leaf's slot is handed out
         // again.
         space.retire(leaf, 1, 9);
-        space.retire_overlay(arena.overlay_pgno(leaf).unwrap(), 9);
+        space.retire_overlay(arena.overlay_unit(leaf).unwrap(), 9);
         assert_eq!(space.live_pages(), 0);
         space.release(&[]);
         let again = space.alloc(&arena, 1, u64::MAX, 10, false).unwrap().pgno();
         let other = space.alloc(&arena, 1, u64::MAX, 10, false).unwrap().pgno();
         assert!(arena.overlay(again).is_none() && arena.overlay(other).is_none());
         assert_eq!(leaf & ARENA_BIT, ARENA_BIT);
+    }
+
+    #[test]
+    fn two_overlays_share_a_slot_which_retires_with_the_later() {
+        let arena = Arena::new(4096, 64 * 4096).unwrap();
+        let mut space = ArenaSpace::default();
+        let first = space.alloc(&arena, 1, u64::MAX, 3, false).unwrap().pgno();
+        let second = space.alloc(&arena, 1, u64::MAX, 5, false).unwrap().pgno();
+        let a = space.alloc_overlay(&arena, first, u64::MAX).unwrap();
+        let b = space.alloc_overlay(&arena, second, u64::MAX).unwrap();
+        assert_eq!(a / 2, b / 2, "one slot, two units");
+        assert_ne!(a, b);
+        let (pa, pb) = (
+            arena.attach_overlay(first, a),
+            arena.attach_overlay(second, b),
+        );
+        // Each unit is its own overlay: filled to its end, neither spills
+        // into the other.
+        let value = [7u8; 100];
+        let mut appended = 0;
+        while pa.append(appended as u16 % 60, Value(&value), 6) {
+            appended += 1;
+        }
+        assert!(appended >= 12, "half a page holds 12 values of 100 bytes");
+        assert!(pb.append(1, Value(b"b's"), 6));
+        assert_eq!(pb.value(1, 6).unwrap(), Some(Value(b"b's")));
+        assert_eq!(pa.value(0, 6).unwrap(), Some(Value(&value[..])));
+        assert_eq!(arena.overlay(second).unwrap().value(2, 6).unwrap(), None);
+        // The first unit retired at 7 keeps the slot; the second at 9
+        // retires it, as born at 3 (the earlier leaf) and retired at 9.
+        space.retire_overlay(a, 7);
+        assert_eq!(space.retired_pages(), 0);
+        space.retire_overlay(b, 9);
+        assert_eq!(space.retired_pages(), 1);
+        assert_eq!(space.pinned_by(&[3]), 1, "a reader at the first's birth");
+        assert_eq!(
+            space.pinned_by(&[8]),
+            1,
+            "a reader before the later retirement"
+        );
+        assert_eq!(space.pinned_by(&[9]), 0);
+        // The next overlay takes a new slot.
+        let c = space.alloc_overlay(&arena, first, u64::MAX).unwrap();
+        assert_ne!(c / 2, a / 2);
     }
 
     #[test]
@@ -550,9 +596,9 @@ mod tests {
         while page.append(n, Value(&value), 2) {
             n += 1;
         }
-        // 1 KiB: 128 bytes before the headers, then 16 of header and 100
-        // of value each, with room for the closing header.
-        assert_eq!(n, 7);
+        // Half a 1 KiB page: 128 bytes before the headers, then 16 of
+        // header and 100 of value each, with room for the closing header.
+        assert_eq!(n, 3);
         for i in 0..n {
             assert_eq!(page.value(usize::from(i), 2).unwrap(), Some(Value(&value)));
         }

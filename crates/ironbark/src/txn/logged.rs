@@ -361,16 +361,16 @@ fn write_placed(
         if f.extent.start & ARENA_BIT != 0 {
             w.arena_space.retire(f.extent.start, f.extent.len, txn);
             // A leaf's value overlay goes with it (born when it was).
-            if let Some(overlay) = arena.overlay_pgno(f.extent.start) {
-                w.arena_space.retire_overlay(overlay, txn);
+            if let Some(unit) = arena.overlay_unit(f.extent.start) {
+                w.arena_space.retire_overlay(unit, txn);
             }
         } else {
             // So does a file leaf's, though its word stays in the span's
             // table for the snapshots that still see the leaf
             // (`storage::arena::FileOverlays`).
             let files = base.source.file_overlays.as_ref();
-            if let Some(slot) = files.and_then(|t| t.slot_of(f.extent.start)) {
-                w.arena_space.retire_overlay(ARENA_BIT | slot, txn);
+            if let Some(unit) = files.and_then(|t| t.unit_of(f.extent.start)) {
+                w.arena_space.retire_overlay(unit, txn);
             }
             w.logged_freed.push(*f);
         }
@@ -690,8 +690,8 @@ pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState
         if f.extent.start & ARENA_BIT != 0 {
             w.arena_space.retire(f.extent.start, f.extent.len, txn + 1);
         } else {
-            if let Some(slot) = files.slot_of(f.extent.start) {
-                w.arena_space.retire_overlay(ARENA_BIT | slot, txn + 1);
+            if let Some(unit) = files.unit_of(f.extent.start) {
+                w.arena_space.retire_overlay(unit, txn + 1);
             }
             w.logged_freed.push(*f);
         }

@@ -120,8 +120,8 @@ impl<'db> WriteTxn<'db> {
             return Ok(self.missed_look());
         }
         // The overlay's look-up and first lines load while the leaf does.
-        let existing_slot = self.base.source.overlay_slot(pgno);
-        let existing = existing_slot.and_then(|s| arena.overlay_in(s));
+        let existing_unit = self.base.source.overlay_unit(pgno);
+        let existing = existing_unit.and_then(|u| arena.overlay_in(u));
         if let Some(page) = &existing {
             page.prefetch();
         }
@@ -171,8 +171,8 @@ impl<'db> WriteTxn<'db> {
             return Ok(Change::Declined);
         }
         let leaf_pgno = leaf.pgno;
-        let (page, slot) = match (existing, existing_slot) {
-            (Some(page), Some(slot)) => (page, slot),
+        let (page, unit) = match (existing, existing_unit) {
+            (Some(page), Some(unit)) => (page, unit),
             _ => {
                 let ps = self.shared.limits.page_size as u64;
                 let cap = arena_memory_cap(ps);
@@ -191,18 +191,17 @@ impl<'db> WriteTxn<'db> {
                 };
                 let limit = arena_bound(ps, self.base.meta.page_count);
                 let w = &mut *self.writer;
-                let Some(fresh) = w.arena_space.alloc_overlay(arena, leaf_pgno, limit) else {
+                let Some(unit) = w.arena_space.alloc_overlay(arena, leaf_pgno, limit) else {
                     return Ok(Change::Declined);
                 };
-                let slot = fresh.pgno() & !ARENA_BIT;
                 let page = match files {
                     Some(files) => {
                         let tree = self.catalog.trees[i].id;
-                        arena.attach_file_overlay(&files, leaf_pgno, tree, fresh)
+                        arena.attach_file_overlay(&files, leaf_pgno, tree, unit)
                     }
-                    None => arena.attach_overlay(leaf_pgno, fresh),
+                    None => arena.attach_overlay(leaf_pgno, unit),
                 };
-                (page, slot)
+                (page, unit)
             }
         };
         let mark = page.mark();
@@ -213,7 +212,7 @@ impl<'db> WriteTxn<'db> {
             // Full: the put copies the leaf, applying the overlay.
             return Ok(Change::Declined);
         }
-        self.overlays.record(arena, slot, mark, first);
+        self.overlays.record(arena, unit, mark, first);
         Ok(Change::Overlaid)
     }
 

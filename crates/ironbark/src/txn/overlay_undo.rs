@@ -25,7 +25,7 @@ pub(crate) struct OverlayUndo<'db> {
     /// counted, since an atomic count here would wait for the append's
     /// stores to reach the cache.
     arena: Option<&'db Arena>,
-    /// (the overlay's arena slot, its mark before the first append), in
+    /// (the overlay's unit, its mark before the first append), in
     /// a vector the writer lends each transaction and takes back at
     /// commit (`with_buffer`, `take_buffer`): no allocation per commit,
     /// and a transaction that moves by value (a `WriteTxn`, its
@@ -59,17 +59,17 @@ impl<'db> OverlayUndo<'db> {
         self.misses >= MISSES_BEFORE_GIVING_UP && self.misses > 4 * self.overlaid
     }
 
-    /// Records an append to the overlay in arena slot `slot` (an arena
+    /// Records an append to the overlay in unit `unit` (an arena
     /// leaf's or a file leaf's), which stood at `mark`;
     /// `first` when the transaction had appended nothing to it before (the
     /// caller knows in one load: the overlay's newest entry was not the
     /// transaction's, `OverlayPage::newest_txn`), whose mark is the one to
     /// cut back to.
-    pub(crate) fn record(&mut self, arena: &'db Arena, slot: u64, mark: Mark, first: bool) {
+    pub(crate) fn record(&mut self, arena: &'db Arena, unit: u64, mark: Mark, first: bool) {
         self.arena = Some(arena);
         if first {
-            debug_assert!(!self.marks.iter().any(|m| m.0 == slot));
-            self.marks.push((slot, mark));
+            debug_assert!(!self.marks.iter().any(|m| m.0 == unit));
+            self.marks.push((unit, mark));
         }
         self.overlaid += 1;
     }
@@ -97,11 +97,11 @@ impl Drop for OverlayUndo<'_> {
         let Some(arena) = self.arena else {
             return;
         };
-        for &(slot, mark) in self.marks.iter().rev() {
+        for &(unit, mark) in self.marks.iter().rev() {
             // Attached until its leaf is superseded, which only a commit
             // of this transaction or a later one can do.
             let page = arena
-                .overlay_in(slot)
+                .overlay_in(unit)
                 .expect("an overlay appended to lies in the arena");
             page.cut(mark);
         }
