@@ -412,7 +412,7 @@ impl<'a> OverlayPage<'a> {
 #[cfg(test)]
 mod tests {
     use super::Overlaid::{Deleted, Value};
-    use crate::storage::arena::{Arena, ArenaSpace, ARENA_BIT};
+    use crate::storage::arena::{Arena, ArenaSpace, FileOverlays, ARENA_BIT, WHOLE_SLOT_UNIT};
 
     #[test]
     fn readers_see_the_entries_of_their_snapshot_and_cut_entries_never() {
@@ -453,18 +453,18 @@ mod tests {
     }
 
     #[test]
-    fn two_overlays_share_a_slot_which_retires_with_the_later() {
+    fn two_file_leaf_overlays_share_a_slot_which_retires_with_the_later() {
         let arena = Arena::new(4096, 64 * 4096).unwrap();
+        let files = FileOverlays::new(64).unwrap();
         let mut space = ArenaSpace::default();
-        let first = space.alloc(&arena, 1, u64::MAX, 3, false).unwrap().pgno();
-        let second = space.alloc(&arena, 1, u64::MAX, 5, false).unwrap().pgno();
+        let (first, second) = (10, 11);
         let a = space.alloc_overlay(&arena, first, u64::MAX).unwrap();
         let b = space.alloc_overlay(&arena, second, u64::MAX).unwrap();
         assert_eq!(a / 2, b / 2, "one slot, two units");
         assert_ne!(a, b);
         let (pa, pb) = (
-            arena.attach_overlay(first, a),
-            arena.attach_overlay(second, b),
+            arena.attach_file_overlay(&files, first, 1, a),
+            arena.attach_file_overlay(&files, second, 1, b),
         );
         // Each unit is its own overlay: filled to its end, neither spills
         // into the other.
@@ -473,27 +473,37 @@ mod tests {
         while pa.append(appended as u16 % 60, Value(&value), 6) {
             appended += 1;
         }
-        assert!(appended >= 12, "half a page holds 12 values of 100 bytes");
+        assert_eq!(appended, 16, "half a page holds 16 values of 100 bytes");
         assert!(pb.append(1, Value(b"b's"), 6));
         assert_eq!(pb.value(1, 6).unwrap(), Some(Value(b"b's")));
         assert_eq!(pa.value(0, 6).unwrap(), Some(Value(&value[..])));
-        assert_eq!(arena.overlay(second).unwrap().value(2, 6).unwrap(), None);
+        assert_eq!(files.unit_of(second), Some(b));
         // The first unit retired at 7 keeps the slot; the second at 9
-        // retires it, as born at 3 (the earlier leaf) and retired at 9.
+        // retires it, as born at 0 and retired at 9.
         space.retire_overlay(a, 7);
         assert_eq!(space.retired_pages(), 0);
         space.retire_overlay(b, 9);
         assert_eq!(space.retired_pages(), 1);
-        assert_eq!(space.pinned_by(&[3]), 1, "a reader at the first's birth");
         assert_eq!(
             space.pinned_by(&[8]),
             1,
             "a reader before the later retirement"
         );
         assert_eq!(space.pinned_by(&[9]), 0);
-        // The next overlay takes a new slot.
-        let c = space.alloc_overlay(&arena, first, u64::MAX).unwrap();
+        // The next file leaf's overlay takes a new slot; an arena leaf's
+        // takes a whole one.
+        let c = space.alloc_overlay(&arena, 12, u64::MAX).unwrap();
         assert_ne!(c / 2, a / 2);
+        let leaf = space.alloc(&arena, 1, u64::MAX, 3, false).unwrap().pgno();
+        let whole = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
+        assert_ne!(whole & WHOLE_SLOT_UNIT, 0);
+        assert_eq!(arena.attach_overlay(leaf, whole).page_size, 4096);
+        assert!(
+            arena.overlay_in(whole | 1).is_none(),
+            "a whole slot starts at its slot"
+        );
+        space.retire_overlay(whole, 5);
+        assert_eq!(space.retired_pages(), 2);
     }
 
     #[test]
@@ -596,9 +606,10 @@ mod tests {
         while page.append(n, Value(&value), 2) {
             n += 1;
         }
-        // Half a 1 KiB page: 128 bytes before the headers, then 16 of
-        // header and 100 of value each, with room for the closing header.
-        assert_eq!(n, 3);
+        // 1 KiB (an arena leaf's overlay takes a whole slot): 128 bytes
+        // before the headers, then 16 of header and 100 of value each,
+        // with room for the closing header.
+        assert_eq!(n, 7);
         for i in 0..n {
             assert_eq!(page.value(usize::from(i), 2).unwrap(), Some(Value(&value)));
         }
