@@ -392,3 +392,80 @@ fn a_second_writing_process_reuses_pages_this_span_overlaid() {
     assert_sees(&db.begin_read().unwrap(), &model, "reopened");
     assert_clean(&db, &model);
 }
+
+/// A file leaf's overlay starts in half an arena slot, which holds 16
+/// values of 100 bytes; the 17th change moves it to a whole slot
+/// (`Arena::move_file_overlay`) instead of copying the leaf: every change
+/// stays overlaid, a transaction given up after the move leaves nothing in
+/// the moved overlay, and snapshots held from before and after the move
+/// each keep their values, through a checkpoint and a reopen.
+#[test]
+fn a_file_leaf_changed_past_its_half_overlay_moves_to_a_whole_slot() {
+    const LONG: usize = 100;
+    let t = temp_db("moved.ib");
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let w = tx.open_tree("w").unwrap();
+    let mut model = Entries::new();
+    for i in 0..200u32 {
+        let v = vec![i as u8; LONG];
+        tx.put(&w, &key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+    tx.commit().unwrap();
+    db.checkpoint().unwrap();
+    let change = |n: u32, model: &mut Entries| {
+        let (k, v) = (key(n % 4), vec![(n + 1) as u8; LONG]);
+        let mut tx = db.begin_write().unwrap();
+        let w = tx.tree("w").unwrap();
+        tx.put(&w, &k, &v).unwrap();
+        tx.commit().unwrap();
+        model.insert(k, v);
+    };
+    let sees = |rx: &ReadTxn, model: &Entries, what: &str| {
+        let w = rx.tree("w").unwrap();
+        let got: Entries = rx
+            .iter(&w)
+            .unwrap()
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+            .collect();
+        assert!(got == *model, "{what}");
+        for (k, v) in model {
+            assert_eq!(rx.get(&w, k).unwrap(), Some(&v[..]), "{what}");
+        }
+    };
+    let before = overlaid(&db);
+    for n in 0..16 {
+        change(n, &mut model);
+    }
+    let held_before = (db.begin_read().unwrap(), model.clone());
+    // The 17th change fills the half unit: given up after the move.
+    let mut tx = db.begin_write().unwrap();
+    let wt = tx.tree("w").unwrap();
+    tx.put(&wt, &key(1), &[0xee; LONG]).unwrap();
+    tx.put(&wt, &key(2), &[0xef; LONG]).unwrap();
+    tx.abort();
+    sees(&db.begin_read().unwrap(), &model, "after the aborted move");
+    for n in 16..30 {
+        change(n, &mut model);
+    }
+    assert_eq!(
+        overlaid(&db) - before,
+        30,
+        "every change overlaid, none copied the leaf"
+    );
+    let held_after = (db.begin_read().unwrap(), model.clone());
+    sees(&held_before.0, &held_before.1, "held before the move");
+    sees(&held_after.0, &held_after.1, "held after the move");
+    let report = db.check().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    db.checkpoint().unwrap();
+    sees(&held_before.0, &held_before.1, "held before, checkpointed");
+    sees(&held_after.0, &held_after.1, "held after, checkpointed");
+    sees(&db.begin_read().unwrap(), &model, "checkpointed");
+    drop((held_before, held_after));
+    drop(db);
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    sees(&db.begin_read().unwrap(), &model, "reopened");
+    assert!(db.check().unwrap().is_clean());
+}

@@ -224,6 +224,32 @@ impl Arena {
         page
     }
 
+    /// Moves the overlay of file leaf `pgno` in `files`, the half unit
+    /// `from`, which is full, to `to` (a whole slot just handed out by
+    /// `ArenaSpace::alloc_whole_overlay`): its entries are copied, then the
+    /// table names `to`. A reader that read the table before finds every
+    /// entry it may read in `from`, which retires with the transaction
+    /// (`ArenaSpace::retire_overlay`); one that reads it after finds the
+    /// same entries in `to`. Returns `to`'s page and its mark before the
+    /// entries of txn `txn` (the transaction under way), or `None` (the
+    /// table unchanged) if the entries are damaged.
+    pub(crate) fn move_file_overlay(
+        &self,
+        files: &FileOverlays,
+        pgno: u64,
+        from: u64,
+        to: u64,
+        txn: u64,
+    ) -> Option<(OverlayPage<'_>, crate::storage::overlay::Mark)> {
+        assert!(pgno < files.table.slots && files.table.get(pgno) == Some(from));
+        assert!(from & WHOLE_SLOT_UNIT == 0 && to & WHOLE_SLOT_UNIT != 0);
+        let (old, new) = (self.overlay_in(from)?, self.overlay_in(to)?);
+        new.init();
+        let mark = old.copy_entries_to(&new, txn)?;
+        files.table.set(pgno, to);
+        Some((new, mark))
+    }
+
     /// Makes `unit` (just handed out by `ArenaSpace::alloc_overlay`) the
     /// empty overlay of leaf `pgno`, which has none: no reader reaches
     /// the unit until the table names it.
@@ -426,6 +452,10 @@ impl OverlayTable {
 pub(crate) struct FileOverlays {
     /// One word per page of the file commit the span follows.
     table: OverlayTable,
+    /// The txn of the snapshot whose copy made the table: every snapshot
+    /// that holds it is newer, so the span's overlays count as born then
+    /// (`ArenaSpace::alloc_overlay`).
+    born: u64,
     /// The writer's: every leaf given an overlay in the span, in order, so
     /// that a checkpoint folds the ones its trees still reach
     /// (`txn::commit`). Only the writer locks it.
@@ -441,10 +471,12 @@ pub(crate) struct FileLeaf {
 }
 
 impl FileOverlays {
-    /// A table for a span over a file commit of `pages` pages.
-    pub(crate) fn new(pages: u64) -> Result<FileOverlays> {
+    /// A table for a span over a file commit of `pages` pages, made by a
+    /// copy of the snapshot of txn `born`.
+    pub(crate) fn new(pages: u64, born: u64) -> Result<FileOverlays> {
         Ok(FileOverlays {
             table: OverlayTable::new(pages)?,
+            born,
             leaves: std::sync::Mutex::new(Vec::new()),
         })
     }
@@ -463,6 +495,11 @@ impl FileOverlays {
             0 => None,
             v => Some(u64::from(v) - 1),
         }
+    }
+
+    /// When the span's overlays count as born (see the field).
+    pub(crate) fn born(&self) -> u64 {
+        self.born
     }
 
     /// How many leaves were given an overlay in the span.
@@ -895,21 +932,26 @@ impl ArenaSpace {
 
     /// An overlay unit (see [`OVERLAY_UNITS_PER_SLOT`]) for the value
     /// overlay of live leaf `leaf`: for a file leaf, the second half of
-    /// the last overlay slot taken, or the first of a new one, born at 0
-    /// (any reader older than the overlay's retirement keeps it); for an
+    /// the last overlay slot taken, or the first of a new one, born at
+    /// `file_born` (its span's `FileOverlays::born`: a reader older than
+    /// that holds another span's table, and cannot reach it); for an
     /// arena leaf, a whole slot born when the leaf was (a reader that sees
     /// the leaf may read its overlay, so it is kept as long). Overlay
     /// slots are left out of the bounds (see `overlay_count`). The
-    /// earlier birth of a slot's two units is its own (`born`), which two
-    /// file leaves' units share anyway.
-    pub(crate) fn alloc_overlay(&mut self, arena: &Arena, leaf: u64, limit: u64) -> Option<u64> {
+    /// earlier birth of a slot's two units is its own (`born`); two units
+    /// of one slot are of one span (`retire_all` ends a span and leaves
+    /// no half slot open).
+    pub(crate) fn alloc_overlay(
+        &mut self,
+        arena: &Arena,
+        leaf: u64,
+        file_born: u64,
+        limit: u64,
+    ) -> Option<u64> {
         if leaf & ARENA_BIT != 0 {
-            // A whole slot (see `OVERLAY_UNITS_PER_SLOT`).
-            let fresh = self.alloc(arena, 1, limit, self.born_of(leaf), false)?;
-            let slot = self.take_overlay_slot(fresh);
-            return Some(WHOLE_SLOT_UNIT | slot * OVERLAY_UNITS_PER_SLOT);
+            return self.alloc_whole_overlay(arena, leaf, file_born, limit);
         }
-        let born = 0;
+        let born = file_born;
         if let Some(slot) = self.half_open.take() {
             let b = &mut self.born[slot as usize];
             *b = (*b).min(born);
@@ -920,6 +962,26 @@ impl ArenaSpace {
         let slot = self.take_overlay_slot(fresh);
         self.half_open = Some(slot);
         Some(slot * OVERLAY_UNITS_PER_SLOT)
+    }
+
+    /// A whole slot for the value overlay of live leaf `leaf` (see
+    /// `alloc_overlay`): an arena leaf's, or a file leaf's whose half unit
+    /// filled (`Arena::move_file_overlay`), born at `file_born`.
+    pub(crate) fn alloc_whole_overlay(
+        &mut self,
+        arena: &Arena,
+        leaf: u64,
+        file_born: u64,
+        limit: u64,
+    ) -> Option<u64> {
+        let born = if leaf & ARENA_BIT == 0 {
+            file_born
+        } else {
+            self.born_of(leaf)
+        };
+        let fresh = self.alloc(arena, 1, limit, born, false)?;
+        let slot = self.take_overlay_slot(fresh);
+        Some(WHOLE_SLOT_UNIT | slot * OVERLAY_UNITS_PER_SLOT)
     }
 
     /// Counts the slot `fresh` just handed out as an overlay slot with one

@@ -275,6 +275,26 @@ impl<'a> OverlayPage<'a> {
         true
     }
 
+    /// Writer: appends every entry of `self` (all of them, the writer's
+    /// bound) to the empty overlay `to`, in order and with its txn, and
+    /// returns `to`'s mark before the first entry of txn `txn` (the
+    /// transaction under way: what giving it up cuts `to` back to), or
+    /// `None` if `to` has no room for them.
+    pub(crate) fn copy_entries_to(&self, to: &OverlayPage<'_>, txn: u64) -> Option<Mark> {
+        let mut before_txn = None;
+        for entry in 0..self.mark().entries as usize {
+            let entry_txn = self.txn_word(entry)?.load(Ordering::Acquire);
+            let (index, what) = self.entry(entry, u64::MAX).ok()??;
+            if entry_txn == txn && before_txn.is_none() {
+                before_txn = Some(to.mark());
+            }
+            if !to.append(index, what, entry_txn) {
+                return None;
+            }
+        }
+        Some(before_txn.unwrap_or_else(|| to.mark()))
+    }
+
     /// Writer: cuts the entries off back to `m` (a transaction given up).
     /// Every entry cut gets a zero txn word, not only the first: a reader
     /// that goes straight to an index's newest entry (the first line may
@@ -420,7 +440,7 @@ mod tests {
         let mut space = ArenaSpace::default();
         let leaf = space.alloc(&arena, 1, u64::MAX, 3, false).unwrap().pgno();
         assert!(arena.overlay(leaf).is_none());
-        let fresh = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
+        let fresh = space.alloc_overlay(&arena, leaf, 0, u64::MAX).unwrap();
         let page = arena.attach_overlay(leaf, fresh);
         assert!(page.append(5, Value(b"at 4"), 4));
         assert!(page.append(6, Value(b"six"), 4));
@@ -455,11 +475,11 @@ mod tests {
     #[test]
     fn two_file_leaf_overlays_share_a_slot_which_retires_with_the_later() {
         let arena = Arena::new(4096, 64 * 4096).unwrap();
-        let files = FileOverlays::new(64).unwrap();
+        let files = FileOverlays::new(64, 0).unwrap();
         let mut space = ArenaSpace::default();
         let (first, second) = (10, 11);
-        let a = space.alloc_overlay(&arena, first, u64::MAX).unwrap();
-        let b = space.alloc_overlay(&arena, second, u64::MAX).unwrap();
+        let a = space.alloc_overlay(&arena, first, 0, u64::MAX).unwrap();
+        let b = space.alloc_overlay(&arena, second, 0, u64::MAX).unwrap();
         assert_eq!(a / 2, b / 2, "one slot, two units");
         assert_ne!(a, b);
         let (pa, pb) = (
@@ -492,10 +512,10 @@ mod tests {
         assert_eq!(space.pinned_by(&[9]), 0);
         // The next file leaf's overlay takes a new slot; an arena leaf's
         // takes a whole one.
-        let c = space.alloc_overlay(&arena, 12, u64::MAX).unwrap();
+        let c = space.alloc_overlay(&arena, 12, 0, u64::MAX).unwrap();
         assert_ne!(c / 2, a / 2);
         let leaf = space.alloc(&arena, 1, u64::MAX, 3, false).unwrap().pgno();
-        let whole = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
+        let whole = space.alloc_overlay(&arena, leaf, 0, u64::MAX).unwrap();
         assert_ne!(whole & WHOLE_SLOT_UNIT, 0);
         assert_eq!(arena.attach_overlay(leaf, whole).page_size, 4096);
         assert!(
@@ -511,7 +531,7 @@ mod tests {
         let arena = Arena::new(4096, 64 * 4096).unwrap();
         let mut space = ArenaSpace::default();
         let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
-        let fresh = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
+        let fresh = space.alloc_overlay(&arena, leaf, 0, u64::MAX).unwrap();
         let page = arena.attach_overlay(leaf, fresh);
         assert!(page.append(1, Value(b"kept"), 2));
         let before = page.mark();
@@ -534,7 +554,7 @@ mod tests {
         let arena = Arena::new(4096, 64 * 4096).unwrap();
         let mut space = ArenaSpace::default();
         let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
-        let fresh = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
+        let fresh = space.alloc_overlay(&arena, leaf, 0, u64::MAX).unwrap();
         let page = arena.attach_overlay(leaf, fresh);
         assert!(page.append(200, Value(b"a"), 2));
         assert!(page.append(70, Value(b"b"), 2));
@@ -551,7 +571,7 @@ mod tests {
         let arena = Arena::new(4096, 64 * 4096).unwrap();
         let mut space = ArenaSpace::default();
         let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
-        let fresh = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
+        let fresh = space.alloc_overlay(&arena, leaf, 0, u64::MAX).unwrap();
         let page = arena.attach_overlay(leaf, fresh);
         assert!(page.append(3, Value(b"v3"), 2));
         assert!(page.append(3, Deleted, 3));
@@ -599,7 +619,7 @@ mod tests {
         let arena = Arena::new(1024, 64 * 1024).unwrap();
         let mut space = ArenaSpace::default();
         let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
-        let fresh = space.alloc_overlay(&arena, leaf, u64::MAX).unwrap();
+        let fresh = space.alloc_overlay(&arena, leaf, 0, u64::MAX).unwrap();
         let page = arena.attach_overlay(leaf, fresh);
         let value = [7u8; 100];
         let mut n = 0;

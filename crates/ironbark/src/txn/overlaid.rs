@@ -28,7 +28,7 @@ use crate::btree::page::{LeafValue, Reads, DIRTY_BIT};
 use crate::btree::search::{leaf_ref, node_at};
 use crate::error::{Error, Result};
 use crate::pages::{MapSource, WriteSource};
-use crate::storage::arena::{FileOverlays, ARENA_BIT};
+use crate::storage::arena::{FileOverlays, ARENA_BIT, WHOLE_SLOT_UNIT};
 use crate::storage::overlay::{Overlaid, MAX_OVERLAY_VALUE};
 use crate::txn::logged::{arena_bound, arena_memory_cap};
 use crate::txn::shared::Snapshot;
@@ -191,7 +191,11 @@ impl<'db> WriteTxn<'db> {
                 };
                 let limit = arena_bound(ps, self.base.meta.page_count);
                 let w = &mut *self.writer;
-                let Some(unit) = w.arena_space.alloc_overlay(arena, leaf_pgno, limit) else {
+                let file_born = files.as_ref().map_or(0, |f| f.born());
+                let Some(unit) = w
+                    .arena_space
+                    .alloc_overlay(arena, leaf_pgno, file_born, limit)
+                else {
                     return Ok(Change::Declined);
                 };
                 let page = match files {
@@ -209,11 +213,72 @@ impl<'db> WriteTxn<'db> {
         let first = page.newest_txn() != Some(txn);
         let index = u16::try_from(index).expect("a leaf holds fewer than 2^16 entries");
         if !page.append(index, change, txn) {
-            // Full: the put copies the leaf, applying the overlay.
-            return Ok(Change::Declined);
+            // Full. A file leaf's half unit moves to a whole slot; any
+            // other overlay makes the put copy the leaf, applying it.
+            let Some((page, unit, mark)) = self.move_to_whole_slot(&arena, leaf_pgno, unit, txn)
+            else {
+                return Ok(Change::Declined);
+            };
+            // Recorded before the append: the whole slot holds this
+            // transaction's earlier entries too, which giving it up cuts.
+            self.overlays.record(arena, unit, mark, true);
+            return Ok(if page.append(index, change, txn) {
+                Change::Overlaid
+            } else {
+                Change::Declined
+            });
         }
         self.overlays.record(arena, unit, mark, first);
         Ok(Change::Overlaid)
+    }
+
+    /// Moves the full overlay of file leaf `leaf`, the half unit `unit`,
+    /// to a whole slot (`Arena::move_file_overlay`), which holds 31
+    /// entries where the half holds 16 of 100-byte values: a leaf changed
+    /// that often would otherwise be copied (with its path) well before a
+    /// whole slot would have filled. Returns the new overlay, its unit and
+    /// its mark before txn `txn`'s entries; `None` for an arena leaf's
+    /// overlay (a whole slot already), or when the arena has no room.
+    fn move_to_whole_slot<'a>(
+        &mut self,
+        arena: &'a crate::storage::arena::Arena,
+        leaf: u64,
+        unit: u64,
+        txn: u64,
+    ) -> Option<(
+        crate::storage::overlay::OverlayPage<'a>,
+        u64,
+        crate::storage::overlay::Mark,
+    )> {
+        if leaf & ARENA_BIT != 0 || unit & WHOLE_SLOT_UNIT != 0 {
+            return None;
+        }
+        let files = self.base.source.file_overlays.clone()?;
+        let ps = self.shared.limits.page_size as u64;
+        let cap = arena_memory_cap(ps);
+        let limit = arena_bound(ps, self.base.meta.page_count);
+        let w = &mut *self.writer;
+        if w.arena_space.live_pages_and_overlays() >= cap - cap / 16 {
+            return None;
+        }
+        let to = w
+            .arena_space
+            .alloc_whole_overlay(arena, leaf, files.born(), limit)?;
+        match arena.move_file_overlay(&files, leaf, unit, to, txn) {
+            Some((page, mark)) => {
+                // No snapshot from this transaction's on reads it, and the
+                // undo list must not touch it: its slot may be handed out
+                // again before this transaction ends.
+                w.arena_space.retire_overlay(unit, txn);
+                self.overlays.forget(unit);
+                Some((page, to, mark))
+            }
+            None => {
+                // Never named by the table: nothing reads it.
+                w.arena_space.retire_overlay(to, txn);
+                None
+            }
+        }
     }
 
     /// The table of file leaf overlays of the base's span of logged
@@ -227,7 +292,7 @@ impl<'db> WriteTxn<'db> {
         if let Some(files) = &self.base.source.file_overlays {
             return Some(files.clone());
         }
-        let files = Arc::new(FileOverlays::new(self.base.meta.page_count).ok()?);
+        let files = Arc::new(FileOverlays::new(self.base.meta.page_count, self.base.txn()).ok()?);
         let base = &self.base;
         let arena = base.source.arena.clone().or_else(|| self.shared.arena())?;
         self.base = Arc::new(Snapshot {

@@ -74,6 +74,14 @@ impl<'db> OverlayUndo<'db> {
         self.overlaid += 1;
     }
 
+    /// Forgets the overlay in `unit`, which moved (`Arena::move_file_overlay`):
+    /// it retired, so its slot may be handed out again before this
+    /// transaction ends, and no snapshot from this transaction's on reads
+    /// it, so its entries of this transaction need no cut.
+    pub(crate) fn forget(&mut self, unit: u64) {
+        self.marks.retain(|m| m.0 != unit);
+    }
+
     /// The overlays it appended to: the leaves it did not copy.
     pub(crate) fn leaves(&self) -> u64 {
         self.marks.len() as u64
