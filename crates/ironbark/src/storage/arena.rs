@@ -981,7 +981,7 @@ impl ArenaSpace {
         };
         let fresh = self.alloc(arena, 1, limit, born, false)?;
         let slot = self.take_overlay_slot(fresh);
-        Some(WHOLE_SLOT_UNIT | slot * OVERLAY_UNITS_PER_SLOT)
+        Some(WHOLE_SLOT_UNIT | (slot * OVERLAY_UNITS_PER_SLOT))
     }
 
     /// Counts the slot `fresh` just handed out as an overlay slot with one

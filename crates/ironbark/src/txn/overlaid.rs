@@ -215,7 +215,7 @@ impl<'db> WriteTxn<'db> {
         if !page.append(index, change, txn) {
             // Full. A file leaf's half unit moves to a whole slot; any
             // other overlay makes the put copy the leaf, applying it.
-            let Some((page, unit, mark)) = self.move_to_whole_slot(&arena, leaf_pgno, unit, txn)
+            let Some((page, unit, mark)) = self.move_to_whole_slot(arena, leaf_pgno, unit, txn)
             else {
                 return Ok(Change::Declined);
             };
