@@ -469,3 +469,24 @@ fn a_file_leaf_changed_past_its_half_overlay_moves_to_a_whole_slot() {
     sees(&db.begin_read().unwrap(), &model, "reopened");
     assert!(db.check().unwrap().is_clean());
 }
+
+/// A half overlay full of entries (31, however small) is not moved: a
+/// whole slot may hold no more. The 32nd change copies the leaf, as it
+/// did before half units, and is not counted as overlaid.
+#[test]
+fn a_half_overlay_full_of_entries_copies_its_leaf() {
+    let t = temp_db("entries.ib");
+    let (db, mut model) = loaded(&t.path);
+    let before = overlaid(&db);
+    for n in 0..32u32 {
+        let (k, v) = (key(n % 20), vec![n as u8; VALUE_LEN]);
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.tree("t").unwrap();
+        tx.put(&tree, &k, &v).unwrap();
+        tx.commit().unwrap();
+        model.insert(k, v);
+    }
+    assert_eq!(overlaid(&db) - before, 31, "31 entries, then a copy");
+    assert_sees(&db.begin_read().unwrap(), &model, "after the copy");
+    assert_clean(&db, &model);
+}

@@ -79,11 +79,12 @@ const UPPER_REGION_BYTES: usize = 64 << 20;
 /// faulting fresh overlay pages in (benchmarks.md, session 29). Half a
 /// 4 KiB page still holds 16 values of 100 bytes, or the 31 tombstones
 /// an overlay holds at most. Half units go to file leaves (a leaf's first
-/// change since the checkpoint); an arena leaf, which was copied in this
-/// span already (by an insert, or because its overlay filled), gets a
-/// whole slot ([`WHOLE_SLOT_UNIT`]): with half units for every leaf,
-/// 200k single-put overwrites into 200k records copied leaves one and a
-/// half times more often, and ran 0.91-0.95x.
+/// change since the checkpoint), and a half that fills moves to a whole
+/// slot (`Arena::move_file_overlay`): without the move, 200k single-put
+/// overwrites into 200k records (25 per leaf) copied leaves far more
+/// often and ran 0.89-0.96x. An arena leaf, which was copied in this span
+/// already (by an insert, or because its overlay filled), gets a whole
+/// slot at once ([`WHOLE_SLOT_UNIT`]).
 pub(crate) const OVERLAY_UNITS_PER_SLOT: u64 = 2;
 
 /// Marks an overlay unit number that names a whole slot's overlay (its
@@ -182,12 +183,16 @@ impl Arena {
     #[inline]
     pub(crate) fn overlay_in(&self, unit: u64) -> Option<OverlayPage<'_>> {
         let (half, bytes) = if unit & WHOLE_SLOT_UNIT != 0 {
-            (unit & !WHOLE_SLOT_UNIT, self.page_size)
+            let first = unit & !WHOLE_SLOT_UNIT;
+            if first % OVERLAY_UNITS_PER_SLOT != 0 {
+                // A whole slot's overlay starts at its slot.
+                return None;
+            }
+            (first, self.page_size)
         } else {
             (unit, self.unit_bytes())
         };
-        let units = self.slots * OVERLAY_UNITS_PER_SLOT;
-        if half >= units || (bytes == self.page_size && half % OVERLAY_UNITS_PER_SLOT != 0) {
+        if half >= self.slots * OVERLAY_UNITS_PER_SLOT {
             return None;
         }
         Some(OverlayPage {
@@ -951,14 +956,13 @@ impl ArenaSpace {
         if leaf & ARENA_BIT != 0 {
             return self.alloc_whole_overlay(arena, leaf, file_born, limit);
         }
-        let born = file_born;
         if let Some(slot) = self.half_open.take() {
-            let b = &mut self.born[slot as usize];
-            *b = (*b).min(born);
+            let born = &mut self.born[slot as usize];
+            *born = (*born).min(file_born);
             self.overlay_units[slot as usize].0 += 1;
             return Some(slot * OVERLAY_UNITS_PER_SLOT + 1);
         }
-        let fresh = self.alloc(arena, 1, limit, born, false)?;
+        let fresh = self.alloc(arena, 1, limit, file_born, false)?;
         let slot = self.take_overlay_slot(fresh);
         self.half_open = Some(slot);
         Some(slot * OVERLAY_UNITS_PER_SLOT)

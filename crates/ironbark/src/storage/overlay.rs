@@ -5,8 +5,9 @@
 //! A logged commit that overwrites the value of a key with one of the same
 //! length, where the key's leaf is a committed page, would copy the
 //! leaf and every branch above it (copy-on-write). Instead the new value
-//! goes into the leaf's *overlay*: half an arena slot (an overlay unit,
-//! `storage::arena::OVERLAY_UNITS_PER_SLOT`) of entries (txn, the
+//! goes into the leaf's *overlay*: an overlay unit (half an arena slot,
+//! or a whole one: `storage::arena::OVERLAY_UNITS_PER_SLOT`) of entries
+//! (txn, the
 //! entry's index in the leaf, the value), appended in commit order. A
 //! delete is an entry that says the index is deleted (a *tombstone*: no
 //! value, its length field [`TOMBSTONE`]). A reader of snapshot `S` takes
@@ -25,8 +26,8 @@
 //! table of its span of logged commits (`storage::arena::FileOverlays`),
 //! one word per file page.
 //!
-//! An overlay page (the unit's bytes): bytes 0..64 say, for each index below 64, which entry
-//! is its newest (entry number + 1, 0 for none; a reader of such an index
+//! An overlay page (the unit's bytes): bytes 0..64 say, for each index
+//! below 64, which entry is its newest (entry number + 1, 0 for none; a reader of such an index
 //! reads that entry, and all of the list only if the entry is not its to
 //! read: newer than its snapshot, or cut off and reused for another
 //! index); bytes 64..72 are the writer's (the entry count and where the
@@ -112,7 +113,7 @@ pub(crate) struct Mark {
 }
 
 /// One overlay page in the arena: `ptr` to its `page_size` bytes (an
-/// overlay unit's: half an arena slot). Made by
+/// overlay unit's: half an arena slot, or a whole one). Made by
 /// the arena only, for a slot that holds an overlay (see the module doc
 /// for who may call what).
 pub(crate) struct OverlayPage<'a> {
@@ -234,7 +235,7 @@ impl<'a> OverlayPage<'a> {
         let entries = m.entries as usize;
         let headers_end = FIRST_HEADER + (entries + 2) * ENTRY_HEADER;
         let values_at = m.values_at as usize;
-        if entries + 1 >= MAX_ENTRIES || values_at < headers_end + value.len() {
+        if self.is_full_of_entries() || values_at < headers_end + value.len() {
             return false;
         }
         let at = values_at - value.len();
@@ -273,6 +274,12 @@ impl<'a> OverlayPage<'a> {
             tombstones: m.tombstones + u32::from(len == TOMBSTONE),
         });
         true
+    }
+
+    /// Writer: whether it holds as many entries as an overlay may, however
+    /// large (`append` refuses more).
+    pub(crate) fn is_full_of_entries(&self) -> bool {
+        self.mark().entries as usize + 1 >= MAX_ENTRIES
     }
 
     /// Writer: appends every entry of `self` (all of them, the writer's

@@ -174,13 +174,9 @@ impl<'db> WriteTxn<'db> {
         let (page, unit) = match (existing, existing_unit) {
             (Some(page), Some(unit)) => (page, unit),
             _ => {
-                let ps = self.shared.limits.page_size as u64;
-                let cap = arena_memory_cap(ps);
-                if self.writer.arena_space.live_pages_and_overlays() >= cap - cap / 16 {
-                    // Overlays are left out of the arena's bound, never out
-                    // of its share of memory.
+                let Some(limit) = self.overlay_limit() else {
                     return Ok(Change::Declined);
-                }
+                };
                 let files = if leaf_pgno & ARENA_BIT == 0 {
                     match self.span_file_overlays() {
                         Some(files) => Some(files),
@@ -189,7 +185,6 @@ impl<'db> WriteTxn<'db> {
                 } else {
                     None
                 };
-                let limit = arena_bound(ps, self.base.meta.page_count);
                 let w = &mut *self.writer;
                 let file_born = files.as_ref().map_or(0, |f| f.born());
                 let Some(unit) = w
@@ -219,14 +214,12 @@ impl<'db> WriteTxn<'db> {
             else {
                 return Ok(Change::Declined);
             };
-            // Recorded before the append: the whole slot holds this
-            // transaction's earlier entries too, which giving it up cuts.
-            self.overlays.record(arena, unit, mark, true);
-            return Ok(if page.append(index, change, txn) {
-                Change::Overlaid
-            } else {
-                Change::Declined
-            });
+            if !page.append(index, change, txn) {
+                // The whole slot has no room for this value (small pages).
+                return Ok(Change::Declined);
+            }
+            self.overlays.record(arena, unit, mark, false);
+            return Ok(Change::Overlaid);
         }
         self.overlays.record(arena, unit, mark, first);
         Ok(Change::Overlaid)
@@ -237,40 +230,40 @@ impl<'db> WriteTxn<'db> {
     /// entries where the half holds 16 of 100-byte values: a leaf changed
     /// that often would otherwise be copied (with its path) well before a
     /// whole slot would have filled. Returns the new overlay, its unit and
-    /// its mark before txn `txn`'s entries; `None` for an arena leaf's
-    /// overlay (a whole slot already), or when the arena has no room.
-    fn move_to_whole_slot<'a>(
+    /// its mark before txn `txn`'s entries, which the undo list records
+    /// in place of the half's (`OverlayUndo::moved`); `None` for an arena
+    /// leaf's overlay (a whole slot already), for a half that holds as
+    /// many entries as a whole slot may (not its bytes: its count), or
+    /// when the arena has no room.
+    fn move_to_whole_slot(
         &mut self,
-        arena: &'a crate::storage::arena::Arena,
+        arena: &'db crate::storage::arena::Arena,
         leaf: u64,
         unit: u64,
         txn: u64,
     ) -> Option<(
-        crate::storage::overlay::OverlayPage<'a>,
+        crate::storage::overlay::OverlayPage<'db>,
         u64,
         crate::storage::overlay::Mark,
     )> {
         if leaf & ARENA_BIT != 0 || unit & WHOLE_SLOT_UNIT != 0 {
             return None;
         }
-        let files = self.base.source.file_overlays.clone()?;
-        let ps = self.shared.limits.page_size as u64;
-        let cap = arena_memory_cap(ps);
-        let limit = arena_bound(ps, self.base.meta.page_count);
-        let w = &mut *self.writer;
-        if w.arena_space.live_pages_and_overlays() >= cap - cap / 16 {
+        let half = arena.overlay_in(unit)?;
+        if half.is_full_of_entries() {
             return None;
         }
+        let files = self.base.source.file_overlays.clone()?;
+        let limit = self.overlay_limit()?;
+        let w = &mut *self.writer;
         let to = w
             .arena_space
             .alloc_whole_overlay(arena, leaf, files.born(), limit)?;
         match arena.move_file_overlay(&files, leaf, unit, to, txn) {
             Some((page, mark)) => {
-                // No snapshot from this transaction's on reads it, and the
-                // undo list must not touch it: its slot may be handed out
-                // again before this transaction ends.
+                // No snapshot from this transaction's on reads it.
                 w.arena_space.retire_overlay(unit, txn);
-                self.overlays.forget(unit);
+                self.overlays.moved(arena, unit, to, mark);
                 Some((page, to, mark))
             }
             None => {
@@ -279,6 +272,16 @@ impl<'db> WriteTxn<'db> {
                 None
             }
         }
+    }
+
+    /// The arena's bound for a new overlay slot, or `None` when overlays
+    /// fill the arena's share of memory: they are left out of its bound,
+    /// never out of its share.
+    fn overlay_limit(&self) -> Option<u64> {
+        let ps = self.shared.limits.page_size as u64;
+        let cap = arena_memory_cap(ps);
+        (self.writer.arena_space.live_pages_and_overlays() < cap - cap / 16)
+            .then(|| arena_bound(ps, self.base.meta.page_count))
     }
 
     /// The table of file leaf overlays of the base's span of logged

@@ -74,12 +74,17 @@ impl<'db> OverlayUndo<'db> {
         self.overlaid += 1;
     }
 
-    /// Forgets the overlay in `unit`, which moved (`Arena::move_file_overlay`):
-    /// it retired, so its slot may be handed out again before this
+    /// The overlay in `from` moved to `to` (`Arena::move_file_overlay`),
+    /// which stood at `mark` before this transaction's entries: giving the
+    /// transaction up cuts `to` back to it. `from` is forgotten: it
+    /// retired, so its slot may be handed out again before this
     /// transaction ends, and no snapshot from this transaction's on reads
     /// it, so its entries of this transaction need no cut.
-    pub(crate) fn forget(&mut self, unit: u64) {
-        self.marks.retain(|m| m.0 != unit);
+    pub(crate) fn moved(&mut self, arena: &'db Arena, from: u64, to: u64, mark: Mark) {
+        self.arena = Some(arena);
+        self.marks.retain(|m| m.0 != from);
+        debug_assert!(!self.marks.iter().any(|m| m.0 == to));
+        self.marks.push((to, mark));
     }
 
     /// The overlays it appended to: the leaves it did not copy.
