@@ -15,9 +15,10 @@
 //! The arena is one private anonymous mapping reserved once (address space
 //! only; memory is used by the slots touched). It belongs to one process:
 //! logged commits are made only while one process has the database open
-//! (see docs/design.md, "Logged commits"). Its first 64 MiB, in huge
-//! pages, hold branch pages (the upper region: [`ArenaSpace`]), so that
-//! the pages every descent reads take few TLB entries.
+//! (see docs/design.md, "Logged commits"). It is advised into huge
+//! pages, and its first 64 MiB hold branch pages (the upper region:
+//! [`ArenaSpace`]), so that the pages every descent reads take few TLB
+//! entries.
 //!
 //! A write transaction that may be logged also borrows single slots
 //! *before* its commit ([`ArenaSpace::lend`]): a [`SlotBuf`] is a dirty
@@ -126,22 +127,22 @@ impl Arena {
         } else {
             0
         };
-        if upper_bytes > 0 {
-            // Every descent reads a root and branches: in 2 MiB pages they
-            // take a few TLB entries, where in 4 KiB pages each new copy
-            // of one (every commit makes some) is a TLB miss. The region is
-            // small and its slots go round, so its huge pages are made
-            // present a few times, not once per 512 commits as fresh leaf
-            // slots would be (docs/design.md, "Logged commits").
-            #[cfg(target_os = "linux")]
-            // SAFETY: advice on the start of our own fresh mapping; it
-            // changes only the size of the pages backing it (zeroed either
-            // way), never a byte read or written. A failure (no THP) leaves
-            // 4 KiB pages.
-            unsafe {
-                libc::madvise(ptr.cast(), upper_bytes, libc::MADV_HUGEPAGE)
-            };
-        }
+        // The whole arena in 2 MiB pages. Every descent reads a root and
+        // branches, and a single-put change reads its leaf's overlay: in
+        // 4 KiB pages each new copy of a branch (every commit makes some)
+        // and each overlay is a TLB miss. Single-put deletes and
+        // overwrites ran 1.2x with it at 1M records, at 10M 1.1-2.5x, random
+        // fills 0.98x (their arena grows, and the first touch of a fresh
+        // 2 MiB page is dear on a VM; docs/design.md, "Logged commits").
+        // Branch pages also share the upper region (`ArenaSpace`), whose
+        // slots go round.
+        #[cfg(target_os = "linux")]
+        // SAFETY: advice on our own fresh mapping; it changes only the size
+        // of the pages backing it (zeroed either way), never a byte read or
+        // written. A failure (no THP) leaves 4 KiB pages.
+        unsafe {
+            libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE)
+        };
         Ok(Arena {
             ptr,
             len,
