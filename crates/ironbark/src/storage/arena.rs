@@ -64,7 +64,11 @@ const POPULATE_LEAD: u64 = 256;
 /// lead holds, and few enough that no commit pays for many. Making 512
 /// slots present at once cost the commit that did it about 2 ms at 10M
 /// records on the test VM (one commit in 512: the p99.9), where zeroing a
-/// fresh page costs microseconds.
+/// fresh page costs microseconds. Since the arena is in huge pages, a
+/// step that reaches a fresh 2 MiB page makes its 512 slots present all
+/// the same, and that commit pays: random fills' p99 per commit rose
+/// from 2.3 to 6.4 ms (benchmarks.md, session 30); the lead still spares
+/// the commits between.
 const POPULATE_STEP: u64 = 8;
 
 /// Bytes at the start of the arena kept for branch pages (the *upper
@@ -963,8 +967,7 @@ impl ArenaSpace {
             self.overlay_units[slot as usize].0 += 1;
             return Some(slot * OVERLAY_UNITS_PER_SLOT + 1);
         }
-        let fresh = self.alloc(arena, 1, limit, file_born, false)?;
-        let slot = self.take_overlay_slot(fresh);
+        let slot = self.new_overlay_slot(arena, limit, file_born)?;
         self.half_open = Some(slot);
         Some(slot * OVERLAY_UNITS_PER_SLOT)
     }
@@ -984,21 +987,20 @@ impl ArenaSpace {
         } else {
             self.born_of(leaf)
         };
-        let fresh = self.alloc(arena, 1, limit, born, false)?;
-        let slot = self.take_overlay_slot(fresh);
+        let slot = self.new_overlay_slot(arena, limit, born)?;
         Some(WHOLE_SLOT_UNIT | (slot * OVERLAY_UNITS_PER_SLOT))
     }
 
-    /// Counts the slot `fresh` just handed out as an overlay slot with one
-    /// unit live.
-    fn take_overlay_slot(&mut self, fresh: Fresh) -> u64 {
-        let slot = fresh.slot;
+    /// A slot for overlays, born at `born`, counted as an overlay slot
+    /// with one unit live; `None` when the arena has no room.
+    fn new_overlay_slot(&mut self, arena: &Arena, limit: u64, born: u64) -> Option<u64> {
+        let slot = self.alloc(arena, 1, limit, born, false)?.slot;
         self.overlay_count += 1;
         if self.overlay_units.len() <= slot as usize {
             self.overlay_units.resize(slot as usize + 1, (0, 0));
         }
         self.overlay_units[slot as usize] = (1, 0);
-        slot
+        Some(slot)
     }
 
     /// The value overlay in `unit` is no longer used by commits from `txn`
