@@ -76,24 +76,27 @@ const POPULATE_STEP: u64 = 8;
 const UPPER_REGION_BYTES: usize = 64 << 20;
 
 /// Value overlays per slot: an overlay lives in an *overlay unit*, a
-/// half slot, numbered `slot * 2 + half`. Most overlays hold a few
+/// quarter slot, numbered `slot * 4 + quarter`. Most overlays hold a few
 /// entries until their leaf's next copy or the checkpoint (after a
 /// random delete or overwrite in each of 35,000 leaves at 1M records, six
-/// on average), so a slot each made the memory the kernel must zero the
+/// on average; at 10M records, 200k of them leave one in each of 200k
+/// leaves), so a slot each made the memory the kernel must zero the
 /// largest cost of single-put deletes: a fifth of their time was spent
-/// faulting fresh overlay pages in (benchmarks.md, session 29). Half a
-/// 4 KiB page still holds 16 values of 100 bytes, or the 31 tombstones
-/// an overlay holds at most. Half units go to file leaves (a leaf's first
-/// change since the checkpoint), and a half that fills moves to a whole
-/// slot (`Arena::move_file_overlay`): without the move, 200k single-put
+/// faulting fresh overlay pages in (benchmarks.md, session 29), and
+/// half a slot each still most of the time of single-put overwrites at
+/// 10M records (session 31). A quarter of a 4 KiB page holds 7 values of
+/// 100 bytes, or the 31 tombstones an overlay holds at most. Quarter
+/// units go to file leaves (a leaf's first change since the checkpoint),
+/// and a quarter that fills moves to a whole slot
+/// (`Arena::move_file_overlay`): without the move, 200k single-put
 /// overwrites into 200k records (25 per leaf) copied leaves far more
 /// often and ran 0.89-0.96x. An arena leaf, which was copied in this span
 /// already (by an insert, or because its overlay filled), gets a whole
 /// slot at once ([`WHOLE_SLOT_UNIT`]).
-pub(crate) const OVERLAY_UNITS_PER_SLOT: u64 = 2;
+pub(crate) const OVERLAY_UNITS_PER_SLOT: u64 = 4;
 
 /// Marks an overlay unit number that names a whole slot's overlay (its
-/// first half's number, `slot * 2`, with this bit): a table word holds
+/// first unit's number, `slot * 4`, with this bit): a table word holds
 /// the unit number + 1 in 32 bits.
 pub(crate) const WHOLE_SLOT_UNIT: u64 = 1 << 31;
 
@@ -187,7 +190,7 @@ impl Arena {
     /// own, or a [`FileOverlays`]), if the unit lies in the reservation.
     #[inline]
     pub(crate) fn overlay_in(&self, unit: u64) -> Option<OverlayPage<'_>> {
-        let (half, bytes) = if unit & WHOLE_SLOT_UNIT != 0 {
+        let (first_unit, bytes) = if unit & WHOLE_SLOT_UNIT != 0 {
             let first = unit & !WHOLE_SLOT_UNIT;
             if first % OVERLAY_UNITS_PER_SLOT != 0 {
                 // A whole slot's overlay starts at its slot.
@@ -197,7 +200,7 @@ impl Arena {
         } else {
             (unit, self.unit_bytes())
         };
-        if half >= self.slots * OVERLAY_UNITS_PER_SLOT {
+        if first_unit >= self.slots * OVERLAY_UNITS_PER_SLOT {
             return None;
         }
         Some(OverlayPage {
@@ -205,7 +208,7 @@ impl Arena {
             // starts at its slot, so it ends within the reservation too);
             // what may be read or written of an overlay page is
             // `storage::overlay`'s protocol.
-            ptr: unsafe { self.ptr.add(half as usize * self.unit_bytes()) },
+            ptr: unsafe { self.ptr.add(first_unit as usize * self.unit_bytes()) },
             page_size: bytes,
             arena: std::marker::PhantomData,
         })
@@ -234,7 +237,7 @@ impl Arena {
         page
     }
 
-    /// Moves the overlay of file leaf `pgno` in `files`, the half unit
+    /// Moves the overlay of file leaf `pgno` in `files`, the quarter unit
     /// `from`, which is full, to `to` (a whole slot just handed out by
     /// `ArenaSpace::alloc_whole_overlay`): its entries are copied, then the
     /// table names `to`. A reader that read the table before finds every
@@ -655,12 +658,13 @@ pub(crate) struct ArenaSpace {
     /// `live_pages`): an overlay spares copies of its leaf, and counting
     /// it would make checkpoints come twice as often.
     overlay_count: u64,
-    /// The overlay slot whose second unit is not handed out yet.
-    half_open: Option<u64>,
+    /// The overlay slot whose units are not all handed out yet, and its
+    /// next unit (1 to `OVERLAY_UNITS_PER_SLOT - 1`).
+    open_slot: Option<(u64, u64)>,
     /// Per overlay slot: its units handed out and not retired, and the
-    /// latest txn that retired one. The slot retires when neither unit is
-    /// live (nor to be handed out), with that txn and the earlier of the
-    /// units' birth txns (`born`): a reader of either unit is then kept.
+    /// latest txn that retired one. The slot retires when no unit is live
+    /// (nor to be handed out), with that txn and the earliest of the
+    /// units' birth txns (`born`): a reader of any unit is then kept.
     overlay_units: Vec<(u8, u64)>,
 }
 
@@ -941,16 +945,16 @@ impl ArenaSpace {
     }
 
     /// An overlay unit (see [`OVERLAY_UNITS_PER_SLOT`]) for the value
-    /// overlay of live leaf `leaf`: for a file leaf, the second half of
+    /// overlay of live leaf `leaf`: for a file leaf, the next quarter of
     /// the last overlay slot taken, or the first of a new one, born at
     /// `file_born` (its span's `FileOverlays::born`: a reader older than
     /// that holds another span's table, and cannot reach it); for an
     /// arena leaf, a whole slot born when the leaf was (a reader that sees
     /// the leaf may read its overlay, so it is kept as long). Overlay
     /// slots are left out of the bounds (see `overlay_count`). The
-    /// earlier birth of a slot's two units is its own (`born`); two units
+    /// earliest birth of a slot's units is its own (`born`); the units
     /// of one slot are of one span (`retire_all` ends a span and leaves
-    /// no half slot open).
+    /// slot open).
     pub(crate) fn alloc_overlay(
         &mut self,
         arena: &Arena,
@@ -961,19 +965,23 @@ impl ArenaSpace {
         if leaf & ARENA_BIT != 0 {
             return self.alloc_whole_overlay(arena, leaf, file_born, limit);
         }
-        if let Some(slot) = self.half_open.take() {
+        if let Some((slot, next)) = self.open_slot.take() {
+            debug_assert!(0 < next && next < OVERLAY_UNITS_PER_SLOT);
             let born = &mut self.born[slot as usize];
             *born = (*born).min(file_born);
             self.overlay_units[slot as usize].0 += 1;
-            return Some(slot * OVERLAY_UNITS_PER_SLOT + 1);
+            if next + 1 < OVERLAY_UNITS_PER_SLOT {
+                self.open_slot = Some((slot, next + 1));
+            }
+            return Some(slot * OVERLAY_UNITS_PER_SLOT + next);
         }
         let slot = self.new_overlay_slot(arena, limit, file_born)?;
-        self.half_open = Some(slot);
+        self.open_slot = Some((slot, 1));
         Some(slot * OVERLAY_UNITS_PER_SLOT)
     }
 
     /// A whole slot for the value overlay of live leaf `leaf` (see
-    /// `alloc_overlay`): an arena leaf's, or a file leaf's whose half unit
+    /// `alloc_overlay`): an arena leaf's, or a file leaf's whose quarter unit
     /// filled (`Arena::move_file_overlay`), born at `file_born`.
     pub(crate) fn alloc_whole_overlay(
         &mut self,
@@ -1012,7 +1020,7 @@ impl ArenaSpace {
         assert!(*live > 0, "overlay unit {unit} retired twice");
         *live -= 1;
         *retired_at = (*retired_at).max(txn);
-        if *live == 0 && self.half_open != Some(slot) {
+        if *live == 0 && self.open_slot.map(|(open, _)| open) != Some(slot) {
             let txn = *retired_at;
             self.retire(ARENA_BIT | slot, 1, txn);
             self.overlay_count -= 1;
@@ -1094,7 +1102,7 @@ impl ArenaSpace {
         // The overlays went with the rest (their units' counts are set
         // anew when a slot is next taken for overlays).
         self.overlay_count = 0;
-        self.half_open = None;
+        self.open_slot = None;
     }
 
     /// Makes reusable every retired slot no reader of `protectors` (sorted

@@ -5,7 +5,7 @@
 //! A logged commit that overwrites the value of a key with one of the same
 //! length, where the key's leaf is a committed page, would copy the
 //! leaf and every branch above it (copy-on-write). Instead the new value
-//! goes into the leaf's *overlay*: an overlay unit (half an arena slot,
+//! goes into the leaf's *overlay*: an overlay unit (a quarter of an arena slot,
 //! or a whole one: `storage::arena::OVERLAY_UNITS_PER_SLOT`) of entries
 //! (txn, the
 //! entry's index in the leaf, the value), appended in commit order. A
@@ -113,7 +113,7 @@ pub(crate) struct Mark {
 }
 
 /// One overlay page in the arena: `ptr` to its `page_size` bytes (an
-/// overlay unit's: half an arena slot, or a whole one). Made by
+/// overlay unit's: a quarter of an arena slot, or a whole one). Made by
 /// the arena only, for a slot that holds an overlay (see the module doc
 /// for who may call what).
 pub(crate) struct OverlayPage<'a> {
@@ -439,6 +439,7 @@ impl<'a> OverlayPage<'a> {
 #[cfg(test)]
 mod tests {
     use super::Overlaid::{Deleted, Value};
+    use super::{OverlayPage, MAX_ENTRIES};
     use crate::storage::arena::{Arena, ArenaSpace, FileOverlays, ARENA_BIT, WHOLE_SLOT_UNIT};
 
     #[test]
@@ -480,47 +481,60 @@ mod tests {
     }
 
     #[test]
-    fn two_file_leaf_overlays_share_a_slot_which_retires_with_the_later() {
+    fn file_leaf_overlays_share_a_slot_which_retires_with_the_last() {
+        use crate::storage::arena::OVERLAY_UNITS_PER_SLOT as UNITS;
         let arena = Arena::new(4096, 64 * 4096).unwrap();
         let files = FileOverlays::new(64, 0).unwrap();
         let mut space = ArenaSpace::default();
-        let (first, second) = (10, 11);
-        let a = space.alloc_overlay(&arena, first, 0, u64::MAX).unwrap();
-        let b = space.alloc_overlay(&arena, second, 0, u64::MAX).unwrap();
-        assert_eq!(a / 2, b / 2, "one slot, two units");
-        assert_ne!(a, b);
-        let (pa, pb) = (
-            arena.attach_file_overlay(&files, first, 1, a),
-            arena.attach_file_overlay(&files, second, 1, b),
+        let units: Vec<u64> = (0..UNITS)
+            .map(|i| space.alloc_overlay(&arena, 10 + i, 0, u64::MAX).unwrap())
+            .collect();
+        assert!(
+            units.iter().all(|u| u / UNITS == units[0] / UNITS),
+            "one slot, {UNITS} units: {units:?}"
         );
-        // Each unit is its own overlay: filled to its end, neither spills
-        // into the other.
+        let pages: Vec<OverlayPage<'_>> = (0..UNITS)
+            .map(|i| arena.attach_file_overlay(&files, 10 + i, 1, units[i as usize]))
+            .collect();
+        // Each unit is its own overlay: filled to its end, none spills
+        // into the next.
         let value = [7u8; 100];
         let mut appended = 0;
-        while pa.append(appended as u16 % 60, Value(&value), 6) {
+        while pages[0].append(appended as u16 % 60, Value(&value), 6) {
             appended += 1;
         }
-        assert_eq!(appended, 16, "half a page holds 16 values of 100 bytes");
-        assert!(pb.append(1, Value(b"b's"), 6));
-        assert_eq!(pb.value(1, 6).unwrap(), Some(Value(b"b's")));
-        assert_eq!(pa.value(0, 6).unwrap(), Some(Value(&value[..])));
-        assert_eq!(files.unit_of(second), Some(b));
-        // The first unit retired at 7 keeps the slot; the second at 9
-        // retires it, as born at 0 and retired at 9.
-        space.retire_overlay(a, 7);
-        assert_eq!(space.retired_pages(), 0);
-        space.retire_overlay(b, 9);
+        assert_eq!(appended, 7, "a quarter page holds 7 values of 100 bytes");
+        let mut tombstones = 0;
+        while pages[2].append(tombstones as u16, Deleted, 6) {
+            tombstones += 1;
+        }
+        assert_eq!(
+            tombstones,
+            MAX_ENTRIES - 1,
+            "and as many tombstones as a page"
+        );
+        assert!(pages[1].append(1, Value(b"b's"), 6));
+        assert_eq!(pages[1].value(1, 6).unwrap(), Some(Value(b"b's")));
+        assert_eq!(pages[0].value(0, 6).unwrap(), Some(Value(&value[..])));
+        assert_eq!(pages[2].value(3, 6).unwrap(), Some(Deleted));
+        assert_eq!(files.unit_of(11), Some(units[1]));
+        // Units retired at 7, 8, 7 keep the slot; the last at 9 retires
+        // it, as born at 0 and retired at 9.
+        for (unit, txn) in units.iter().zip([7, 8, 7, 9]) {
+            assert_eq!(space.retired_pages(), 0);
+            space.retire_overlay(*unit, txn);
+        }
         assert_eq!(space.retired_pages(), 1);
         assert_eq!(
             space.pinned_by(&[8]),
             1,
-            "a reader before the later retirement"
+            "a reader before the last retirement"
         );
         assert_eq!(space.pinned_by(&[9]), 0);
         // The next file leaf's overlay takes a new slot; an arena leaf's
         // takes a whole one.
-        let c = space.alloc_overlay(&arena, 12, 0, u64::MAX).unwrap();
-        assert_ne!(c / 2, a / 2);
+        let c = space.alloc_overlay(&arena, 20, 0, u64::MAX).unwrap();
+        assert_ne!(c / UNITS, units[0] / UNITS);
         let leaf = space.alloc(&arena, 1, u64::MAX, 3, false).unwrap().pgno();
         let whole = space.alloc_overlay(&arena, leaf, 0, u64::MAX).unwrap();
         assert_ne!(whole & WHOLE_SLOT_UNIT, 0);
@@ -531,6 +545,26 @@ mod tests {
         );
         space.retire_overlay(whole, 5);
         assert_eq!(space.retired_pages(), 2);
+    }
+
+    #[test]
+    fn a_slot_whose_units_retire_before_all_are_handed_out_waits_for_the_rest() {
+        use crate::storage::arena::OVERLAY_UNITS_PER_SLOT as UNITS;
+        let arena = Arena::new(4096, 64 * 4096).unwrap();
+        let mut space = ArenaSpace::default();
+        let first = space.alloc_overlay(&arena, 10, 0, u64::MAX).unwrap();
+        space.retire_overlay(first, 4);
+        assert_eq!(space.retired_pages(), 0, "more units to hand out");
+        let rest: Vec<u64> = (1..UNITS)
+            .map(|i| space.alloc_overlay(&arena, 10 + i, 0, u64::MAX).unwrap())
+            .collect();
+        assert!(rest.iter().all(|u| u / UNITS == first / UNITS));
+        for unit in &rest {
+            space.retire_overlay(*unit, 6);
+        }
+        assert_eq!(space.retired_pages(), 1);
+        assert_eq!(space.pinned_by(&[5]), 1);
+        assert_eq!(space.pinned_by(&[6]), 0);
     }
 
     #[test]

@@ -208,7 +208,7 @@ impl<'db> WriteTxn<'db> {
         let first = page.newest_txn() != Some(txn);
         let index = u16::try_from(index).expect("a leaf holds fewer than 2^16 entries");
         if !page.append(index, change, txn) {
-            // Full. A file leaf's half unit moves to a whole slot; any
+            // Full. A file leaf's quarter unit moves to a whole slot; any
             // other overlay makes the put copy the leaf, applying it.
             let Some((page, unit, mark)) = self.move_to_whole_slot(arena, leaf_pgno, unit, txn)
             else {
@@ -225,14 +225,14 @@ impl<'db> WriteTxn<'db> {
         Ok(Change::Overlaid)
     }
 
-    /// Moves the full overlay of file leaf `leaf`, the half unit `unit`,
+    /// Moves the full overlay of file leaf `leaf`, the quarter unit `unit`,
     /// to a whole slot (`Arena::move_file_overlay`), which holds 31
-    /// entries where the half holds 16 of 100-byte values: a leaf changed
+    /// entries where the quarter holds 7 of 100-byte values: a leaf changed
     /// that often would otherwise be copied (with its path) well before a
     /// whole slot would have filled. Returns the new overlay, its unit and
     /// its mark before txn `txn`'s entries, which the undo list records
-    /// in place of the half's (`OverlayUndo::moved`); `None` for an arena
-    /// leaf's overlay (a whole slot already), for a half that holds as
+    /// in place of the quarter's (`OverlayUndo::moved`); `None` for an arena
+    /// leaf's overlay (a whole slot already), for a quarter that holds as
     /// many entries as a whole slot may (not its bytes: its count), or
     /// when the arena has no room.
     fn move_to_whole_slot(
@@ -249,8 +249,8 @@ impl<'db> WriteTxn<'db> {
         if leaf & ARENA_BIT != 0 || unit & WHOLE_SLOT_UNIT != 0 {
             return None;
         }
-        let half = arena.overlay_in(unit)?;
-        if half.is_full_of_entries() {
+        let quarter = arena.overlay_in(unit)?;
+        if quarter.is_full_of_entries() {
             return None;
         }
         let files = self.base.source.file_overlays.clone()?;
