@@ -152,6 +152,50 @@ fn changes_in_file_leaves_are_overlaid_and_each_snapshot_keeps_its_values() {
     assert_clean(&db, &model);
 }
 
+/// At the smallest page size (1 KiB) a file leaf's overlay starts in 256
+/// bytes: two 40-byte values or seven tombstones, then it moves to a whole
+/// slot of 1 KiB, which fills too and copies the leaf. Through all of it
+/// most changes stay overlaid, snapshots held from the start and from the
+/// middle each keep their own values, and a checkpoint and a reopen agree.
+#[test]
+fn overlays_at_the_smallest_page_size_move_and_keep_every_value() {
+    let t = temp_db("small.ib");
+    let small = Options {
+        page_size: 1024,
+        ..options()
+    };
+    let db = Database::open_with(&t.path, &small).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    let mut model = Entries::new();
+    for i in 0..KEYS {
+        let v = vec![(i % 251) as u8; VALUE_LEN];
+        tx.put(&tree, &key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+    tx.commit().unwrap();
+    db.checkpoint().unwrap();
+    let mut rng = Rng::new(31);
+    let before = overlaid(&db);
+    let first = (db.begin_read().unwrap(), model.clone());
+    single_changes(&db, &mut model, &mut rng, 1500);
+    let middle = (db.begin_read().unwrap(), model.clone());
+    single_changes(&db, &mut model, &mut rng, 1500);
+    let n = overlaid(&db) - before;
+    assert!(n >= 2500, "{n} of 3000 changes overlaid");
+    assert_sees(&first.0, &first.1, "held from the start");
+    assert_sees(&middle.0, &middle.1, "held from the middle");
+    assert_sees(&db.begin_read().unwrap(), &model, "newest");
+    assert_clean(&db, &model);
+    db.checkpoint().unwrap();
+    assert_sees(&middle.0, &middle.1, "held from the middle, checkpointed");
+    drop((first, middle));
+    drop(db);
+    let db = Database::open_with(&t.path, &small).unwrap();
+    assert_sees(&db.begin_read().unwrap(), &model, "reopened");
+    assert_clean(&db, &model);
+}
+
 #[test]
 fn a_transaction_too_large_to_log_folds_the_file_leaf_overlays() {
     let t = temp_db("large.ib");
@@ -393,14 +437,14 @@ fn a_second_writing_process_reuses_pages_this_span_overlaid() {
     assert_clean(&db, &model);
 }
 
-/// A file leaf's overlay starts in half an arena slot, which holds 16
-/// values of 100 bytes; the 17th change moves it to a whole slot
+/// A file leaf's overlay starts in a quarter of an arena slot, which
+/// holds 7 values of 100 bytes; the 8th change moves it to a whole slot
 /// (`Arena::move_file_overlay`) instead of copying the leaf: every change
 /// stays overlaid, a transaction given up after the move leaves nothing in
 /// the moved overlay, and snapshots held from before and after the move
 /// each keep their values, through a checkpoint and a reopen.
 #[test]
-fn a_file_leaf_changed_past_its_half_overlay_moves_to_a_whole_slot() {
+fn a_file_leaf_changed_past_its_quarter_overlay_moves_to_a_whole_slot() {
     const LONG: usize = 100;
     let t = temp_db("moved.ib");
     let db = Database::open_with(&t.path, &options()).unwrap();
@@ -435,18 +479,18 @@ fn a_file_leaf_changed_past_its_half_overlay_moves_to_a_whole_slot() {
         }
     };
     let before = overlaid(&db);
-    for n in 0..16 {
+    for n in 0..7 {
         change(n, &mut model);
     }
     let held_before = (db.begin_read().unwrap(), model.clone());
-    // The 17th change fills the half unit: given up after the move.
+    // The 8th change fills the quarter unit: given up after the move.
     let mut tx = db.begin_write().unwrap();
     let wt = tx.tree("w").unwrap();
     tx.put(&wt, &key(1), &[0xee; LONG]).unwrap();
     tx.put(&wt, &key(2), &[0xef; LONG]).unwrap();
     tx.abort();
     sees(&db.begin_read().unwrap(), &model, "after the aborted move");
-    for n in 16..30 {
+    for n in 7..30 {
         change(n, &mut model);
     }
     assert_eq!(
@@ -470,11 +514,13 @@ fn a_file_leaf_changed_past_its_half_overlay_moves_to_a_whole_slot() {
     assert!(db.check().unwrap().is_clean());
 }
 
-/// A half overlay full of entries (31, however small) is not moved: a
-/// whole slot may hold no more. The 32nd change copies the leaf, as it
-/// did before half units, and is not counted as overlaid.
+/// An overlay holds 31 entries at most, however small, moved or not:
+/// 40-byte values fill a quarter slot at 15 and move to a whole one, which
+/// holds no more than 31 either (a quarter full of 31 entries, such as
+/// tombstones, is not moved). The 32nd change copies the leaf, and is not
+/// counted as overlaid.
 #[test]
-fn a_half_overlay_full_of_entries_copies_its_leaf() {
+fn an_overlay_full_of_entries_copies_its_leaf() {
     let t = temp_db("entries.ib");
     let (db, mut model) = loaded(&t.path);
     let before = overlaid(&db);
