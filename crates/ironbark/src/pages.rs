@@ -384,6 +384,14 @@ impl DirtyPages {
     pub(crate) fn link_child(&mut self, parent: u64, slot: usize, child: u64) {
         debug_assert!(parent & DIRTY_BIT != 0 && child & DIRTY_BIT != 0);
         set_child(self.get_mut(parent), slot, child, 0, 0);
+        self.hint_parent(child, parent, slot);
+    }
+
+    /// Remembers that slot `slot` of dirty branch `parent` holds dirty page
+    /// `child` (a hint: see `parent_hints`), for a link made by another
+    /// way than `link_child` (a split's new page, inserted with its cell).
+    pub(crate) fn hint_parent(&mut self, child: u64, parent: u64, slot: usize) {
+        debug_assert!(parent & DIRTY_BIT != 0 && child & DIRTY_BIT != 0);
         let index = (child & !DIRTY_BIT) as usize;
         if self.parent_hints.len() <= index {
             self.parent_hints.resize(index + 1, (0, 0));

@@ -448,6 +448,7 @@ impl<'a> TreeWriter<'a> {
             let step = path[depth];
             let branch_cell = branch_cell(&sep, right, 0, 0);
             if insert_cell(self.dirty.get_mut(step.page), step.slot + 1, &branch_cell) {
+                self.dirty.hint_parent(right, step.page, step.slot + 1);
                 self.finger_on_last_leaf(tree, new_last_leaf);
                 return Ok(());
             }
