@@ -44,7 +44,12 @@ fn overlaid(db: &Database) -> u64 {
 /// Tree `t` of `KEYS` keys in one transaction, then a checkpoint: every
 /// leaf is a file page.
 fn loaded(path: &Path) -> (Database, Entries) {
-    let db = Database::open_with(path, &options()).unwrap();
+    loaded_with(path, &options())
+}
+
+/// `loaded`, opened with `options`.
+fn loaded_with(path: &Path, options: &Options) -> (Database, Entries) {
+    let db = Database::open_with(path, options).unwrap();
     let mut tx = db.begin_write().unwrap();
     let t = tx.open_tree("t").unwrap();
     let mut model = Entries::new();
@@ -164,17 +169,7 @@ fn overlays_at_the_smallest_page_size_move_and_keep_every_value() {
         page_size: 1024,
         ..options()
     };
-    let db = Database::open_with(&t.path, &small).unwrap();
-    let mut tx = db.begin_write().unwrap();
-    let tree = tx.open_tree("t").unwrap();
-    let mut model = Entries::new();
-    for i in 0..KEYS {
-        let v = vec![(i % 251) as u8; VALUE_LEN];
-        tx.put(&tree, &key(i), &v).unwrap();
-        model.insert(key(i), v);
-    }
-    tx.commit().unwrap();
-    db.checkpoint().unwrap();
+    let (db, mut model) = loaded_with(&t.path, &small);
     let mut rng = Rng::new(31);
     let before = overlaid(&db);
     let first = (db.begin_read().unwrap(), model.clone());

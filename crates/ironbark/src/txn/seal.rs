@@ -371,6 +371,46 @@ mod tests {
         out
     }
 
+    fn key(i: u64) -> Vec<u8> {
+        format!("key{i:010}").into_bytes()
+    }
+
+    /// A database in `dir` whose tree "t" holds the keys `key(i * step)`
+    /// for `i` below `count`, with values of 60 bytes, committed.
+    fn loaded(dir: &std::path::Path, count: u64, step: u64) -> crate::Database {
+        let db = crate::Database::open(dir.join("h.ib")).unwrap();
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        for i in 0..count {
+            tx.put(&t, &key(i * step), &[1; 60]).unwrap();
+        }
+        tx.commit().unwrap();
+        db
+    }
+
+    /// A xorshift generator from `state` (not 0).
+    fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
+    /// One random change of key `k` by `choice`: a delete one time in
+    /// `deletes`, else a put of a 300-byte value (as often) or of a 60-byte
+    /// one.
+    fn change(tx: &mut crate::WriteTxn<'_>, t: &crate::Tree, k: &[u8], choice: u64, deletes: u64) {
+        match choice % deletes {
+            0 => {
+                tx.delete(t, k).unwrap();
+            }
+            1 => tx.put(t, k, &[2; 300]).unwrap(),
+            _ => tx.put(t, k, &[3; 60]).unwrap(),
+        }
+    }
+
     /// Small transactions of puts (splits on the way), deletes (merges)
     /// and savepoint rollbacks (copies of frozen pages): wherever the
     /// parent hints find every page, they find the same pages and
@@ -379,35 +419,18 @@ mod tests {
     #[test]
     fn hints_give_the_scans_placement_or_defer_to_it() {
         let dir = tempfile::tempdir().unwrap();
-        let db = crate::Database::open(dir.path().join("h.ib")).unwrap();
-        let key = |i: u64| format!("key{i:010}").into_bytes();
-        let mut tx = db.begin_write().unwrap();
-        let t = tx.open_tree("t").unwrap();
-        for i in 0..30_000 {
-            tx.put(&t, &key(i * 2), &[1; 60]).unwrap();
-        }
-        tx.commit().unwrap();
-        let mut state = 7u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let db = loaded(dir.path(), 30_000, 2);
+        let mut next = xorshift(7);
         let (mut by_hints, mut scanned) = (0, 0);
         for round in 0..300 {
             let mut tx = db.begin_write().unwrap();
+            let t = tx.tree("t").unwrap();
             let ops = 1 + next() % 12;
             let sp = (round % 5 == 0).then(|| tx.savepoint().unwrap());
             for _ in 0..ops {
                 let k = key(next() % 60_000);
-                match next() % 4 {
-                    0 => {
-                        tx.delete(&t, &k).unwrap();
-                    }
-                    1 => tx.put(&t, &k, &[2; 300]).unwrap(),
-                    _ => tx.put(&t, &k, &[3; 60]).unwrap(),
-                }
+                let choice = next();
+                change(&mut tx, &t, &k, choice, 4);
             }
             if let Some(sp) = sp {
                 if round % 10 == 0 {
@@ -438,6 +461,7 @@ mod tests {
         );
         db.check().unwrap();
         let mut tx = db.begin_write().unwrap();
+        let t = tx.tree("t").unwrap();
         tx.put(&t, &key(1), b"one put").unwrap();
         assert!(tx.root(&t).unwrap().depth >= 3);
         let mut p = Placement::default();
@@ -454,35 +478,18 @@ mod tests {
     #[test]
     fn hints_with_branch_scans_give_the_scans_placement_for_large_batches() {
         let dir = tempfile::tempdir().unwrap();
-        let db = crate::Database::open(dir.path().join("h.ib")).unwrap();
-        let key = |i: u64| format!("key{i:010}").into_bytes();
-        let mut tx = db.begin_write().unwrap();
-        let t = tx.open_tree("t").unwrap();
-        for i in 0..40_000 {
-            tx.put(&t, &key(i * 3), &[1; 60]).unwrap();
-        }
-        tx.commit().unwrap();
-        let mut state = 11u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let db = loaded(dir.path(), 40_000, 3);
+        let mut next = xorshift(11);
         let (mut by_hints, mut unfound) = (0, 0);
         for round in 0..60 {
             let mut tx = db.begin_write().unwrap();
+            let t = tx.tree("t").unwrap();
             let ops = 100 + next() % 1_500;
             let sp = (round % 6 == 0).then(|| tx.savepoint().unwrap());
             for op in 0..ops {
                 let k = key(next() % 120_000);
-                match next() % 5 {
-                    0 => {
-                        tx.delete(&t, &k).unwrap();
-                    }
-                    1 => tx.put(&t, &k, &[2; 300]).unwrap(),
-                    _ => tx.put(&t, &k, &[3; 60]).unwrap(),
-                }
+                let choice = next();
+                change(&mut tx, &t, &k, choice, 5);
                 if op == ops / 2 {
                     if let Some(sp) = &sp {
                         tx.rollback_to(sp).unwrap();
