@@ -17,7 +17,8 @@ use crate::error::Result;
 use crate::pages::{DirtyPages, TreePageKinds};
 
 /// Dirty pages up to which `order_dirty` counts them by kind first, to
-/// stop scanning a branch once it found them all.
+/// stop scanning a branch once it found them all (and, when their parent
+/// hints fail, scans every dirty branch instead of those the hints miss).
 const SMALL_COMMIT_PAGES: usize = 64;
 
 /// Spilled pages read between two calls of `forget_spill_reads`, at most:
@@ -134,13 +135,7 @@ fn order_scanning(catalog: &Catalog, dirty: &DirtyPages, p: &mut Placement) -> R
             let node = Node::parse(dirty.get(id), id, None)?;
             let start = p.refs.len() as u32;
             if !node.is_leaf {
-                // Pushed last to first, so popped (and placed) in key order.
-                let (refs, stack) = (&mut p.refs, &mut p.stack);
-                node.children_marked(DIRTY_BIT, |i, child| {
-                    refs.push((i, child));
-                    stack.push(child);
-                    take(&mut left, child)
-                })?;
+                push_dirty_children(&node, p, |child| take(&mut left, child))?;
             } else if dirty.blobs_added > 0 {
                 push_blob_refs(&node, p)?;
             }
@@ -235,12 +230,7 @@ fn order_by_hints(
                         p.stack.push(child);
                     }
                 } else if scan_branches {
-                    let (refs, stack) = (&mut p.refs, &mut p.stack);
-                    node.children_marked(DIRTY_BIT, |i, child| {
-                        refs.push((i, child));
-                        stack.push(child);
-                        true
-                    })?;
+                    push_dirty_children(&node, p, |_| true)?;
                 } else {
                     return Ok(false);
                 }
@@ -251,6 +241,23 @@ fn order_by_hints(
         }
     }
     Ok(p.pages.len() + p.blobs.len() == dirty.live_count())
+}
+
+/// Finds branch `node`'s dirty children by a scan of its cells, records
+/// their references and pushes them for the walk (last to first, so that
+/// they are popped, and placed, in key order), until `more(child)` says
+/// no more are to be found.
+fn push_dirty_children(
+    node: &Node<'_>,
+    p: &mut Placement,
+    mut more: impl FnMut(u64) -> bool,
+) -> Result<()> {
+    let (refs, stack) = (&mut p.refs, &mut p.stack);
+    node.children_marked(DIRTY_BIT, |i, child| {
+        refs.push((i, child));
+        stack.push(child);
+        more(child)
+    })
 }
 
 /// Records the dirty overflow blobs leaf `node` refers to.
