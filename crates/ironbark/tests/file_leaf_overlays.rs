@@ -432,14 +432,15 @@ fn a_second_writing_process_reuses_pages_this_span_overlaid() {
     assert_clean(&db, &model);
 }
 
-/// A file leaf's overlay starts in a quarter of an arena slot, which
-/// holds 7 values of 100 bytes; the 8th change moves it to a whole slot
-/// (`Arena::move_file_overlay`) instead of copying the leaf: every change
-/// stays overlaid, a transaction given up after the move leaves nothing in
-/// the moved overlay, and snapshots held from before and after the move
-/// each keep their values, through a checkpoint and a reopen.
+/// A file leaf's overlay starts in an eighth of an arena slot, which
+/// holds 3 values of 100 bytes; the 4th change moves it to a quarter (7
+/// values) and the 8th to a whole slot (`Arena::move_file_overlay`)
+/// instead of copying the leaf: every change stays overlaid, a
+/// transaction given up after either move leaves nothing in the moved
+/// overlay, and snapshots held in each size of unit each keep their
+/// values, through a checkpoint and a reopen.
 #[test]
-fn a_file_leaf_changed_past_its_quarter_overlay_moves_to_a_whole_slot() {
+fn a_file_leaf_changed_past_its_overlay_unit_moves_to_larger_ones() {
     const LONG: usize = 100;
     let t = temp_db("moved.ib");
     let db = Database::open_with(&t.path, &options()).unwrap();
@@ -473,18 +474,26 @@ fn a_file_leaf_changed_past_its_quarter_overlay_moves_to_a_whole_slot() {
             assert_eq!(rx.get(&w, k).unwrap(), Some(&v[..]), "{what}");
         }
     };
+    // A change that fills the unit, and another after the move: given up.
+    let aborted_move = |model: &Entries, what: &str| {
+        let mut tx = db.begin_write().unwrap();
+        let wt = tx.tree("w").unwrap();
+        tx.put(&wt, &key(1), &[0xee; LONG]).unwrap();
+        tx.put(&wt, &key(2), &[0xef; LONG]).unwrap();
+        tx.abort();
+        sees(&db.begin_read().unwrap(), model, what);
+    };
     let before = overlaid(&db);
-    for n in 0..7 {
+    for n in 0..3 {
         change(n, &mut model);
     }
-    let held_before = (db.begin_read().unwrap(), model.clone());
-    // The 8th change fills the quarter unit: given up after the move.
-    let mut tx = db.begin_write().unwrap();
-    let wt = tx.tree("w").unwrap();
-    tx.put(&wt, &key(1), &[0xee; LONG]).unwrap();
-    tx.put(&wt, &key(2), &[0xef; LONG]).unwrap();
-    tx.abort();
-    sees(&db.begin_read().unwrap(), &model, "after the aborted move");
+    let held_in_eighth = (db.begin_read().unwrap(), model.clone());
+    aborted_move(&model, "after the aborted move to a quarter");
+    for n in 3..7 {
+        change(n, &mut model);
+    }
+    let held_in_quarter = (db.begin_read().unwrap(), model.clone());
+    aborted_move(&model, "after the aborted move to a whole slot");
     for n in 7..30 {
         change(n, &mut model);
     }
@@ -493,16 +502,20 @@ fn a_file_leaf_changed_past_its_quarter_overlay_moves_to_a_whole_slot() {
         30,
         "every change overlaid, none copied the leaf"
     );
-    let held_after = (db.begin_read().unwrap(), model.clone());
-    sees(&held_before.0, &held_before.1, "held before the move");
-    sees(&held_after.0, &held_after.1, "held after the move");
+    let held_in_whole = (db.begin_read().unwrap(), model.clone());
+    let held = [held_in_eighth, held_in_quarter, held_in_whole];
+    let names = ["eighth", "quarter", "whole slot"];
+    for ((rx, m), name) in held.iter().zip(names) {
+        sees(rx, m, &format!("held in the {name}"));
+    }
     let report = db.check().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
     db.checkpoint().unwrap();
-    sees(&held_before.0, &held_before.1, "held before, checkpointed");
-    sees(&held_after.0, &held_after.1, "held after, checkpointed");
+    for ((rx, m), name) in held.iter().zip(names) {
+        sees(rx, m, &format!("held in the {name}, checkpointed"));
+    }
     sees(&db.begin_read().unwrap(), &model, "checkpointed");
-    drop((held_before, held_after));
+    drop(held);
     drop(db);
     let db = Database::open_with(&t.path, &options()).unwrap();
     sees(&db.begin_read().unwrap(), &model, "reopened");
@@ -510,9 +523,9 @@ fn a_file_leaf_changed_past_its_quarter_overlay_moves_to_a_whole_slot() {
 }
 
 /// An overlay holds 31 entries at most, however small, moved or not:
-/// 40-byte values fill a quarter slot at 15 and move to a whole one, which
-/// holds no more than 31 either (a quarter full of 31 entries, such as
-/// tombstones, is not moved). The 32nd change copies the leaf, and is not
+/// 40-byte values fill an eighth at 6 and a quarter at 15 and move to a
+/// whole slot, which holds no more than 31 either (a quarter full of 31
+/// entries, such as tombstones, is not moved). The 32nd change copies the leaf, and is not
 /// counted as overlaid.
 #[test]
 fn an_overlay_full_of_entries_copies_its_leaf() {

@@ -1648,7 +1648,7 @@ mod tests {
         let arena = Arena::new(4096, 64 * 4096).unwrap();
         let mut space = ArenaSpace::default();
         let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
-        let fresh = space.alloc_overlay(&arena, leaf, 0, u64::MAX).unwrap();
+        let fresh = space.alloc_overlay(&arena, leaf, 0, 0, u64::MAX).unwrap();
         let overlay = arena.attach_overlay(leaf, fresh);
         assert!(overlay.append(1, Overlaid::Value(b"BBB"), 2));
         assert!(overlay.append(1, Overlaid::Value(b"CCC"), 3));

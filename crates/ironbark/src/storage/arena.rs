@@ -75,30 +75,105 @@ const POPULATE_STEP: u64 = 8;
 /// region*): 64 MiB, the branches of a tree of some 15M leaves of 4 KiB.
 const UPPER_REGION_BYTES: usize = 64 << 20;
 
-/// Value overlays per slot: an overlay lives in an *overlay unit*, a
-/// quarter slot, numbered `slot * 4 + quarter`. Most overlays hold a few
-/// entries until their leaf's next copy or the checkpoint (after a
-/// random delete or overwrite in each of 35,000 leaves at 1M records, six
-/// on average; at 10M records, 200k of them leave one in each of 200k
-/// leaves), so a slot each made the memory the kernel must zero the
-/// largest cost of single-put deletes: a fifth of their time was spent
-/// faulting fresh overlay pages in (benchmarks.md, session 29), and
-/// half a slot each still most of the time of single-put overwrites at
-/// 10M records (session 31). A quarter of a 4 KiB page holds 7 values of
-/// 100 bytes, or the 31 tombstones an overlay holds at most. Quarter
-/// units go to file leaves (a leaf's first change since the checkpoint),
-/// and a quarter that fills moves to a whole slot
-/// (`Arena::move_file_overlay`): without the move, 200k single-put
+/// Overlay units per slot: a value overlay lives in an *overlay unit*,
+/// an eighth, a quarter or the whole of an arena slot ([`UnitSize`]),
+/// numbered in eighths (`slot * 8 + eighth`) and tagged with its size
+/// ([`QUARTER_UNIT`], [`WHOLE_SLOT_UNIT`]; an eighth has no tag). Most
+/// overlays hold a few entries until their leaf's next copy or the
+/// checkpoint (after a random delete or overwrite in each of 35,000
+/// leaves at 1M records, six on average; at 10M records, 200k of them
+/// leave one in each of 200k leaves), so a slot each made the memory the
+/// kernel must zero the largest cost of single-put deletes: a fifth of
+/// their time was spent faulting fresh overlay pages in (benchmarks.md,
+/// session 29); half a slot each, then a quarter, still most of the time
+/// of single-put overwrites at 10M records (sessions 31 and 32). A file
+/// leaf's overlay (a leaf's first change since the checkpoint) starts in
+/// an eighth (512 bytes of a 4 KiB page: 3 values of 100 bytes, or 23
+/// tombstones) and, as it fills, moves to a quarter (7 values, or the 31
+/// tombstones an overlay holds at most) and then to a whole slot
+/// (`Arena::move_file_overlay`): without the moves, 200k single-put
 /// overwrites into 200k records (25 per leaf) copied leaves far more
-/// often and ran 0.89-0.96x. An arena leaf, which was copied in this span
-/// already (by an insert, or because its overlay filled), gets a whole
-/// slot at once ([`WHOLE_SLOT_UNIT`]).
-pub(crate) const OVERLAY_UNITS_PER_SLOT: u64 = 4;
+/// often and ran 0.89-0.96x, and eighths moved straight to whole slots
+/// made 1M records' overwrites 0.87-0.99x. An arena leaf, which was
+/// copied in this span already (by an insert, or because its overlay
+/// filled), gets a whole slot at once.
+pub(crate) const OVERLAY_UNITS_PER_SLOT: u64 = 8;
 
-/// Marks an overlay unit number that names a whole slot's overlay (its
-/// first unit's number, `slot * 4`, with this bit): a table word holds
+/// Tags an overlay unit number that names a quarter slot's overlay
+/// (two eighths, the first of them even).
+pub(crate) const QUARTER_UNIT: u64 = 1 << 30;
+
+/// Tags an overlay unit number that names a whole slot's overlay (its
+/// first eighth's number, `slot * 8`, with this bit): a table word holds
 /// the unit number + 1 in 32 bits.
 pub(crate) const WHOLE_SLOT_UNIT: u64 = 1 << 31;
+
+/// The size tags of an overlay unit number.
+const UNIT_TAGS: u64 = QUARTER_UNIT | WHOLE_SLOT_UNIT;
+
+/// The size of an overlay unit (see [`OVERLAY_UNITS_PER_SLOT`]). The
+/// units of one slot are all of one size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum UnitSize {
+    Eighth,
+    Quarter,
+    Whole,
+}
+
+impl UnitSize {
+    /// The size unit number `unit` names, `None` if it carries both tags.
+    pub(crate) fn of(unit: u64) -> Option<UnitSize> {
+        match (unit & QUARTER_UNIT != 0, unit & WHOLE_SLOT_UNIT != 0) {
+            (false, false) => Some(UnitSize::Eighth),
+            (true, false) => Some(UnitSize::Quarter),
+            (false, true) => Some(UnitSize::Whole),
+            (true, true) => None,
+        }
+    }
+
+    /// Eighths of a slot in a unit of this size.
+    fn eighths(self) -> u64 {
+        match self {
+            UnitSize::Eighth => 1,
+            UnitSize::Quarter => 2,
+            UnitSize::Whole => OVERLAY_UNITS_PER_SLOT,
+        }
+    }
+
+    /// The tag of a unit number of this size.
+    fn tag(self) -> u64 {
+        match self {
+            UnitSize::Eighth => 0,
+            UnitSize::Quarter => QUARTER_UNIT,
+            UnitSize::Whole => WHOLE_SLOT_UNIT,
+        }
+    }
+
+    /// The size a full overlay of this size moves to, if any.
+    pub(crate) fn larger(self) -> Option<UnitSize> {
+        match self {
+            UnitSize::Eighth => Some(UnitSize::Quarter),
+            UnitSize::Quarter => Some(UnitSize::Whole),
+            UnitSize::Whole => None,
+        }
+    }
+
+    /// The first unit of a file leaf's overlay whose first change is a
+    /// value of `value_len` bytes (0 for a tombstone), in slots of
+    /// `page_size`: an eighth where it holds two such entries (at 4 KiB
+    /// pages, values up to 168 bytes), so that a leaf changed once or
+    /// twice before the checkpoint takes 512 bytes of fresh memory; a
+    /// quarter otherwise (a value that fills an eighth alone would move
+    /// at once).
+    pub(crate) fn first_for_file_leaf(page_size: usize, value_len: usize) -> UnitSize {
+        let eighth = page_size / OVERLAY_UNITS_PER_SLOT as usize;
+        if crate::storage::overlay::entries_fit(eighth, 2, value_len) {
+            UnitSize::Eighth
+        } else {
+            UnitSize::Quarter
+        }
+    }
+}
 
 /// The arena's mapping.
 #[derive(Debug)]
@@ -178,11 +253,11 @@ impl Arena {
         }
         self.overlays
             .get(slot)
-            .filter(|&u| u & !WHOLE_SLOT_UNIT < self.slots * OVERLAY_UNITS_PER_SLOT)
+            .filter(|&u| u & !UNIT_TAGS < self.slots * OVERLAY_UNITS_PER_SLOT)
     }
 
-    /// The bytes of an overlay unit.
-    fn unit_bytes(&self) -> usize {
+    /// The bytes of an eighth of a slot (the smallest overlay unit).
+    fn eighth_bytes(&self) -> usize {
         self.page_size / OVERLAY_UNITS_PER_SLOT as usize
     }
 
@@ -190,26 +265,20 @@ impl Arena {
     /// own, or a [`FileOverlays`]), if the unit lies in the reservation.
     #[inline]
     pub(crate) fn overlay_in(&self, unit: u64) -> Option<OverlayPage<'_>> {
-        let (first_unit, bytes) = if unit & WHOLE_SLOT_UNIT != 0 {
-            let first = unit & !WHOLE_SLOT_UNIT;
-            if first % OVERLAY_UNITS_PER_SLOT != 0 {
-                // A whole slot's overlay starts at its slot.
-                return None;
-            }
-            (first, self.page_size)
-        } else {
-            (unit, self.unit_bytes())
-        };
-        if first_unit >= self.slots * OVERLAY_UNITS_PER_SLOT {
+        let size = UnitSize::of(unit)?;
+        let first = unit & !UNIT_TAGS;
+        if first % size.eighths() != 0 || first >= self.slots * OVERLAY_UNITS_PER_SLOT {
+            // A unit starts at a multiple of its size (a whole slot's at
+            // its slot), so it ends within its slot.
             return None;
         }
         Some(OverlayPage {
-            // SAFETY: in the mapping (checked: a whole slot's overlay
-            // starts at its slot, so it ends within the reservation too);
-            // what may be read or written of an overlay page is
-            // `storage::overlay`'s protocol.
-            ptr: unsafe { self.ptr.add(first_unit as usize * self.unit_bytes()) },
-            page_size: bytes,
+            // SAFETY: in the mapping (checked: the unit starts in the
+            // reservation at a multiple of its size, so it ends within
+            // its slot); what may be read or written of an overlay page
+            // is `storage::overlay`'s protocol.
+            ptr: unsafe { self.ptr.add(first as usize * self.eighth_bytes()) },
+            page_size: size.eighths() as usize * self.eighth_bytes(),
             arena: std::marker::PhantomData,
         })
     }
@@ -237,9 +306,9 @@ impl Arena {
         page
     }
 
-    /// Moves the overlay of file leaf `pgno` in `files`, the quarter unit
-    /// `from`, which is full, to `to` (a whole slot just handed out by
-    /// `ArenaSpace::alloc_whole_overlay`): its entries are copied, then the
+    /// Moves the overlay of file leaf `pgno` in `files`, the unit `from`,
+    /// which is full, to `to` (a larger unit just handed out by
+    /// `ArenaSpace::alloc_larger_overlay`): its entries are copied, then the
     /// table names `to`. A reader that read the table before finds every
     /// entry it may read in `from`, which retires with the transaction
     /// (`ArenaSpace::retire_overlay`); one that reads it after finds the
@@ -255,7 +324,10 @@ impl Arena {
         txn: u64,
     ) -> Option<(OverlayPage<'_>, crate::storage::overlay::Mark)> {
         assert!(pgno < files.table.slots && files.table.get(pgno) == Some(from));
-        assert!(from & WHOLE_SLOT_UNIT == 0 && to & WHOLE_SLOT_UNIT != 0);
+        assert!(
+            UnitSize::of(from) < UnitSize::of(to),
+            "a move to a larger unit"
+        );
         let (old, new) = (self.overlay_in(from)?, self.overlay_in(to)?);
         new.init();
         let mark = old.copy_entries_to(&new, txn)?;
@@ -658,9 +730,10 @@ pub(crate) struct ArenaSpace {
     /// `live_pages`): an overlay spares copies of its leaf, and counting
     /// it would make checkpoints come twice as often.
     overlay_count: u64,
-    /// The overlay slot whose units are not all handed out yet, and its
-    /// next unit (1 to `OVERLAY_UNITS_PER_SLOT - 1`).
-    open_slot: Option<(u64, u64)>,
+    /// Per unit size below a whole slot (eighths, quarters): the overlay
+    /// slot whose units of that size are not all handed out yet, and the
+    /// eighth its next unit starts at (1 to `OVERLAY_UNITS_PER_SLOT - 1`).
+    open_slots: [Option<(u64, u64)>; 2],
     /// Per overlay slot: its units handed out and not retired, and the
     /// latest txn that retired one. The slot retires when no unit is live
     /// (nor to be handed out), with that txn and the earliest of the
@@ -945,58 +1018,73 @@ impl ArenaSpace {
     }
 
     /// An overlay unit (see [`OVERLAY_UNITS_PER_SLOT`]) for the value
-    /// overlay of live leaf `leaf`: for a file leaf, the next quarter of
-    /// the last overlay slot taken, or the first of a new one, born at
-    /// `file_born` (its span's `FileOverlays::born`: a reader older than
-    /// that holds another span's table, and cannot reach it); for an
-    /// arena leaf, a whole slot born when the leaf was (a reader that sees
-    /// the leaf may read its overlay, so it is kept as long). Overlay
-    /// slots are left out of the bounds (see `overlay_count`). The
-    /// earliest birth of a slot's units is its own (`born`); the units
-    /// of one slot are of one span (`retire_all` ends a span and leaves
-    /// slot open).
+    /// overlay of live leaf `leaf`, whose first entry holds `value_len`
+    /// bytes: for a file leaf, a unit of `UnitSize::first_for_file_leaf`
+    /// (the next one of the last slot taken for that size, or the first of
+    /// a new one) born at `file_born` (its span's `FileOverlays::born`: a
+    /// reader older than that holds another span's table, and cannot reach
+    /// it); for an arena leaf, a whole slot born when the leaf was (a
+    /// reader that sees the leaf may read its overlay, so it is kept as
+    /// long). Overlay slots are left out of the bounds (see
+    /// `overlay_count`). The earliest birth of a slot's units is its own
+    /// (`born`); the units of one slot are of one size and one span
+    /// (`retire_all` ends a span and closes the open slots).
     pub(crate) fn alloc_overlay(
         &mut self,
         arena: &Arena,
         leaf: u64,
+        value_len: usize,
         file_born: u64,
         limit: u64,
     ) -> Option<u64> {
         if leaf & ARENA_BIT != 0 {
-            return self.alloc_whole_overlay(arena, leaf, file_born, limit);
+            let slot = self.new_overlay_slot(arena, limit, self.born_of(leaf))?;
+            return Some(WHOLE_SLOT_UNIT | (slot * OVERLAY_UNITS_PER_SLOT));
         }
-        if let Some((slot, next)) = self.open_slot.take() {
-            debug_assert!(0 < next && next < OVERLAY_UNITS_PER_SLOT);
-            let born = &mut self.born[slot as usize];
-            *born = (*born).min(file_born);
-            self.overlay_units[slot as usize].0 += 1;
-            if next + 1 < OVERLAY_UNITS_PER_SLOT {
-                self.open_slot = Some((slot, next + 1));
-            }
-            return Some(slot * OVERLAY_UNITS_PER_SLOT + next);
-        }
-        let slot = self.new_overlay_slot(arena, limit, file_born)?;
-        self.open_slot = Some((slot, 1));
-        Some(slot * OVERLAY_UNITS_PER_SLOT)
+        let size = UnitSize::first_for_file_leaf(arena.page_size, value_len);
+        self.alloc_unit(arena, size, file_born, limit)
     }
 
-    /// A whole slot for the value overlay of live leaf `leaf` (see
-    /// `alloc_overlay`): an arena leaf's, or a file leaf's whose quarter unit
-    /// filled (`Arena::move_file_overlay`), born at `file_born`.
-    pub(crate) fn alloc_whole_overlay(
+    /// A unit of the next size up for the overlay of a file leaf whose
+    /// unit `from` filled (`Arena::move_file_overlay`), born at
+    /// `file_born`; `None` for a whole slot's (none is larger), or when
+    /// the arena has no room.
+    pub(crate) fn alloc_larger_overlay(
         &mut self,
         arena: &Arena,
-        leaf: u64,
+        from: u64,
         file_born: u64,
         limit: u64,
     ) -> Option<u64> {
-        let born = if leaf & ARENA_BIT == 0 {
-            file_born
-        } else {
-            self.born_of(leaf)
+        let size = UnitSize::of(from)?.larger()?;
+        self.alloc_unit(arena, size, file_born, limit)
+    }
+
+    /// A unit of `size` born at `born`: a whole slot, or the next unit of
+    /// the open slot of that size (a new slot when none is open).
+    fn alloc_unit(&mut self, arena: &Arena, size: UnitSize, born: u64, limit: u64) -> Option<u64> {
+        let open = match size {
+            UnitSize::Eighth => 0,
+            UnitSize::Quarter => 1,
+            UnitSize::Whole => {
+                let slot = self.new_overlay_slot(arena, limit, born)?;
+                return Some(WHOLE_SLOT_UNIT | (slot * OVERLAY_UNITS_PER_SLOT));
+            }
         };
+        let step = size.eighths();
+        if let Some((slot, next)) = self.open_slots[open].take() {
+            debug_assert!(0 < next && next < OVERLAY_UNITS_PER_SLOT && next % step == 0);
+            let slot_born = &mut self.born[slot as usize];
+            *slot_born = (*slot_born).min(born);
+            self.overlay_units[slot as usize].0 += 1;
+            if next + step < OVERLAY_UNITS_PER_SLOT {
+                self.open_slots[open] = Some((slot, next + step));
+            }
+            return Some(size.tag() | (slot * OVERLAY_UNITS_PER_SLOT + next));
+        }
         let slot = self.new_overlay_slot(arena, limit, born)?;
-        Some(WHOLE_SLOT_UNIT | (slot * OVERLAY_UNITS_PER_SLOT))
+        self.open_slots[open] = Some((slot, step));
+        Some(size.tag() | (slot * OVERLAY_UNITS_PER_SLOT))
     }
 
     /// A slot for overlays, born at `born`, counted as an overlay slot
@@ -1015,12 +1103,17 @@ impl ArenaSpace {
     /// on (its leaf was superseded); its slot retires with the last of its
     /// units.
     pub(crate) fn retire_overlay(&mut self, unit: u64, txn: u64) {
-        let slot = (unit & !WHOLE_SLOT_UNIT) / OVERLAY_UNITS_PER_SLOT;
+        let slot = (unit & !UNIT_TAGS) / OVERLAY_UNITS_PER_SLOT;
         let (live, retired_at) = &mut self.overlay_units[slot as usize];
         assert!(*live > 0, "overlay unit {unit} retired twice");
         *live -= 1;
         *retired_at = (*retired_at).max(txn);
-        if *live == 0 && self.open_slot.map(|(open, _)| open) != Some(slot) {
+        let open = self
+            .open_slots
+            .iter()
+            .flatten()
+            .any(|&(open, _)| open == slot);
+        if *live == 0 && !open {
             let txn = *retired_at;
             self.retire(ARENA_BIT | slot, 1, txn);
             self.overlay_count -= 1;
@@ -1102,7 +1195,7 @@ impl ArenaSpace {
         // The overlays went with the rest (their units' counts are set
         // anew when a slot is next taken for overlays).
         self.overlay_count = 0;
-        self.open_slot = None;
+        self.open_slots = [None; 2];
     }
 
     /// Makes reusable every retired slot no reader of `protectors` (sorted

@@ -5,8 +5,8 @@
 //! A logged commit that overwrites the value of a key with one of the same
 //! length, where the key's leaf is a committed page, would copy the
 //! leaf and every branch above it (copy-on-write). Instead the new value
-//! goes into the leaf's *overlay*: an overlay unit (a quarter of an arena slot,
-//! or a whole one: `storage::arena::OVERLAY_UNITS_PER_SLOT`) of entries
+//! goes into the leaf's *overlay*: an overlay unit (an eighth, a quarter or
+//! the whole of an arena slot: `storage::arena::OVERLAY_UNITS_PER_SLOT`) of entries
 //! (txn, the
 //! entry's index in the leaf, the value), appended in commit order. A
 //! delete is an entry that says the index is deleted (a *tombstone*: no
@@ -73,6 +73,14 @@ pub(crate) const MAX_OVERLAY_VALUE: usize = 512;
 /// Bytes before the first entry header: a cache line naming each index's
 /// newest entry, and one holding the writer's word and the filter.
 const FIRST_HEADER: usize = 128;
+/// Whether an overlay of `bytes` holds `n` entries whose values are
+/// `value_len` bytes long (0 for tombstones): the first lines, their
+/// headers and the zero header that ends the list, and their values
+/// (`OverlayPage::append`'s rule).
+pub(crate) fn entries_fit(bytes: usize, n: usize, value_len: usize) -> bool {
+    n < MAX_ENTRIES && FIRST_HEADER + (n + 1) * ENTRY_HEADER + n * value_len <= bytes
+}
+
 /// Where the writer's word lies, and the filter of indexes from
 /// [`NEWEST_INDEXES`] up.
 const WRITER_WORD_AT: usize = 64;
@@ -113,7 +121,7 @@ pub(crate) struct Mark {
 }
 
 /// One overlay page in the arena: `ptr` to its `page_size` bytes (an
-/// overlay unit's: a quarter of an arena slot, or a whole one). Made by
+/// overlay unit's: an eighth, a quarter or the whole of an arena slot). Made by
 /// the arena only, for a slot that holds an overlay (see the module doc
 /// for who may call what).
 pub(crate) struct OverlayPage<'a> {
@@ -439,7 +447,7 @@ impl<'a> OverlayPage<'a> {
 #[cfg(test)]
 mod tests {
     use super::Overlaid::{Deleted, Value};
-    use super::{OverlayPage, MAX_ENTRIES};
+    use super::{entries_fit, OverlayPage};
     use crate::storage::arena::{Arena, ArenaSpace, FileOverlays, ARENA_BIT, WHOLE_SLOT_UNIT};
 
     #[test]
@@ -448,7 +456,7 @@ mod tests {
         let mut space = ArenaSpace::default();
         let leaf = space.alloc(&arena, 1, u64::MAX, 3, false).unwrap().pgno();
         assert!(arena.overlay(leaf).is_none());
-        let fresh = space.alloc_overlay(&arena, leaf, 0, u64::MAX).unwrap();
+        let fresh = space.alloc_overlay(&arena, leaf, 100, 0, u64::MAX).unwrap();
         let page = arena.attach_overlay(leaf, fresh);
         assert!(page.append(5, Value(b"at 4"), 4));
         assert!(page.append(6, Value(b"six"), 4));
@@ -487,11 +495,15 @@ mod tests {
         let files = FileOverlays::new(64, 0).unwrap();
         let mut space = ArenaSpace::default();
         let units: Vec<u64> = (0..UNITS)
-            .map(|i| space.alloc_overlay(&arena, 10 + i, 0, u64::MAX).unwrap())
+            .map(|i| {
+                space
+                    .alloc_overlay(&arena, 10 + i, 100, 0, u64::MAX)
+                    .unwrap()
+            })
             .collect();
         assert!(
             units.iter().all(|u| u / UNITS == units[0] / UNITS),
-            "one slot, {UNITS} units: {units:?}"
+            "one slot, {UNITS} eighths: {units:?}"
         );
         let pages: Vec<OverlayPage<'_>> = (0..UNITS)
             .map(|i| arena.attach_file_overlay(&files, 10 + i, 1, units[i as usize]))
@@ -503,24 +515,23 @@ mod tests {
         while pages[0].append(appended as u16 % 60, Value(&value), 6) {
             appended += 1;
         }
-        assert_eq!(appended, 7, "a quarter page holds 7 values of 100 bytes");
+        assert_eq!(appended, 3, "an eighth holds 3 values of 100 bytes");
+        assert!(entries_fit(512, 3, 100) && !entries_fit(512, 4, 100));
         let mut tombstones = 0;
         while pages[2].append(tombstones as u16, Deleted, 6) {
             tombstones += 1;
         }
-        assert_eq!(
-            tombstones,
-            MAX_ENTRIES - 1,
-            "and as many tombstones as a page"
-        );
+        assert_eq!(tombstones, 23, "and 23 tombstones");
+        assert!(entries_fit(512, 23, 0) && !entries_fit(512, 24, 0));
         assert!(pages[1].append(1, Value(b"b's"), 6));
         assert_eq!(pages[1].value(1, 6).unwrap(), Some(Value(b"b's")));
         assert_eq!(pages[0].value(0, 6).unwrap(), Some(Value(&value[..])));
         assert_eq!(pages[2].value(3, 6).unwrap(), Some(Deleted));
         assert_eq!(files.unit_of(11), Some(units[1]));
-        // Units retired at 7, 8, 7 keep the slot; the last at 9 retires
-        // it, as born at 0 and retired at 9.
-        for (unit, txn) in units.iter().zip([7, 8, 7, 9]) {
+        // Units retired at 7, 8, 7, ... keep the slot; the last at 9
+        // retires it, as born at 0 and retired at 9.
+        let txns = [7, 8, 7, 7, 8, 7, 8, 9];
+        for (unit, txn) in units.iter().zip(txns) {
             assert_eq!(space.retired_pages(), 0);
             space.retire_overlay(*unit, txn);
         }
@@ -533,10 +544,10 @@ mod tests {
         assert_eq!(space.pinned_by(&[9]), 0);
         // The next file leaf's overlay takes a new slot; an arena leaf's
         // takes a whole one.
-        let c = space.alloc_overlay(&arena, 20, 0, u64::MAX).unwrap();
+        let c = space.alloc_overlay(&arena, 20, 100, 0, u64::MAX).unwrap();
         assert_ne!(c / UNITS, units[0] / UNITS);
         let leaf = space.alloc(&arena, 1, u64::MAX, 3, false).unwrap().pgno();
-        let whole = space.alloc_overlay(&arena, leaf, 0, u64::MAX).unwrap();
+        let whole = space.alloc_overlay(&arena, leaf, 100, 0, u64::MAX).unwrap();
         assert_ne!(whole & WHOLE_SLOT_UNIT, 0);
         assert_eq!(arena.attach_overlay(leaf, whole).page_size, 4096);
         assert!(
@@ -547,16 +558,78 @@ mod tests {
         assert_eq!(space.retired_pages(), 2);
     }
 
+    /// Overlay units come in three sizes, each slot's units of one size:
+    /// an eighth for a file leaf's first change (a quarter when an eighth
+    /// would not hold two such values, or at small pages), then a quarter
+    /// and a whole slot as the overlay fills (`alloc_larger_overlay`). A
+    /// unit number names its size, and a unit not aligned to its size,
+    /// or with both tags, is none.
+    #[test]
+    fn overlay_units_grow_from_eighths_to_quarters_to_whole_slots() {
+        use crate::storage::arena::{UnitSize, OVERLAY_UNITS_PER_SLOT as UNITS, QUARTER_UNIT};
+        assert_eq!(UnitSize::first_for_file_leaf(4096, 100), UnitSize::Eighth);
+        assert_eq!(UnitSize::first_for_file_leaf(4096, 0), UnitSize::Eighth);
+        assert_eq!(UnitSize::first_for_file_leaf(4096, 168), UnitSize::Eighth);
+        assert_eq!(UnitSize::first_for_file_leaf(4096, 169), UnitSize::Quarter);
+        assert_eq!(UnitSize::first_for_file_leaf(1024, 0), UnitSize::Quarter);
+        let arena = Arena::new(4096, 64 * 4096).unwrap();
+        let mut space = ArenaSpace::default();
+        let eighth = space.alloc_overlay(&arena, 10, 100, 0, u64::MAX).unwrap();
+        let big = space.alloc_overlay(&arena, 11, 300, 0, u64::MAX).unwrap();
+        assert_eq!(UnitSize::of(eighth), Some(UnitSize::Eighth));
+        assert_eq!(UnitSize::of(big), Some(UnitSize::Quarter));
+        assert_ne!(
+            (big & !QUARTER_UNIT) / UNITS,
+            eighth / UNITS,
+            "quarters and eighths in slots of their own"
+        );
+        let quarter = space
+            .alloc_larger_overlay(&arena, eighth, 0, u64::MAX)
+            .unwrap();
+        assert_eq!(UnitSize::of(quarter), Some(UnitSize::Quarter));
+        assert_eq!(
+            (quarter & !QUARTER_UNIT) / UNITS,
+            (big & !QUARTER_UNIT) / UNITS,
+            "the open quarter slot's next unit"
+        );
+        assert_eq!(quarter, big + 2, "quarters start at even eighths");
+        let whole = space
+            .alloc_larger_overlay(&arena, quarter, 0, u64::MAX)
+            .unwrap();
+        assert_eq!(UnitSize::of(whole), Some(UnitSize::Whole));
+        assert_eq!(space.alloc_larger_overlay(&arena, whole, 0, u64::MAX), None);
+        let sizes: Vec<usize> = [eighth, quarter, whole]
+            .iter()
+            .map(|&u| arena.overlay_in(u).unwrap().page_size)
+            .collect();
+        assert_eq!(sizes, [512, 1024, 4096]);
+        assert!(
+            arena.overlay_in(quarter + 1).is_none(),
+            "a quarter at an odd eighth"
+        );
+        assert!(arena
+            .overlay_in(eighth | QUARTER_UNIT | WHOLE_SLOT_UNIT)
+            .is_none());
+        // A value that fills an eighth's room alone still fits a quarter.
+        let page = arena.overlay_in(big).unwrap();
+        page.init();
+        assert!(page.append(0, Value(&[1u8; 300]), 2));
+    }
+
     #[test]
     fn a_slot_whose_units_retire_before_all_are_handed_out_waits_for_the_rest() {
         use crate::storage::arena::OVERLAY_UNITS_PER_SLOT as UNITS;
         let arena = Arena::new(4096, 64 * 4096).unwrap();
         let mut space = ArenaSpace::default();
-        let first = space.alloc_overlay(&arena, 10, 0, u64::MAX).unwrap();
+        let first = space.alloc_overlay(&arena, 10, 100, 0, u64::MAX).unwrap();
         space.retire_overlay(first, 4);
         assert_eq!(space.retired_pages(), 0, "more units to hand out");
         let rest: Vec<u64> = (1..UNITS)
-            .map(|i| space.alloc_overlay(&arena, 10 + i, 0, u64::MAX).unwrap())
+            .map(|i| {
+                space
+                    .alloc_overlay(&arena, 10 + i, 100, 0, u64::MAX)
+                    .unwrap()
+            })
             .collect();
         assert!(rest.iter().all(|u| u / UNITS == first / UNITS));
         for unit in &rest {
@@ -572,7 +645,7 @@ mod tests {
         let arena = Arena::new(4096, 64 * 4096).unwrap();
         let mut space = ArenaSpace::default();
         let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
-        let fresh = space.alloc_overlay(&arena, leaf, 0, u64::MAX).unwrap();
+        let fresh = space.alloc_overlay(&arena, leaf, 100, 0, u64::MAX).unwrap();
         let page = arena.attach_overlay(leaf, fresh);
         assert!(page.append(1, Value(b"kept"), 2));
         let before = page.mark();
@@ -595,7 +668,7 @@ mod tests {
         let arena = Arena::new(4096, 64 * 4096).unwrap();
         let mut space = ArenaSpace::default();
         let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
-        let fresh = space.alloc_overlay(&arena, leaf, 0, u64::MAX).unwrap();
+        let fresh = space.alloc_overlay(&arena, leaf, 100, 0, u64::MAX).unwrap();
         let page = arena.attach_overlay(leaf, fresh);
         assert!(page.append(200, Value(b"a"), 2));
         assert!(page.append(70, Value(b"b"), 2));
@@ -612,7 +685,7 @@ mod tests {
         let arena = Arena::new(4096, 64 * 4096).unwrap();
         let mut space = ArenaSpace::default();
         let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
-        let fresh = space.alloc_overlay(&arena, leaf, 0, u64::MAX).unwrap();
+        let fresh = space.alloc_overlay(&arena, leaf, 100, 0, u64::MAX).unwrap();
         let page = arena.attach_overlay(leaf, fresh);
         assert!(page.append(3, Value(b"v3"), 2));
         assert!(page.append(3, Deleted, 3));
@@ -660,7 +733,7 @@ mod tests {
         let arena = Arena::new(1024, 64 * 1024).unwrap();
         let mut space = ArenaSpace::default();
         let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
-        let fresh = space.alloc_overlay(&arena, leaf, 0, u64::MAX).unwrap();
+        let fresh = space.alloc_overlay(&arena, leaf, 100, 0, u64::MAX).unwrap();
         let page = arena.attach_overlay(leaf, fresh);
         let value = [7u8; 100];
         let mut n = 0;

@@ -187,9 +187,13 @@ impl<'db> WriteTxn<'db> {
                 };
                 let w = &mut *self.writer;
                 let file_born = files.as_ref().map_or(0, |f| f.born());
+                let value_len = match change {
+                    Overlaid::Value(v) => v.len(),
+                    Overlaid::Deleted => 0,
+                };
                 let Some(unit) = w
                     .arena_space
-                    .alloc_overlay(arena, leaf_pgno, file_born, limit)
+                    .alloc_overlay(arena, leaf_pgno, value_len, file_born, limit)
                 else {
                     return Ok(Change::Declined);
                 };
@@ -207,35 +211,41 @@ impl<'db> WriteTxn<'db> {
         let txn = self.base.txn() + 1;
         let first = page.newest_txn() != Some(txn);
         let index = u16::try_from(index).expect("a leaf holds fewer than 2^16 entries");
-        if !page.append(index, change, txn) {
-            // Full. A file leaf's quarter unit moves to a whole slot; any
-            // other overlay makes the put copy the leaf, applying it.
-            let Some((page, unit, mark)) = self.move_to_whole_slot(arena, leaf_pgno, unit, txn)
+        if page.append(index, change, txn) {
+            self.overlays.record(arena, unit, mark, first);
+            return Ok(Change::Overlaid);
+        }
+        // Full. A file leaf's unit below a whole slot moves to the next
+        // size up (until one has room for the value: at small pages a
+        // quarter may not); any other overlay makes the put copy the leaf,
+        // applying it.
+        let mut unit = unit;
+        loop {
+            let Some((page, larger, mark)) = self.move_to_larger_unit(arena, leaf_pgno, unit, txn)
             else {
                 return Ok(Change::Declined);
             };
-            if !page.append(index, change, txn) {
-                // The whole slot has no room for this value (small pages).
-                return Ok(Change::Declined);
+            unit = larger;
+            if page.append(index, change, txn) {
+                // `move_to_larger_unit` recorded the mark.
+                self.overlays.record(arena, unit, mark, false);
+                return Ok(Change::Overlaid);
             }
-            self.overlays.record(arena, unit, mark, false);
-            return Ok(Change::Overlaid);
         }
-        self.overlays.record(arena, unit, mark, first);
-        Ok(Change::Overlaid)
     }
 
-    /// Moves the full overlay of file leaf `leaf`, the quarter unit `unit`,
-    /// to a whole slot (`Arena::move_file_overlay`), which holds 31
-    /// entries where the quarter holds 7 of 100-byte values: a leaf changed
-    /// that often would otherwise be copied (with its path) well before a
-    /// whole slot would have filled. Returns the new overlay, its unit and
-    /// its mark before txn `txn`'s entries, which the undo list records
-    /// in place of the quarter's (`OverlayUndo::moved`); `None` for an arena
-    /// leaf's overlay (a whole slot already), for a quarter that holds as
-    /// many entries as a whole slot may (not its bytes: its count), or
-    /// when the arena has no room.
-    fn move_to_whole_slot(
+    /// Moves the full overlay of file leaf `leaf`, the unit `unit` (an
+    /// eighth or a quarter of a slot), to a unit of the next size up
+    /// (`Arena::move_file_overlay`): an eighth holds 3 values of 100 bytes,
+    /// a quarter 7, a whole slot 31 entries, and a leaf changed that often
+    /// would otherwise be copied (with its path) well before a whole slot
+    /// would have filled. Returns the new overlay, its unit and its mark
+    /// before txn `txn`'s entries, which the undo list records in place of
+    /// the old unit's (`OverlayUndo::moved`); `None` for an arena leaf's
+    /// overlay (a whole slot already) or a whole slot's, for a unit that
+    /// holds as many entries as a whole slot may (not its bytes: its
+    /// count), or when the arena has no room.
+    fn move_to_larger_unit(
         &mut self,
         arena: &'db crate::storage::arena::Arena,
         leaf: u64,
@@ -249,8 +259,7 @@ impl<'db> WriteTxn<'db> {
         if leaf & ARENA_BIT != 0 || unit & WHOLE_SLOT_UNIT != 0 {
             return None;
         }
-        let quarter = arena.overlay_in(unit)?;
-        if quarter.is_full_of_entries() {
+        if arena.overlay_in(unit)?.is_full_of_entries() {
             return None;
         }
         let files = self.base.source.file_overlays.clone()?;
@@ -258,7 +267,7 @@ impl<'db> WriteTxn<'db> {
         let w = &mut *self.writer;
         let to = w
             .arena_space
-            .alloc_whole_overlay(arena, leaf, files.born(), limit)?;
+            .alloc_larger_overlay(arena, unit, files.born(), limit)?;
         match arena.move_file_overlay(&files, leaf, unit, to, txn) {
             Some((page, mark)) => {
                 // No snapshot from this transaction's on reads it.
