@@ -444,6 +444,19 @@ impl<'a> Node<'a> {
             size -= half;
         }
         let lo = base as usize + usize::from(slot_head(slots, base) < h);
+        if self.is_leaf && lo < count && slot_head(slots, lo as u32) == h {
+            // The lines of cell `lo` past its first, where its head is the
+            // key's (a lookup that will find its key there reads the value
+            // next): asked for now, they arrive with the first, not after
+            // it. A missing key's head rarely matches, and asks for none.
+            let off = u16_at(self.bytes, HEADER_LEN + lo * SLOT_LEN) as usize;
+            if let Some(cell) = self
+                .bytes
+                .get(off..(off + CELL_PREFETCH_BYTES).min(self.bytes.len()))
+            {
+                prefetch(cell);
+            }
+        }
         // The keys share their first `p` bytes: does `key` start with them?
         if p > 0 {
             let probe = self.key(lo.min(count - 1))?;
@@ -581,6 +594,10 @@ impl<'a> Node<'a> {
         Ok(used >= bytes)
     }
 }
+
+/// Bytes of a leaf cell a lookup asks for ahead (`Node::head_range`):
+/// three lines, a 16-byte key and a 100-byte value wherever it starts.
+const CELL_PREFETCH_BYTES: usize = 192;
 
 /// Byte-wise key order, eight bytes at a time (keys are short; a call to
 /// `memcmp` per comparison costs more than the comparison).
