@@ -544,3 +544,143 @@ fn an_overlay_full_of_entries_copies_its_leaf() {
     assert_sees(&db.begin_read().unwrap(), &model, "after the copy");
     assert_clean(&db, &model);
 }
+
+/// One transaction moves a file leaf's overlay through every size: 25
+/// overwrites of 40-byte values in a one-leaf tree fill the eighth at 6
+/// and the quarter at 15, and go on in a whole slot. Given up, it leaves
+/// every old value; committed, every change is overlaid (none copies the
+/// leaf), and a snapshot from before and the newest each see their own
+/// values, through a checkpoint and a reopen.
+#[test]
+fn one_transaction_moves_an_overlay_through_every_size() {
+    const N: u32 = 30;
+    let t = temp_db("every_size.ib");
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let w = tx.open_tree("w").unwrap();
+    let mut model = Entries::new();
+    for i in 0..N {
+        let v = vec![i as u8; VALUE_LEN];
+        tx.put(&w, &key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+    tx.commit().unwrap();
+    db.checkpoint().unwrap();
+    let sees = |rx: &ReadTxn, model: &Entries, what: &str| {
+        let w = rx.tree("w").unwrap();
+        let got: Entries = rx
+            .iter(&w)
+            .unwrap()
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+            .collect();
+        assert!(got == *model, "{what}");
+        for (k, v) in model {
+            assert_eq!(rx.get(&w, k).unwrap(), Some(&v[..]), "{what}");
+        }
+    };
+    let before = overlaid(&db);
+    let overwrite_all = |n: u32, fill: u8| {
+        let mut tx = db.begin_write().unwrap();
+        let wt = tx.tree("w").unwrap();
+        for i in 0..n {
+            tx.put(&wt, &key(i), &[fill.wrapping_add(i as u8); VALUE_LEN])
+                .unwrap();
+        }
+        tx
+    };
+    overwrite_all(N, 0xa0).abort();
+    sees(
+        &db.begin_read().unwrap(),
+        &model,
+        "after the transaction given up",
+    );
+    assert_eq!(overlaid(&db), before, "nothing of it counted");
+    let held = (db.begin_read().unwrap(), model.clone());
+    overwrite_all(25, 0x40).commit().unwrap();
+    for i in 0..25u32 {
+        model.insert(key(i), vec![0x40u8.wrapping_add(i as u8); VALUE_LEN]);
+    }
+    assert_eq!(
+        overlaid(&db) - before,
+        25,
+        "every change overlaid, none copied the leaf"
+    );
+    sees(&db.begin_read().unwrap(), &model, "committed");
+    sees(&held.0, &held.1, "held from before");
+    let report = db.check().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    db.checkpoint().unwrap();
+    sees(&held.0, &held.1, "held from before, checkpointed");
+    sees(&db.begin_read().unwrap(), &model, "checkpointed");
+    drop(held);
+    drop(db);
+    let db = Database::open_with(&t.path, &options()).unwrap();
+    sees(&db.begin_read().unwrap(), &model, "reopened");
+    assert!(db.check().unwrap().is_clean());
+}
+
+/// At 1 KiB pages a 200-byte value fits neither an eighth nor a quarter
+/// (a quarter holds the overlay's 128-byte head and 128 bytes more): a
+/// leaf's first change takes a quarter and moves it to a whole slot in
+/// the same put. Single changes, some given up, keep every value for the
+/// newest snapshot and one held from the start, through a checkpoint and
+/// a reopen.
+#[test]
+fn a_value_too_long_for_a_new_quarter_moves_it_at_once() {
+    const LONG: usize = 200;
+    const KEYS_HERE: u32 = 400;
+    let t = temp_db("long_small.ib");
+    let small = Options {
+        page_size: 1024,
+        ..options()
+    };
+    let db = Database::open_with(&t.path, &small).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let w = tx.open_tree("w").unwrap();
+    let mut model = Entries::new();
+    for i in 0..KEYS_HERE {
+        let v = vec![(i % 251) as u8; LONG];
+        tx.put(&w, &key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+    tx.commit().unwrap();
+    db.checkpoint().unwrap();
+    let sees = |rx: &ReadTxn, model: &Entries, what: &str| {
+        let w = rx.tree("w").unwrap();
+        let got: Entries = rx
+            .iter(&w)
+            .unwrap()
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+            .collect();
+        assert!(got == *model, "{what}");
+    };
+    let first = (db.begin_read().unwrap(), model.clone());
+    let before = overlaid(&db);
+    let mut rng = Rng::new(32);
+    for n in 0..300u32 {
+        let k = key(rng.below(u64::from(KEYS_HERE)) as u32);
+        let v = rng.bytes(LONG);
+        let mut tx = db.begin_write().unwrap();
+        let wt = tx.tree("w").unwrap();
+        tx.put(&wt, &k, &v).unwrap();
+        if n % 7 == 0 {
+            tx.abort();
+            continue;
+        }
+        tx.commit().unwrap();
+        model.insert(k, v);
+    }
+    let n = overlaid(&db) - before;
+    assert!(n >= 200, "{n} of 257 committed changes overlaid");
+    sees(&first.0, &first.1, "held from the start");
+    sees(&db.begin_read().unwrap(), &model, "newest");
+    let report = db.check().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    db.checkpoint().unwrap();
+    sees(&first.0, &first.1, "held from the start, checkpointed");
+    drop(first);
+    drop(db);
+    let db = Database::open_with(&t.path, &small).unwrap();
+    sees(&db.begin_read().unwrap(), &model, "reopened");
+    assert!(db.check().unwrap().is_clean());
+}
