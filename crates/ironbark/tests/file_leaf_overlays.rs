@@ -50,16 +50,7 @@ fn loaded(path: &Path) -> (Database, Entries) {
 /// `loaded`, opened with `options`.
 fn loaded_with(path: &Path, options: &Options) -> (Database, Entries) {
     let db = Database::open_with(path, options).unwrap();
-    let mut tx = db.begin_write().unwrap();
-    let t = tx.open_tree("t").unwrap();
-    let mut model = Entries::new();
-    for i in 0..KEYS {
-        let v = vec![(i % 251) as u8; VALUE_LEN];
-        tx.put(&t, &key(i), &v).unwrap();
-        model.insert(key(i), v);
-    }
-    tx.commit().unwrap();
-    db.checkpoint().unwrap();
+    let model = load_tree(&db, "t", KEYS, VALUE_LEN);
     (db, model)
 }
 
@@ -118,6 +109,63 @@ fn assert_clean(db: &Database, model: &Entries) {
     let report = db.check().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
     assert_eq!(report.entries, model.len() as u64);
+}
+
+/// Tree `name` of keys `0..n` with `value_len`-byte values (key `i`'s
+/// bytes all `i % 251`) in one transaction, then a checkpoint: its leaves
+/// are file pages.
+fn load_tree(db: &Database, name: &str, n: u32, value_len: usize) -> Entries {
+    let mut tx = db.begin_write().unwrap();
+    let w = tx.open_tree(name).unwrap();
+    let mut model = Entries::new();
+    for i in 0..n {
+        let v = vec![(i % 251) as u8; value_len];
+        tx.put(&w, &key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+    tx.commit().unwrap();
+    db.checkpoint().unwrap();
+    model
+}
+
+/// `rx` sees exactly `model` in tree `w`, by a scan and by `get` of each
+/// key.
+fn sees_w(rx: &ReadTxn, model: &Entries, what: &str) {
+    let w = rx.tree("w").unwrap();
+    let got: Entries = rx
+        .iter(&w)
+        .unwrap()
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect();
+    assert!(got == *model, "{what}");
+    for (k, v) in model {
+        assert_eq!(rx.get(&w, k).unwrap(), Some(&v[..]), "{what}");
+    }
+}
+
+/// The end of a test of tree `w`: `db` checks clean, checkpoints, and each
+/// of `held` (a snapshot and what it saw) and a new snapshot still see
+/// their own entries; then reopened (with `options`), `db` sees `model`
+/// and checks clean.
+fn through_checkpoint_and_reopen(
+    db: Database,
+    path: &Path,
+    options: &Options,
+    held: Vec<(ReadTxn, Entries, &str)>,
+    model: &Entries,
+) {
+    let report = db.check().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    db.checkpoint().unwrap();
+    for (rx, m, name) in &held {
+        sees_w(rx, m, &format!("{name}, checkpointed"));
+    }
+    sees_w(&db.begin_read().unwrap(), model, "checkpointed");
+    drop(held);
+    drop(db);
+    let db = Database::open_with(path, options).unwrap();
+    sees_w(&db.begin_read().unwrap(), model, "reopened");
+    assert!(db.check().unwrap().is_clean());
 }
 
 #[test]
@@ -444,16 +492,7 @@ fn a_file_leaf_changed_past_its_overlay_unit_moves_to_larger_ones() {
     const LONG: usize = 100;
     let t = temp_db("moved.ib");
     let db = Database::open_with(&t.path, &options()).unwrap();
-    let mut tx = db.begin_write().unwrap();
-    let w = tx.open_tree("w").unwrap();
-    let mut model = Entries::new();
-    for i in 0..200u32 {
-        let v = vec![i as u8; LONG];
-        tx.put(&w, &key(i), &v).unwrap();
-        model.insert(key(i), v);
-    }
-    tx.commit().unwrap();
-    db.checkpoint().unwrap();
+    let mut model = load_tree(&db, "w", 200, LONG);
     let change = |n: u32, model: &mut Entries| {
         let (k, v) = (key(n % 4), vec![(n + 1) as u8; LONG]);
         let mut tx = db.begin_write().unwrap();
@@ -462,18 +501,6 @@ fn a_file_leaf_changed_past_its_overlay_unit_moves_to_larger_ones() {
         tx.commit().unwrap();
         model.insert(k, v);
     };
-    let sees = |rx: &ReadTxn, model: &Entries, what: &str| {
-        let w = rx.tree("w").unwrap();
-        let got: Entries = rx
-            .iter(&w)
-            .unwrap()
-            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
-            .collect();
-        assert!(got == *model, "{what}");
-        for (k, v) in model {
-            assert_eq!(rx.get(&w, k).unwrap(), Some(&v[..]), "{what}");
-        }
-    };
     // A change that fills the unit, and another after the move: given up.
     let aborted_move = |model: &Entries, what: &str| {
         let mut tx = db.begin_write().unwrap();
@@ -481,7 +508,7 @@ fn a_file_leaf_changed_past_its_overlay_unit_moves_to_larger_ones() {
         tx.put(&wt, &key(1), &[0xee; LONG]).unwrap();
         tx.put(&wt, &key(2), &[0xef; LONG]).unwrap();
         tx.abort();
-        sees(&db.begin_read().unwrap(), model, what);
+        sees_w(&db.begin_read().unwrap(), model, what);
     };
     let before = overlaid(&db);
     for n in 0..3 {
@@ -503,23 +530,19 @@ fn a_file_leaf_changed_past_its_overlay_unit_moves_to_larger_ones() {
         "every change overlaid, none copied the leaf"
     );
     let held_in_whole = (db.begin_read().unwrap(), model.clone());
-    let held = [held_in_eighth, held_in_quarter, held_in_whole];
-    let names = ["eighth", "quarter", "whole slot"];
-    for ((rx, m), name) in held.iter().zip(names) {
-        sees(rx, m, &format!("held in the {name}"));
+    let held = [
+        (held_in_eighth, "held in the eighth"),
+        (held_in_quarter, "held in the quarter"),
+        (held_in_whole, "held in the whole slot"),
+    ];
+    let held: Vec<_> = held
+        .into_iter()
+        .map(|((rx, m), name)| (rx, m, name))
+        .collect();
+    for (rx, m, name) in &held {
+        sees_w(rx, m, name);
     }
-    let report = db.check().unwrap();
-    assert!(report.is_clean(), "{:?}", report.problems);
-    db.checkpoint().unwrap();
-    for ((rx, m), name) in held.iter().zip(names) {
-        sees(rx, m, &format!("held in the {name}, checkpointed"));
-    }
-    sees(&db.begin_read().unwrap(), &model, "checkpointed");
-    drop(held);
-    drop(db);
-    let db = Database::open_with(&t.path, &options()).unwrap();
-    sees(&db.begin_read().unwrap(), &model, "reopened");
-    assert!(db.check().unwrap().is_clean());
+    through_checkpoint_and_reopen(db, &t.path, &options(), held, &model);
 }
 
 /// An overlay holds 31 entries at most, however small, moved or not:
@@ -556,28 +579,7 @@ fn one_transaction_moves_an_overlay_through_every_size() {
     const N: u32 = 30;
     let t = temp_db("every_size.ib");
     let db = Database::open_with(&t.path, &options()).unwrap();
-    let mut tx = db.begin_write().unwrap();
-    let w = tx.open_tree("w").unwrap();
-    let mut model = Entries::new();
-    for i in 0..N {
-        let v = vec![i as u8; VALUE_LEN];
-        tx.put(&w, &key(i), &v).unwrap();
-        model.insert(key(i), v);
-    }
-    tx.commit().unwrap();
-    db.checkpoint().unwrap();
-    let sees = |rx: &ReadTxn, model: &Entries, what: &str| {
-        let w = rx.tree("w").unwrap();
-        let got: Entries = rx
-            .iter(&w)
-            .unwrap()
-            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
-            .collect();
-        assert!(got == *model, "{what}");
-        for (k, v) in model {
-            assert_eq!(rx.get(&w, k).unwrap(), Some(&v[..]), "{what}");
-        }
-    };
+    let mut model = load_tree(&db, "w", N, VALUE_LEN);
     let before = overlaid(&db);
     let overwrite_all = |n: u32, fill: u8| {
         let mut tx = db.begin_write().unwrap();
@@ -589,7 +591,7 @@ fn one_transaction_moves_an_overlay_through_every_size() {
         tx
     };
     overwrite_all(N, 0xa0).abort();
-    sees(
+    sees_w(
         &db.begin_read().unwrap(),
         &model,
         "after the transaction given up",
@@ -605,18 +607,10 @@ fn one_transaction_moves_an_overlay_through_every_size() {
         25,
         "every change overlaid, none copied the leaf"
     );
-    sees(&db.begin_read().unwrap(), &model, "committed");
-    sees(&held.0, &held.1, "held from before");
-    let report = db.check().unwrap();
-    assert!(report.is_clean(), "{:?}", report.problems);
-    db.checkpoint().unwrap();
-    sees(&held.0, &held.1, "held from before, checkpointed");
-    sees(&db.begin_read().unwrap(), &model, "checkpointed");
-    drop(held);
-    drop(db);
-    let db = Database::open_with(&t.path, &options()).unwrap();
-    sees(&db.begin_read().unwrap(), &model, "reopened");
-    assert!(db.check().unwrap().is_clean());
+    sees_w(&db.begin_read().unwrap(), &model, "committed");
+    sees_w(&held.0, &held.1, "held from before");
+    let held = vec![(held.0, held.1, "held from before")];
+    through_checkpoint_and_reopen(db, &t.path, &options(), held, &model);
 }
 
 /// At 1 KiB pages a 200-byte value fits neither an eighth nor a quarter
@@ -635,25 +629,7 @@ fn a_value_too_long_for_a_new_quarter_moves_it_at_once() {
         ..options()
     };
     let db = Database::open_with(&t.path, &small).unwrap();
-    let mut tx = db.begin_write().unwrap();
-    let w = tx.open_tree("w").unwrap();
-    let mut model = Entries::new();
-    for i in 0..KEYS_HERE {
-        let v = vec![(i % 251) as u8; LONG];
-        tx.put(&w, &key(i), &v).unwrap();
-        model.insert(key(i), v);
-    }
-    tx.commit().unwrap();
-    db.checkpoint().unwrap();
-    let sees = |rx: &ReadTxn, model: &Entries, what: &str| {
-        let w = rx.tree("w").unwrap();
-        let got: Entries = rx
-            .iter(&w)
-            .unwrap()
-            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
-            .collect();
-        assert!(got == *model, "{what}");
-    };
+    let mut model = load_tree(&db, "w", KEYS_HERE, LONG);
     let first = (db.begin_read().unwrap(), model.clone());
     let before = overlaid(&db);
     let mut rng = Rng::new(32);
@@ -672,15 +648,8 @@ fn a_value_too_long_for_a_new_quarter_moves_it_at_once() {
     }
     let n = overlaid(&db) - before;
     assert!(n >= 200, "{n} of 257 committed changes overlaid");
-    sees(&first.0, &first.1, "held from the start");
-    sees(&db.begin_read().unwrap(), &model, "newest");
-    let report = db.check().unwrap();
-    assert!(report.is_clean(), "{:?}", report.problems);
-    db.checkpoint().unwrap();
-    sees(&first.0, &first.1, "held from the start, checkpointed");
-    drop(first);
-    drop(db);
-    let db = Database::open_with(&t.path, &small).unwrap();
-    sees(&db.begin_read().unwrap(), &model, "reopened");
-    assert!(db.check().unwrap().is_clean());
+    sees_w(&first.0, &first.1, "held from the start");
+    sees_w(&db.begin_read().unwrap(), &model, "newest");
+    let held = vec![(first.0, first.1, "held from the start")];
+    through_checkpoint_and_reopen(db, &t.path, &small, held, &model);
 }
