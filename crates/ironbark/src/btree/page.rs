@@ -449,12 +449,9 @@ impl<'a> Node<'a> {
             // key's (a lookup that will find its key there reads the value
             // next): asked for now, they arrive with the first, not after
             // it. A missing key's head rarely matches, and asks for none.
-            let off = u16_at(self.bytes, HEADER_LEN + lo * SLOT_LEN) as usize;
-            if let Some(cell) = self
-                .bytes
-                .get(off..(off + CELL_PREFETCH_BYTES).min(self.bytes.len()))
-            {
-                prefetch(cell);
+            if let Ok(off) = self.cell_offset(lo) {
+                let end = (off + CELL_PREFETCH_BYTES).min(self.bytes.len());
+                prefetch(&self.bytes[off..end]);
             }
         }
         // The keys share their first `p` bytes: does `key` start with them?

@@ -1038,8 +1038,8 @@ impl ArenaSpace {
         limit: u64,
     ) -> Option<u64> {
         if leaf & ARENA_BIT != 0 {
-            let slot = self.new_overlay_slot(arena, limit, self.born_of(leaf))?;
-            return Some(WHOLE_SLOT_UNIT | (slot * OVERLAY_UNITS_PER_SLOT));
+            let born = self.born_of(leaf);
+            return self.alloc_unit(arena, UnitSize::Whole, born, limit);
         }
         let size = UnitSize::first_for_file_leaf(arena.page_size, value_len);
         self.alloc_unit(arena, size, file_born, limit)
@@ -1068,7 +1068,7 @@ impl ArenaSpace {
             UnitSize::Quarter => 1,
             UnitSize::Whole => {
                 let slot = self.new_overlay_slot(arena, limit, born)?;
-                return Some(WHOLE_SLOT_UNIT | (slot * OVERLAY_UNITS_PER_SLOT));
+                return Some(size.tag() | (slot * OVERLAY_UNITS_PER_SLOT));
             }
         };
         let step = size.eighths();
