@@ -15,10 +15,11 @@
 //! The arena is one private anonymous mapping reserved once (address space
 //! only; memory is used by the slots touched). It belongs to one process:
 //! logged commits are made only while one process has the database open
-//! (see docs/design.md, "Logged commits"). It is advised into huge
-//! pages, and its first 64 MiB hold branch pages (the upper region:
-//! [`ArenaSpace`]), so that the pages every descent reads take few TLB
-//! entries.
+//! (see docs/design.md, "Logged commits"). Its first 64 MiB hold branch
+//! pages (the upper region: [`ArenaSpace`]) and are advised into huge
+//! pages, so that the pages every descent reads take few TLB entries; the
+//! rest, whose memory the write path touches for the first time, stays in
+//! 4 KiB pages.
 //!
 //! A write transaction that may be logged also borrows single slots
 //! *before* its commit ([`ArenaSpace::lend`]): a [`SlotBuf`] is a dirty
@@ -64,11 +65,11 @@ const POPULATE_LEAD: u64 = 256;
 /// lead holds, and few enough that no commit pays for many. Making 512
 /// slots present at once cost the commit that did it about 2 ms at 10M
 /// records on the test VM (one commit in 512: the p99.9), where zeroing a
-/// fresh page costs microseconds. Since the arena is in huge pages, a
+/// fresh page costs microseconds. In the upper region (huge pages) a
 /// step that reaches a fresh 2 MiB page makes its 512 slots present all
-/// the same, and that commit pays: random fills' p99 per commit rose
-/// from 2.3 to 6.4 ms (benchmarks.md, session 30); the lead still spares
-/// the commits between.
+/// the same, and that commit pays (random fills' p99 per commit rose
+/// from 2.3 to 6.4 ms with the whole arena in huge pages: benchmarks.md,
+/// session 30); the lead still spares the commits between.
 const POPULATE_STEP: u64 = 8;
 
 /// Bytes at the start of the arena kept for branch pages (the *upper
@@ -209,22 +210,33 @@ impl Arena {
         } else {
             0
         };
-        // The whole arena in 2 MiB pages. Every descent reads a root and
-        // branches, and a single-put change reads its leaf's overlay: in
-        // 4 KiB pages each new copy of a branch (every commit makes some)
-        // and each overlay is a TLB miss. Single-put deletes and
-        // overwrites ran 1.2x with it at 1M records, at 10M 1.1-2.5x, random
-        // fills 0.98x (their arena grows, and the first touch of a fresh
-        // 2 MiB page is dear on a VM; docs/design.md, "Logged commits").
-        // Branch pages also share the upper region (`ArenaSpace`), whose
-        // slots go round.
+        // The upper region (branch pages) in 2 MiB pages, the rest in
+        // 4 KiB pages. Every descent reads a root and branches, and every
+        // commit puts new copies of some of them in the upper region's
+        // slots, which go round: its few huge pages are touched once and
+        // save a TLB miss per level. The lower region takes a fresh slot
+        // for each leaf a commit copies and each overlay unit, so most of
+        // its memory is touched for the first time in the write path; on a
+        // VM that returns free memory to its host (free page reporting),
+        // a fresh 2 MiB page cost 1.5-2.3 ms per MiB there against 0.35 for
+        // 4 KiB pages, and with the whole arena in huge pages single-put
+        // overwrites at 1M records ran 0.72x, random fills 0.83-0.93x, and
+        // the reader beside a writer 1.06x (docs/design.md, "Logged
+        // commits"; benchmarks.md, session 33).
         #[cfg(target_os = "linux")]
-        // SAFETY: advice on our own fresh mapping; it changes only the size
-        // of the pages backing it (zeroed either way), never a byte read or
-        // written. A failure (no THP) leaves 4 KiB pages.
+        // SAFETY: advice on our own fresh mapping (`upper_bytes <= len`);
+        // it changes only the size of the pages backing it (zeroed either
+        // way), never a byte read or written. A failure (no THP) leaves
+        // 4 KiB pages. The lower region is advised too, so that a system
+        // whose default is huge pages everywhere runs what was measured.
         unsafe {
-            libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE)
-        };
+            libc::madvise(ptr.cast(), upper_bytes, libc::MADV_HUGEPAGE);
+            libc::madvise(
+                ptr.add(upper_bytes).cast(),
+                len - upper_bytes,
+                libc::MADV_NOHUGEPAGE,
+            );
+        }
         Ok(Arena {
             ptr,
             len,
