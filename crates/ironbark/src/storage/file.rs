@@ -376,6 +376,9 @@ impl DataFile {
         // a commit's small writes allocate nothing.
         let mut few = [IoSlice::new(&[]); 8];
         let mut many: Vec<IoSlice<'_>> = Vec::new();
+        // Empty buffers (a record's padding) are passed over: a `pwritev`
+        // of nothing but them would write nothing, which reads as a failure.
+        (index, skip) = past_written(bufs, index, skip, 0);
         while index < bufs.len() {
             let end = (index + IOV_MAX).min(bufs.len());
             // The first buffer from `skip` on (a retry after a short write).
@@ -418,19 +421,9 @@ impl DataFile {
                     "pwritev wrote nothing",
                 )));
             }
-            let mut written = n as usize;
+            let written = n as usize;
             offset += written as u64;
-            while written > 0 {
-                let left = bufs[index].len() - skip;
-                if written >= left {
-                    written -= left;
-                    index += 1;
-                    skip = 0;
-                } else {
-                    skip += written;
-                    written = 0;
-                }
-            }
+            (index, skip) = past_written(bufs, index, skip, written);
         }
         Ok(calls)
     }
@@ -506,6 +499,29 @@ impl DataFile {
     pub(crate) fn as_file(&self) -> &File {
         &self.file
     }
+}
+
+/// Where a vectored write resumes (the first buffer not fully written and
+/// the bytes of it already written) after `written` more bytes from buffer
+/// `index`, byte `skip`: past every buffer those bytes cover, and past any
+/// empty buffer after them.
+fn past_written(
+    bufs: &[&[u8]],
+    mut index: usize,
+    mut skip: usize,
+    mut written: usize,
+) -> (usize, usize) {
+    while index < bufs.len() {
+        let left = bufs[index].len() - skip;
+        if written < left {
+            return (index, skip + written);
+        }
+        written -= left;
+        index += 1;
+        skip = 0;
+    }
+    assert_eq!(written, 0, "the kernel wrote more than it was given");
+    (index, skip)
 }
 
 fn parent_dir(path: &Path) -> PathBuf {
@@ -640,6 +656,26 @@ fn remove_if_abandoned(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A vectored write resumes at the first byte not written, and passes
+    /// over empty buffers (a log record without padding), so that it never
+    /// asks the kernel to write nothing.
+    #[test]
+    fn a_vectored_write_resumes_past_what_was_written_and_empty_buffers() {
+        let bufs: [&[u8]; 5] = [b"", b"abc", b"", b"de", b""];
+        assert_eq!(past_written(&bufs, 0, 0, 0), (1, 0));
+        assert_eq!(past_written(&bufs, 1, 0, 2), (1, 2));
+        assert_eq!(past_written(&bufs, 1, 2, 1), (3, 0));
+        assert_eq!(past_written(&bufs, 1, 0, 4), (3, 1));
+        assert_eq!(past_written(&bufs, 1, 0, 5), (5, 0));
+        assert_eq!(past_written(&bufs, 3, 1, 1), (5, 0));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v");
+        let file = DataFile::open_log(&path, None).unwrap();
+        file.write_vectored_at(&bufs, 8).unwrap();
+        file.write_vectored_at(&[b"", b""], 0).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap()[8..], *b"abcde");
+    }
 
     /// The fallback for filesystems without `O_TMPFILE`, called directly.
     #[test]
