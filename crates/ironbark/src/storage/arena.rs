@@ -220,9 +220,10 @@ impl Arena {
         // VM that returns free memory to its host (free page reporting),
         // a fresh 2 MiB page cost 1.5-2.3 ms per MiB there against 0.35 for
         // 4 KiB pages, and with the whole arena in huge pages single-put
-        // overwrites at 1M records ran 0.72x, random fills 0.83-0.93x, and
-        // the reader beside a writer 1.06x (docs/design.md, "Logged
-        // commits"; benchmarks.md, session 33).
+        // overwrites at 1M records ran 0.70-0.78x, random fills 0.83-0.93x
+        // in most pairs, and the reader beside a writer 1.06x (median of
+        // five pairs; docs/design.md, "Logged commits"; benchmarks.md,
+        // session 33).
         #[cfg(target_os = "linux")]
         // SAFETY: advice on our own fresh mapping (`upper_bytes <= len`);
         // it changes only the size of the pages backing it (zeroed either
