@@ -13,7 +13,6 @@ mod common;
 use std::collections::BTreeMap;
 
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -281,9 +280,10 @@ fn checkpoints_the_log_bound_brings_go_in_steps_and_keep_the_file_small() {
         // ~2,500 records of ~140 bytes: 350 KiB of log, most of the
         // bound; eight rounds cross it several times.
         churn(&db, &mut model, n, 2_500, false, &mut rng);
-        // Allocated blocks: the file's length runs ahead of its pages in
-        // chunks of at least 1 MiB.
-        largest = largest.max(std::fs::metadata(&t.path).unwrap().blocks() * 512);
+        // The pages the file's commit uses: its length runs ahead of them
+        // in chunks of at least 1 MiB (allocated: `fallocate`).
+        let stats = db.stats().unwrap();
+        largest = largest.max(stats.page_count * stats.page_size as u64);
     }
     let after = db.stats().unwrap().counters;
     let checkpoints =

@@ -92,13 +92,21 @@ fn fill_the_disk(logged: bool) {
         }
     }
     let failure = failure.expect("a 2 MiB file system never filled up");
+    eprintln!(
+        "DEBUG failure {failure:?} after {} entries",
+        committed.len()
+    );
     match &failure {
         Error::Io(e) => assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}"),
         other => panic!("disk full gave {other:?}, not an I/O error"),
     }
     assert!(!failure.to_string().is_empty());
+    // The files grow in steps (1 MiB at least) of allocated blocks; where
+    // a step does not fit, the pages the commit needs still may. (With
+    // the step or nothing, 8 entries fit in logged mode; 1,212 and 628
+    // fit now, in the two modes.)
     assert!(
-        committed.len() > 100,
+        committed.len() > 400,
         "only {} entries fit",
         committed.len()
     );

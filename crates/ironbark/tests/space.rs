@@ -596,3 +596,58 @@ fn shrink_to_fit_gives_the_free_tail_back_and_spares_what_readers_see() {
     assert_eq!(rx.get(&keep, &key(999)).unwrap(), Some(&value(999, 0)[..]));
     assert!(rx.tree("bulk").is_err());
 }
+
+/// Whether the filesystem holding `dir` allocates blocks with `fallocate`
+/// (ext4, xfs, tmpfs do; some do not, and the file then grows as a hole).
+fn filesystem_allocates(dir: &std::path::Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let probe = std::fs::File::create(dir.join("fallocate-probe")).unwrap();
+    // SAFETY: `fallocate` on a file we own; it reads no memory of ours.
+    let rc = unsafe { libc::fallocate(probe.as_raw_fd(), 0, 0, 1 << 20) };
+    rc == 0
+}
+
+/// The file grows by blocks allocated ahead of the pages written into
+/// them, not by a hole: every byte of the grown file has its block, so a
+/// full disk fails the commit that grows the file, and the pages written
+/// later need no block allocated (docs/design.md, "The file grows by
+/// itself"). Where the filesystem cannot allocate so, it still grows.
+#[test]
+fn the_file_grows_by_allocated_blocks() {
+    use std::os::unix::fs::MetadataExt;
+    let t = temp_db("grow.ib");
+    let db = open(&t.path);
+    let mut lengths = Vec::new();
+    for round in 0..6u64 {
+        let mut tx = db.begin_write().unwrap();
+        let tree = tx.open_tree("t").unwrap();
+        // Values of 3,000 bytes: blobs, a commit too large to be logged,
+        // so every one writes its pages to the file.
+        for i in 0..400 {
+            tx.put(&tree, &key(round * 400 + i), &[round as u8; 3000])
+                .unwrap();
+        }
+        tx.commit().unwrap();
+        let meta = std::fs::metadata(&t.path).unwrap();
+        lengths.push(meta.len());
+        if filesystem_allocates(t.dir.path()) {
+            assert!(
+                meta.blocks() * 512 >= meta.len(),
+                "round {round}: {} bytes long, {} allocated",
+                meta.len(),
+                meta.blocks() * 512
+            );
+        }
+    }
+    assert!(
+        lengths.windows(2).all(|w| w[0] <= w[1]) && lengths[5] >= 6 * 400 * 3000,
+        "the file grew to hold every value: {lengths:?}"
+    );
+    drop(db);
+    let db = open(&t.path);
+    let tx = db.begin_read().unwrap();
+    let tree = tx.tree("t").unwrap();
+    for i in [0, 399, 1200, 2399] {
+        assert_eq!(tx.get(&tree, &key(i)).unwrap().unwrap()[0], (i / 400) as u8);
+    }
+}

@@ -479,9 +479,22 @@ impl RedoLog {
             return Ok(());
         }
         let step = GROW_MIN.max(self.file_len / 4);
-        let target = end
-            .max(self.file_len.saturating_add(step))
-            .next_multiple_of(ZEROS.len() as u64);
+        let least = end.next_multiple_of(ZEROS.len() as u64);
+        let target = least.max(
+            self.file_len
+                .saturating_add(step)
+                .next_multiple_of(ZEROS.len() as u64),
+        );
+        // A disk without room for the whole step may still hold the
+        // record: the step is slack, not a need.
+        match self.grow_once(target) {
+            Err(_) if least < target => self.grow_once(least),
+            other => other,
+        }
+    }
+
+    /// Grows the file to `target` bytes (`grow_to`).
+    fn grow_once(&mut self, target: u64) -> Result<()> {
         // The map covers the old length only.
         self.map = None;
         #[cfg(test)]

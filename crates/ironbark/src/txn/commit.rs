@@ -739,7 +739,26 @@ fn release(shared: &Shared, w: &mut WriterState) {
     w.protectors = protectors;
 }
 
-/// Grows the file (in chunks) and the map to hold `page_count` pages.
+/// Grows the file from `from` to `to` bytes with blocks allocated and not
+/// written (`DataFile::allocate`), or by a length change where the
+/// filesystem cannot: pages written into a hole cost ext4 a delayed
+/// allocation each, a fifth of a load of large values (docs/design.md,
+/// "The file grows by itself"). A growth that fails (a full disk) gives
+/// back what it allocated.
+fn grow_allocated(shared: &Shared, from: u64, to: u64) -> Result<()> {
+    match shared.file.allocate(from, to) {
+        Ok(true) => Ok(()),
+        Ok(false) => shared.file.set_len(to),
+        Err(e) => {
+            let _ = shared.file.set_len(from);
+            Err(e)
+        }
+    }
+}
+
+/// Grows the file (in chunks: `grow_allocated`) and the map to hold
+/// `page_count` pages; where the disk has no room for a chunk, by the
+/// pages needed only.
 fn ensure_file_len(shared: &Shared, w: &mut WriterState, page_count: u64) -> Result<()> {
     let ps = shared.limits.page_size as u64;
     let needed = page_count * ps;
@@ -752,7 +771,19 @@ fn ensure_file_len(shared: &Shared, w: &mut WriterState, page_count: u64) -> Res
             .max(w.file_len + w.file_len / 8)
             .max(w.file_len + GROWTH_MIN_BYTES)
             .next_multiple_of(ps);
-        shared.file.set_len(grown)?;
+        let grown = match grow_allocated(shared, w.file_len, grown) {
+            // A disk without room for the whole step may still hold the
+            // pages this commit needs: the step is slack, not a need.
+            Err(_) if needed.next_multiple_of(ps) < grown => {
+                let needed = needed.next_multiple_of(ps);
+                grow_allocated(shared, w.file_len, needed)?;
+                needed
+            }
+            other => {
+                other?;
+                grown
+            }
+        };
         w.file_len = grown;
     }
     shared.map_covering(page_count)?;
