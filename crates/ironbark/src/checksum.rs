@@ -24,6 +24,7 @@ pub(crate) fn checksum_seeded(bytes: &[u8], seed: u64) -> u64 {
 /// [`checksum_seeded`] of `head` and `body` back to back, without making
 /// them one buffer (the redo log hashes a record's header and its payload
 /// where they lie).
+///
 /// Up to XXH3's short-input bound the two are copied into one stack
 /// buffer and hashed at once, which costs less than streaming (the
 /// streaming hasher derives a secret from the seed first, as XXH3 does for
