@@ -101,10 +101,10 @@ fn fill_the_disk(logged: bool) {
         other => panic!("disk full gave {other:?}, not an I/O error"),
     }
     assert!(!failure.to_string().is_empty());
-    // The files grow in steps (1 MiB at least) of allocated blocks; where
-    // a step does not fit, the pages the commit needs still may. (With
-    // the step or nothing, 8 entries fit in logged mode; 1,212 and 628
-    // fit now, in the two modes.)
+    // The data file allocates its pages' blocks, and a few MiB ahead, and
+    // the log grows by steps of 1 MiB at least; where what is ahead does
+    // not fit, what the commit needs still may. (With the whole step or
+    // nothing, 8 entries fit in logged mode.)
     assert!(
         committed.len() > 400,
         "only {} entries fit",

@@ -473,6 +473,41 @@ impl DataFile {
         }
     }
 
+    /// Allocates blocks for `from..to`, within the file's length, without
+    /// writing them (`fallocate` keeping the size): they read as zeros, as
+    /// the hole they fill did, so no byte changes and no hook is told.
+    /// Pages written there later need no block allocated. `Ok(false)` if
+    /// the filesystem cannot allocate that way.
+    pub(crate) fn allocate_within(&self, from: u64, to: u64) -> Result<bool> {
+        assert!(from < to, "an empty allocation");
+        let range = |v: u64| {
+            libc::off_t::try_from(v)
+                .map_err(|_| Error::Io(io::Error::other("file offset out of range")))
+        };
+        let (offset, len) = (range(from)?, range(to - from)?);
+        loop {
+            // SAFETY: `fallocate` reads no memory of ours; the descriptor
+            // is open for as long as `self` lives.
+            let rc = unsafe {
+                libc::fallocate(
+                    self.file.as_raw_fd(),
+                    libc::FALLOC_FL_KEEP_SIZE,
+                    offset,
+                    len,
+                )
+            };
+            if rc == 0 {
+                return Ok(true);
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => return Ok(false),
+                _ => return Err(Error::Io(err)),
+            }
+        }
+    }
+
     /// Makes every write so far durable (`fdatasync`: data and the size).
     pub(crate) fn sync_data(&self) -> Result<()> {
         match (self.hook(), self.kind) {

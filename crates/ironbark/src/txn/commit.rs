@@ -258,6 +258,7 @@ pub(crate) fn shrink(shared: &Shared, w: &mut WriterState) -> Result<u64> {
     }
     shared.file.set_len(new_len)?;
     w.file_len = new_len;
+    w.allocated_to = w.allocated_to.min(new_len);
     Ok(old_len - new_len)
 }
 
@@ -739,26 +740,19 @@ fn release(shared: &Shared, w: &mut WriterState) {
     w.protectors = protectors;
 }
 
-/// Grows the file from `from` to `to` bytes with blocks allocated and not
-/// written (`DataFile::allocate`), or by a length change where the
-/// filesystem cannot: pages written into a hole cost ext4 a delayed
-/// allocation each, a fifth of a load of large values (docs/design.md,
-/// "The file grows by itself"). A growth that fails (a full disk) gives
-/// back what it allocated.
-fn grow_allocated(shared: &Shared, from: u64, to: u64) -> Result<()> {
-    match shared.file.allocate(from, to) {
-        Ok(true) => Ok(()),
-        Ok(false) => shared.file.set_len(to),
-        Err(e) => {
-            let _ = shared.file.set_len(from);
-            Err(e)
-        }
-    }
-}
+/// Blocks allocated ahead of the pages written: enough that a commit
+/// rarely makes the call, little enough that the disk space taken ahead
+/// of the data stays small whatever the file's size.
+const ALLOCATE_AHEAD_BYTES: u64 = 4 << 20;
 
-/// Grows the file (in chunks: `grow_allocated`) and the map to hold
-/// `page_count` pages; where the disk has no room for a chunk, by the
-/// pages needed only.
+/// Grows the file (in chunks, as a hole) and the map to hold `page_count`
+/// pages, and allocates the blocks of those pages, and some ahead
+/// (`ALLOCATE_AHEAD_BYTES`), before they are written: pages written into a
+/// hole cost ext4 a delayed allocation each, a fifth of a load of large
+/// values (docs/design.md, "The file grows by itself", also for what
+/// moves to the writeback). Where the disk has
+/// no room for the blocks ahead, the pages' own blocks are enough; where
+/// it has none for those, the commit fails here, before it writes.
 fn ensure_file_len(shared: &Shared, w: &mut WriterState, page_count: u64) -> Result<()> {
     let ps = shared.limits.page_size as u64;
     let needed = page_count * ps;
@@ -771,20 +765,23 @@ fn ensure_file_len(shared: &Shared, w: &mut WriterState, page_count: u64) -> Res
             .max(w.file_len + w.file_len / 8)
             .max(w.file_len + GROWTH_MIN_BYTES)
             .next_multiple_of(ps);
-        let grown = match grow_allocated(shared, w.file_len, grown) {
-            // A disk without room for the whole step may still hold the
-            // pages this commit needs: the step is slack, not a need.
-            Err(_) if needed.next_multiple_of(ps) < grown => {
-                let needed = needed.next_multiple_of(ps);
-                grow_allocated(shared, w.file_len, needed)?;
-                needed
-            }
-            other => {
-                other?;
-                grown
-            }
-        };
+        shared.file.set_len(grown)?;
         w.file_len = grown;
+    }
+    if needed > w.allocated_to {
+        let from = w.allocated_to;
+        let ahead = (needed + ALLOCATE_AHEAD_BYTES).min(w.file_len);
+        let allocated = match shared.file.allocate_within(from, ahead) {
+            Err(_) if needed < ahead => shared
+                .file
+                .allocate_within(from, needed)
+                .map(|ok| (ok, needed)),
+            other => other.map(|ok| (ok, ahead)),
+        }?;
+        w.allocated_to = match allocated {
+            (true, to) => to,
+            (false, _) => u64::MAX,
+        };
     }
     shared.map_covering(page_count)?;
     Ok(())

@@ -79,6 +79,7 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
     w.durable_txn = meta.txn;
     w.durable_slot = slot;
     w.file_len = file_len;
+    w.allocated_to = w.allocated_to.min(file_len);
     w.poisoned |= shared.readers.lock_file().is_some_and(|l| {
         l.header()
             .poisoned

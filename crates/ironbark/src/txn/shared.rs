@@ -103,6 +103,12 @@ pub(crate) struct WriterState {
     /// The file's length in bytes as last seen (grown in chunks ahead of
     /// use; another process may have grown it further).
     pub(crate) file_len: u64,
+    /// The bytes from the file's start whose blocks are allocated, as far
+    /// as this writer knows: blocks are allocated a little ahead of the
+    /// pages written (`commit::ensure_file_len`). The file's length when
+    /// the writer learns it from the file; `u64::MAX` once the filesystem
+    /// turned out unable to allocate.
+    pub(crate) allocated_to: u64,
     /// Set when an fsync failed: the kernel may have dropped dirty pages, so
     /// no further commit can be trusted until the file is reopened.
     pub(crate) poisoned: bool,
@@ -173,6 +179,7 @@ impl WriterState {
             durable_txn: txn,
             durable_slot,
             file_len,
+            allocated_to: file_len,
             poisoned: false,
             overlay_misses: 0,
             stale_checked: None,
@@ -640,6 +647,7 @@ impl Shared {
         w.free = state.free;
         w.chain = state.chain;
         w.file_len = self.file.len()?;
+        w.allocated_to = w.allocated_to.min(w.file_len);
         w.state_txn = txn;
         Ok(())
     }
