@@ -452,25 +452,7 @@ impl DataFile {
             (Some(_), FileKind::Spill) => {}
             (None, _) => {}
         }
-        let range = |v: u64| {
-            libc::off_t::try_from(v)
-                .map_err(|_| Error::Io(io::Error::other("file offset out of range")))
-        };
-        let (offset, len) = (range(from)?, range(to - from)?);
-        loop {
-            // SAFETY: `fallocate` reads no memory of ours; the descriptor
-            // is open for as long as `self` lives.
-            let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, offset, len) };
-            if rc == 0 {
-                return Ok(true);
-            }
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => return Ok(false),
-                _ => return Err(Error::Io(err)),
-            }
-        }
+        self.fallocate(0, from, to)
     }
 
     /// Allocates blocks for `from..to`, within the file's length, without
@@ -480,6 +462,12 @@ impl DataFile {
     /// the filesystem cannot allocate that way.
     pub(crate) fn allocate_within(&self, from: u64, to: u64) -> Result<bool> {
         assert!(from < to, "an empty allocation");
+        self.fallocate(libc::FALLOC_FL_KEEP_SIZE, from, to)
+    }
+
+    /// `fallocate(mode)` of `from..to`, retried when interrupted;
+    /// `Ok(false)` if the filesystem does not support it.
+    fn fallocate(&self, mode: libc::c_int, from: u64, to: u64) -> Result<bool> {
         let range = |v: u64| {
             libc::off_t::try_from(v)
                 .map_err(|_| Error::Io(io::Error::other("file offset out of range")))
@@ -488,14 +476,7 @@ impl DataFile {
         loop {
             // SAFETY: `fallocate` reads no memory of ours; the descriptor
             // is open for as long as `self` lives.
-            let rc = unsafe {
-                libc::fallocate(
-                    self.file.as_raw_fd(),
-                    libc::FALLOC_FL_KEEP_SIZE,
-                    offset,
-                    len,
-                )
-            };
+            let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), mode, offset, len) };
             if rc == 0 {
                 return Ok(true);
             }
