@@ -177,3 +177,74 @@ fn fill_the_disk(logged: bool) {
         "logged {logged}: reopened database lost committed data"
     );
 }
+
+/// Bytes the file system holding `dir` can still give.
+fn free_bytes(dir: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `statvfs` fills the zeroed struct we pass and reads only the
+    // NUL-terminated path.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &mut st) }, 0);
+    st.f_bavail as u64 * st.f_frsize as u64
+}
+
+/// A disk with room for the pages a commit writes but not for the blocks
+/// the file allocates ahead of them (a growth step of 2 MiB on a 16 MiB
+/// file, with 1 MiB free): the commits still go in, allocating their own
+/// pages' blocks, until the disk is truly full.
+#[test]
+fn commits_fit_where_the_blocks_ahead_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let _mount = Mount::tmpfs(dir.path(), "32m");
+    let path = dir.path().join("ahead.ib");
+    let options = Options {
+        logged_commits: false,
+        ..Options::default()
+    };
+    let db = Database::open_with(&path, &options).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let t = tx.open_tree("t").unwrap();
+    for i in 0..4_000u32 {
+        tx.put(&t, &i.to_be_bytes(), &[1u8; 4000]).unwrap();
+    }
+    tx.commit().unwrap();
+    let ps = db.stats().unwrap().page_size as u64;
+    let pages_before = db.stats().unwrap().page_count;
+    let file_len = std::fs::metadata(&path).unwrap().len();
+    let free = 1u64 << 20;
+    std::fs::write(
+        dir.path().join("ballast"),
+        vec![1u8; (free_bytes(dir.path()) - free) as usize],
+    )
+    .unwrap();
+    let mut i = 4_000u32;
+    let failure = loop {
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        tx.put(&t, &i.to_be_bytes(), &[2u8; 4000]).unwrap();
+        if let Err(e) = tx.commit() {
+            break e;
+        }
+        i += 1;
+        assert!(i < 20_000, "a disk of 1 MiB free never filled up");
+    };
+    match &failure {
+        Error::Io(e) => assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}"),
+        other => panic!("disk full gave {other:?}, not an I/O error"),
+    }
+    // The pages written past the file's length at the ballast (its slack
+    // was allocated with it) took most of the 1 MiB left.
+    let grown = db.stats().unwrap().page_count * ps;
+    let beyond = grown.saturating_sub(file_len.max(pages_before * ps));
+    assert!(
+        beyond >= free / 2,
+        "{beyond} bytes of pages past the file's {file_len} with {free} free"
+    );
+    drop(db);
+    let db = Database::open_with(&path, &options).unwrap();
+    let rx = db.begin_read().unwrap();
+    let t = rx.tree("t").unwrap();
+    assert_eq!(rx.get(&t, &(i - 1).to_be_bytes()).unwrap().unwrap()[0], 2);
+    assert!(rx.get(&t, &i.to_be_bytes()).unwrap().is_none());
+}

@@ -771,17 +771,11 @@ fn ensure_file_len(shared: &Shared, w: &mut WriterState, page_count: u64) -> Res
     if needed > w.allocated_to {
         let from = w.allocated_to;
         let ahead = (needed + ALLOCATE_AHEAD_BYTES).min(w.file_len);
-        let allocated = match shared.file.allocate_within(from, ahead) {
-            Err(_) if needed < ahead => shared
-                .file
-                .allocate_within(from, needed)
-                .map(|ok| (ok, needed)),
-            other => other.map(|ok| (ok, ahead)),
-        }?;
-        w.allocated_to = match allocated {
-            (true, to) => to,
-            (false, _) => u64::MAX,
+        let (to, allocated) = match shared.file.allocate_within(from, ahead) {
+            Err(_) if needed < ahead => (needed, shared.file.allocate_within(from, needed)?),
+            other => (ahead, other?),
         };
+        w.allocated_to = if allocated { to } else { u64::MAX };
     }
     shared.map_covering(page_count)?;
     Ok(())
