@@ -923,7 +923,7 @@ fn has_file_overlays(snapshot: &Snapshot) -> bool {
 fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
     let newest = shared.published.load_full();
     if w.checkpoint_steps.is_none() {
-        let log = w.log.as_ref().expect("logged commits have a log");
+        let log = w.log.as_mut().expect("logged commits have a log");
         // A step's trees are a commit only with the log's records: those
         // must be durable before any step is.
         shared.counters.syncs.fetch_add(1, Ordering::Relaxed);
