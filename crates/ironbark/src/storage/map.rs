@@ -28,6 +28,10 @@ use crate::storage::memory::memory_limit;
 
 /// A read-only shared mapping of the data file.
 #[derive(Debug)]
+// Aligned, as `storage::arena::Arena` is, so that behind an `Arc` the
+// fields every lookup reads share no cache line with the `Arc`'s counts,
+// which the writer changes with every snapshot it publishes or drops.
+#[repr(align(128))]
 pub(crate) struct Map {
     ptr: *const u8,
     len: usize,
@@ -35,6 +39,8 @@ pub(crate) struct Map {
     /// [`ADVICE_NONE`], [`ADVICE_HUGE`] or [`ADVICE_RANDOM`].
     advice: AtomicU8,
 }
+
+const _: () = assert!(std::mem::align_of::<Map>() >= 128);
 
 /// No advice yet.
 const ADVICE_NONE: u8 = 0;
