@@ -10,3 +10,18 @@ pub(crate) use loom::sync::{Mutex, MutexGuard};
 pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
+
+/// A value on cache lines of its own (two, for the adjacent-line
+/// prefetcher): one a thread changes, kept apart from fields that other
+/// threads read on every lookup, so that neither thread's access costs the
+/// other a cache miss.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct OwnLines<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for OwnLines<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}

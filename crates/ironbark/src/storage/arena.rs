@@ -48,6 +48,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::storage::overlay::OverlayPage;
+use crate::sync::OwnLines;
 
 /// Marks a page number as an arena slot (the dirty bit is `1 << 63`).
 pub(crate) const ARENA_BIT: u64 = 1 << 62;
@@ -506,20 +507,6 @@ struct OverlayTable {
     /// On lines of its own: the writer changes it, and the fields beside
     /// it are read by every lookup.
     attached: OwnLines<AtomicU64>,
-}
-
-/// A value on cache lines of its own (two, for the adjacent-line
-/// prefetcher): one that the writer changes, kept apart from fields that
-/// readers read on every lookup.
-#[derive(Debug, Default)]
-#[repr(align(128))]
-struct OwnLines<T>(T);
-
-impl<T> std::ops::Deref for OwnLines<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
 }
 
 // SAFETY: the table is only accessed through atomics.
