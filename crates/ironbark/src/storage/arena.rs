@@ -449,7 +449,7 @@ impl Arena {
 }
 
 /// How a reservation's pages come to be (`reserve_anonymous`).
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum Pages {
     /// Private: the slots, which are made present (written) before any
     /// reader can reach them.
@@ -504,8 +504,8 @@ struct OverlayTable {
     /// overlay entry sees it non-zero: it was raised before the entry's
     /// commit was published, and is lowered for that overlay only when
     /// its leaf's slot is handed out again, after no reader sees the leaf.
-    /// On lines of its own: the writer changes it, and the fields beside
-    /// it are read by every lookup.
+    /// On lines of its own: the writer changes it at each overlay given or
+    /// taken, and every lookup of an overlay reads `ptr` and `slots`.
     attached: OwnLines<AtomicU64>,
 }
 

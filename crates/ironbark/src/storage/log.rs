@@ -377,10 +377,12 @@ impl RedoLog {
 
     /// [`RedoLog::append`] for a record the caller syncs at once
     /// (`Durability::Immediate`): written with `pwrite` instead of through
-    /// the map, because after each sync the next store through the map
-    /// takes a write fault, and the sync of a page dirtied through a map
-    /// cost more than the `pwrite` saved (durable single-put commits into
-    /// 200k records: 2.8-3.1k/s through the map, 7.9-8.8k/s with `pwrite`).
+    /// the map, because the store after a sync takes a fault (until
+    /// session 34 a write fault on the page the sync write-protected; now
+    /// the sync unmaps the log, so a new map and its fault), and the sync
+    /// of a page dirtied through a map cost more than the `pwrite` saved
+    /// (durable single-put commits into 200k records: 2.8-3.1k/s through
+    /// the map, 7.9-8.8k/s with `pwrite`, measured before session 34).
     pub(crate) fn append_to_sync(&mut self, txn: u64, payload: &[u8]) -> Result<()> {
         let (head, end, sum) = self.encode(txn, payload)?;
         let padding = &ZEROS[..(end - self.next) as usize - HEADER_LEN - payload.len()];
