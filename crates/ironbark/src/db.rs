@@ -32,7 +32,7 @@ use crate::pages::MapSource;
 use crate::state::{self, Chain};
 use crate::stats::{CommitCounters, ReaderInfo, Stats, TreeStats};
 use crate::storage::file::{DataFile, FileId};
-use crate::storage::freespace::FreeSpace;
+use crate::storage::freespace::{FreeSpace, Protector};
 use crate::storage::lockfile;
 use crate::storage::log::RedoLog;
 use crate::storage::map::Map;
@@ -690,7 +690,14 @@ impl Database {
         let mut snapshots: Vec<u64> = others.iter().map(|v| v.txn).filter(|&t| t != 0).collect();
         snapshots.sort_unstable();
         snapshots.dedup();
-        free.release(&snapshots);
+        let mut protectors: Vec<Protector> = others
+            .iter()
+            .filter(|v| v.txn != 0)
+            .map(|v| v.protector)
+            .collect();
+        protectors.sort_unstable();
+        protectors.dedup();
+        free.release(&protectors);
         let durable_txn = match self.shared.readers.lock_file() {
             // A logged commit whose record was synced is durable too.
             Some(lock) => {
@@ -813,7 +820,7 @@ impl Database {
                     pid: v.owner.pid(),
                     snapshot_txn: v.txn,
                     alive: v.owner.is_alive(),
-                    pinned_pages: free.visible_to(v.txn),
+                    pinned_pages: free.visible_to(v.protector),
                 })
                 .collect())
         })
@@ -986,7 +993,7 @@ fn open_instance(
             loaded.slot,
         )?;
         let lock = Arc::new(lock);
-        let readers = ReaderTable::shared(lock.clone());
+        let readers = ReaderTable::shared(lock.clone(), options.read_only);
         if let Some(end) = end {
             // A crash left logged commits past the file's newest commit,
             // the newest being the log's last: `open_with` replays them
@@ -1006,7 +1013,7 @@ fn open_instance(
     if !options.read_only {
         lock.header().writers.fetch_add(1, Ordering::SeqCst);
     }
-    let readers = ReaderTable::shared(Arc::new(lock));
+    let readers = ReaderTable::shared(Arc::new(lock), options.read_only);
     let page_size = read_meta(&file, file.len()?, 0, 0)
         .map(|m| m.page_size as usize)
         .unwrap_or(options.page_size);

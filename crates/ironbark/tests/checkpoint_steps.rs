@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use common::{temp_db, Rng};
 use ironbark::{Database, Durability, IoHook, IoHookHandle, Options, ReadTxn, Tree};
@@ -164,6 +164,99 @@ fn a_checkpoint_of_overwrites_to_every_leaf_grows_the_file_by_a_share_of_it() {
         stats.page_count
     );
     reads_back_before_and_after_reopen(db, &t.path, &model);
+}
+
+/// A stream of readers beside a checkpoint's steps: at each sync of the
+/// data file (one per step), the reader held so far ends and one of the
+/// newest commit begins, as a reader thread's would.
+#[derive(Default)]
+struct RollingReader {
+    db: Mutex<Option<Database>>,
+    reader: Mutex<Option<ReadTxn>>,
+    rolled: AtomicU64,
+}
+
+impl IoHook for RollingReader {
+    fn on_sync(&self) -> io::Result<()> {
+        let db = self.db.lock().unwrap();
+        if let Some(db) = db.as_ref() {
+            let next = db.begin_read().map_err(io::Error::other)?;
+            *self.reader.lock().unwrap() = Some(next);
+            self.rolled.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+/// Readers that begin while the steps run read the newest commit, whose
+/// trees no longer hold the file pages the steps free: the steps reuse
+/// those pages as they go, and the file grows as little as with no reader.
+/// (Until session 35 every reader of the newest commit held them until
+/// the last step, and the file grew by the whole checkpoint: beside
+/// `readwhilewriting`'s reader it reached 1.7-1.9x LMDB's.)
+#[test]
+fn readers_that_come_and_go_during_the_steps_do_not_make_the_file_grow() {
+    // Overwrites only: value overlays on the file's leaves, which the
+    // checkpoint first lays out again in memory (a commit of no entries of
+    // its own), then writes in steps. Then inserts, deletes and large
+    // values too: leaves copied to memory by the logged commits
+    // themselves, and a file that grows with its data.
+    for shape_changes in [false, true] {
+        let quiet = checkpoint_beside_readers(shape_changes, false);
+        let rolling = checkpoint_beside_readers(shape_changes, true);
+        eprintln!("shape changes {shape_changes}: {quiet} pages alone, {rolling} beside readers");
+        assert!(
+            rolling * 100 <= quiet * 105,
+            "shape changes {shape_changes}: the file reached {rolling} pages beside readers, {quiet} alone"
+        );
+    }
+}
+
+/// Loads 30,000 records, churns them with 6,000 logged single-put commits
+/// and checkpoints them in steps, with a reader rolled at every step if
+/// `rolling`; checks that every reader read its commit whole and that the
+/// checkpoint went in steps, and returns the file's page count.
+fn checkpoint_beside_readers(shape_changes: bool, rolling: bool) -> u64 {
+    let t = temp_db("rolling.ib");
+    let hook = Arc::new(RollingReader::default());
+    let with_hook = Options {
+        io_hook: Some(IoHookHandle(hook.clone())),
+        ..options()
+    };
+    let db = Database::open_with(&t.path, &with_hook).unwrap();
+    let n = 30_000;
+    let (mut model, _) = load(&db, n);
+    let before = db.stats().unwrap().counters;
+    churn(&db, &mut model, n, 6_000, shape_changes, &mut Rng::new(5));
+    let rx = db.begin_read().unwrap();
+    let tree = rx.tree("t").unwrap();
+    let seen = contents(&rx, &tree);
+    if rolling {
+        *hook.db.lock().unwrap() = Some(db.clone());
+        // The reader from before the checkpoint ends at its first step.
+        *hook.reader.lock().unwrap() = Some(rx);
+    } else {
+        drop(rx);
+    }
+    db.checkpoint().unwrap();
+    let last = hook.reader.lock().unwrap().take();
+    *hook.db.lock().unwrap() = None;
+    let rolled = hook.rolled.load(Ordering::SeqCst);
+    let stats = db.stats().unwrap();
+    let steps = stats.counters.checkpoint_steps - before.checkpoint_steps;
+    assert!(steps >= 4, "the checkpoint went in {steps} steps");
+    assert!(
+        seen == model,
+        "the reader from before saw the newest commit"
+    );
+    if rolling {
+        assert!(rolled >= steps, "{rolled} readers for {steps} steps");
+        // The last reader, begun during the steps, reads the newest commit.
+        let last = last.expect("a reader began during the steps");
+        assert!(contents(&last, &last.tree("t").unwrap()) == model);
+    }
+    reads_back_before_and_after_reopen(db, &t.path, &model);
+    stats.page_count
 }
 
 #[test]

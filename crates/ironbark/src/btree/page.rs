@@ -796,12 +796,23 @@ pub(crate) fn leaf_cell_overflow(
 /// Encodes a branch cell.
 pub(crate) fn branch_cell(key: &[u8], child: u64, child_txn: u64, child_sum: u64) -> Vec<u8> {
     let mut c = Vec::with_capacity(BRANCH_CELL_HEADER + key.len());
-    c.extend_from_slice(&child.to_le_bytes());
-    c.extend_from_slice(&child_txn.to_le_bytes());
-    c.extend_from_slice(&child_sum.to_le_bytes());
-    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    c.extend_from_slice(key);
+    push_branch_cell(&mut c, key, child, child_txn, child_sum);
     c
+}
+
+/// Appends a branch cell's encoding to `out`.
+pub(crate) fn push_branch_cell(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    child: u64,
+    child_txn: u64,
+    child_sum: u64,
+) {
+    out.extend_from_slice(&child.to_le_bytes());
+    out.extend_from_slice(&child_txn.to_le_bytes());
+    out.extend_from_slice(&child_sum.to_le_bytes());
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(key);
 }
 
 /// The cell size of a slot-array entry plus its cell.

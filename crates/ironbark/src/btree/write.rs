@@ -226,13 +226,13 @@ impl<'a> TreeWriter<'a> {
         if let Some(overlay) = self.overlay_of(&node) {
             apply_overlay(self.dirty.get_mut(copy), copy, &overlay)?;
         }
-        self.freed.push(Freed {
-            extent: Extent {
+        self.freed.push(Freed::new(
+            Extent {
                 start: node.pgno,
                 len: 1,
             },
-            born: txn,
-        });
+            txn,
+        ));
         Ok(copy)
     }
 
@@ -307,13 +307,13 @@ impl<'a> TreeWriter<'a> {
         if pgno & DIRTY_BIT != 0 {
             self.dirty.free(pgno);
         } else {
-            self.freed.push(Freed {
-                extent: Extent {
+            self.freed.push(Freed::new(
+                Extent {
                     start: pgno,
                     len: 1,
                 },
-                born: txn,
-            });
+                txn,
+            ));
         }
     }
 
@@ -327,13 +327,13 @@ impl<'a> TreeWriter<'a> {
         let run = self.base.blob_run(pgno)?;
         page::blob_data(run, pgno, expected_txn(pgno, txn), None)?;
         let pages = (run.len() / self.limits.page_size) as u64;
-        self.freed.push(Freed {
-            extent: Extent {
+        self.freed.push(Freed::new(
+            Extent {
                 start: pgno,
                 len: pages,
             },
-            born: txn,
-        });
+            txn,
+        ));
         Ok(pages)
     }
 

@@ -9,6 +9,14 @@
 //!   protectors are the snapshots of live readers and the newest durable
 //!   commit (the commit a crash falls back to), passed to
 //!   [`FreeSpace::release`] by the writer.
+//! - A reader of this process's own commits reads a shorter interval,
+//!   `born <= s < left`: a checkpoint frees the file pages that logged
+//!   commits stopped using, at `freed` (its own txn, above every logged
+//!   commit), but the snapshots from the logged commit `left` on no longer
+//!   read them. Only a *replay* reads them there: the durable commit (a
+//!   crash's recovery replays the log onto it) and a read-only process
+//!   rebuilding a logged commit from the log onto the file's trees, whose
+//!   pages may differ from the writer's (`Protector`).
 //! - Reusable extents are kept merged (no two touch), so the allocator sees
 //!   the longest contiguous runs.
 //!
@@ -45,14 +53,76 @@ pub(crate) struct Freed {
     pub(crate) extent: Extent,
     /// The txn that wrote these pages (the oldest, if merged).
     pub(crate) born: u64,
+    /// The first commit whose trees no longer hold these pages, if older
+    /// than the commit that frees them (`Pending::left`); else
+    /// [`Freed::LEFT_WHEN_FREED`].
+    pub(crate) left: u64,
 }
 
-/// A pending extent: readable by the snapshots `born <= s < freed`.
+impl Freed {
+    /// `left` of pages the commit that frees them stopped using.
+    pub(crate) const LEFT_WHEN_FREED: u64 = u64::MAX;
+
+    /// Pages written by `born` that the commit recording them stopped
+    /// using.
+    pub(crate) fn new(extent: Extent, born: u64) -> Freed {
+        Freed {
+            extent,
+            born,
+            left: Freed::LEFT_WHEN_FREED,
+        }
+    }
+}
+
+/// A pending extent: readable by the snapshots `born <= s < freed`, and by
+/// this process's own readers only while `s < left` (`left <= freed`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Pending {
     pub(crate) extent: Extent,
     pub(crate) born: u64,
+    pub(crate) left: u64,
     pub(crate) freed: u64,
+}
+
+/// A snapshot that someone may read, as the writer's release sees it:
+/// ordered by txn, a reader before a replay of the same txn.
+///
+/// A *reader* reads the trees a commit of this writer's process left:
+/// its own commits, or file commits. A *replay* reads the trees of a
+/// durable file commit with the log's records applied on top: the durable
+/// commit itself (where a crash's recovery starts), and every reader of a
+/// read-only process, which may rebuild a logged commit that way
+/// (`txn::recovery::follow_log`) and whose snapshots are therefore not
+/// page for page the writer's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Protector(u64);
+
+impl Protector {
+    /// A reader of commit `txn`'s own trees.
+    pub(crate) fn reader(txn: u64) -> Protector {
+        assert!(txn < 1 << 62, "txn {txn} out of range");
+        Protector(txn << 1)
+    }
+
+    /// A replay onto the file, registered at `txn`.
+    pub(crate) fn replay(txn: u64) -> Protector {
+        assert!(txn < 1 << 62, "txn {txn} out of range");
+        Protector(txn << 1 | 1)
+    }
+
+    pub(crate) fn txn(self) -> u64 {
+        self.0 >> 1
+    }
+
+    pub(crate) fn is_replay(self) -> bool {
+        self.0 & 1 == 1
+    }
+
+    /// Whether this protector can read `p`.
+    fn reads(self, p: &Pending) -> bool {
+        let end = if self.is_replay() { p.freed } else { p.left };
+        p.born <= self.txn() && self.txn() < end
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -73,7 +143,7 @@ pub(crate) struct FreeSpace {
     /// the commit is published) and those loaded from disk.
     fresh: Vec<Pending>,
     /// Pending extents by the oldest protector that can read them.
-    held: BTreeMap<u64, HeldGroup>,
+    held: BTreeMap<Protector, HeldGroup>,
     pending_pages: u64,
 }
 
@@ -86,16 +156,16 @@ impl FreeSpace {
         self.pending_pages
     }
 
-    /// Pages held back by protector `txn` (and maybe by newer ones too).
-    pub(crate) fn held_by(&self, txn: u64) -> u64 {
-        self.held.get(&txn).map_or(0, |g| g.pages)
+    /// Pages held back by protector `p` (and maybe by newer ones too).
+    pub(crate) fn held_by(&self, p: Protector) -> u64 {
+        self.held.get(&p).map_or(0, |g| g.pages)
     }
 
-    /// Pending pages that snapshot `txn` can read.
-    pub(crate) fn visible_to(&self, txn: u64) -> u64 {
+    /// Pending pages that protector `p` can read.
+    pub(crate) fn visible_to(&self, p: Protector) -> u64 {
         self.pending()
-            .filter(|p| p.born <= txn && txn < p.freed)
-            .map(|p| p.extent.len)
+            .filter(|e| p.reads(e))
+            .map(|e| e.extent.len)
             .sum()
     }
 
@@ -180,14 +250,15 @@ impl FreeSpace {
             p.born < p.freed,
             "pages freed by the commit that wrote them"
         );
+        assert!(p.left <= p.freed, "pages left after they were freed");
         self.pending_pages += p.extent.len;
         self.fresh.push(p);
     }
 
     /// Makes reusable every pending extent that no protector can read.
     /// `protectors` are sorted and hold the snapshot of every live reader
-    /// and the newest durable commit.
-    pub(crate) fn release(&mut self, protectors: &[u64]) {
+    /// and the newest durable commit (a replay).
+    pub(crate) fn release(&mut self, protectors: &[Protector]) {
         debug_assert!(protectors.windows(2).all(|w| w[0] < w[1]));
         // Groups are few (one per protector that holds pages).
         while let Some(k) = self
@@ -212,11 +283,16 @@ impl FreeSpace {
     }
 
     /// Puts `p` under the oldest protector that can read it, or makes it
-    /// reusable.
-    fn place(&mut self, p: Pending, protectors: &[u64]) {
-        let i = protectors.partition_point(|&s| s < p.born);
-        match protectors.get(i) {
-            Some(&s) if s < p.freed => {
+    /// reusable. The protectors passed over are readers in `[left,
+    /// freed)`: few distinct txns (readers register the newest commit).
+    fn place(&mut self, p: Pending, protectors: &[Protector]) {
+        let i = protectors.partition_point(|s| s.txn() < p.born);
+        let holder = protectors[i..]
+            .iter()
+            .take_while(|s| s.txn() < p.freed)
+            .find(|s| s.reads(&p));
+        match holder {
+            Some(&s) => {
                 let g = self.held.entry(s).or_default();
                 g.entries.push(p);
                 g.pages += p.extent.len;
@@ -333,9 +409,12 @@ impl FreeMap {
             if freed == 0 {
                 free.add_reusable(extent);
             } else {
+                // Which commit stopped using them is not on disk: every
+                // reader holds them as long as a replay would.
                 free.add_pending(Pending {
                     extent,
                     born,
+                    left: freed,
                     freed,
                 });
             }
@@ -352,27 +431,32 @@ mod tests {
         Extent { start, len }
     }
 
+    fn pending(extent: Extent, born: u64, freed: u64) -> Pending {
+        Pending {
+            extent,
+            born,
+            left: freed,
+            freed,
+        }
+    }
+
+    fn readers(txns: &[u64]) -> Vec<Protector> {
+        txns.iter().map(|&t| Protector::reader(t)).collect()
+    }
+
     #[test]
     fn a_reader_pins_only_what_its_snapshot_sees() {
         let mut f = FreeSpace::default();
         // Written by 3, freed by 10: snapshot 5 sees it.
-        f.add_pending(Pending {
-            extent: ext(10, 2),
-            born: 3,
-            freed: 10,
-        });
+        f.add_pending(pending(ext(10, 2), 3, 10));
         // Written by 7, freed by 9: snapshot 5 cannot see it.
-        f.add_pending(Pending {
-            extent: ext(20, 1),
-            born: 7,
-            freed: 9,
-        });
-        f.release(&[5, 10]);
+        f.add_pending(pending(ext(20, 1), 7, 9));
+        f.release(&readers(&[5, 10]));
         assert_eq!(f.reusable().collect::<Vec<_>>(), vec![ext(20, 1)]);
-        assert_eq!(f.held_by(5), 2);
-        assert_eq!(f.visible_to(5), 2);
+        assert_eq!(f.held_by(Protector::reader(5)), 2);
+        assert_eq!(f.visible_to(Protector::reader(5)), 2);
         // The reader ends: the protector list no longer holds 5.
-        f.release(&[10]);
+        f.release(&readers(&[10]));
         assert_eq!(f.pending_pages(), 0);
         assert_eq!(f.reusable_pages(), 3);
     }
@@ -380,17 +464,53 @@ mod tests {
     #[test]
     fn an_extent_moves_to_the_next_protector_that_sees_it() {
         let mut f = FreeSpace::default();
+        f.add_pending(pending(ext(4, 1), 2, 9));
+        f.release(&readers(&[3, 6, 12]));
+        assert_eq!(f.held_by(Protector::reader(3)), 1);
+        f.release(&readers(&[6, 12]));
+        assert_eq!(f.held_by(Protector::reader(6)), 1);
+        f.release(&readers(&[12]));
+        assert_eq!(f.reusable_pages(), 1);
+    }
+
+    #[test]
+    fn a_reader_of_this_process_does_not_hold_what_its_trees_left() {
+        let mut f = FreeSpace::default();
+        // Written by 3, left by logged commit 6, freed by checkpoint 9.
         f.add_pending(Pending {
-            extent: ext(4, 1),
-            born: 2,
+            extent: ext(40, 3),
+            born: 3,
+            left: 6,
             freed: 9,
         });
-        f.release(&[3, 6, 12]);
-        assert_eq!(f.held_by(3), 1);
-        f.release(&[6, 12]);
-        assert_eq!(f.held_by(6), 1);
-        f.release(&[12]);
-        assert_eq!(f.reusable_pages(), 1);
+        // A reader of 7 (after the logged commit) does not read it...
+        f.release(&readers(&[7]));
+        assert_eq!(f.reusable_pages(), 3);
+        f.add_pending(Pending {
+            extent: ext(50, 2),
+            born: 3,
+            left: 6,
+            freed: 9,
+        });
+        // ...one of 5 does; so does a replay registered at 7 or 8 (the
+        // durable commit, or a read-only process rebuilding 7 on the file).
+        f.release(&[Protector::reader(5), Protector::reader(7)]);
+        assert_eq!(f.held_by(Protector::reader(5)), 2);
+        f.release(&[Protector::reader(7), Protector::replay(8)]);
+        assert_eq!(f.held_by(Protector::replay(8)), 2);
+        assert_eq!(f.visible_to(Protector::reader(7)), 0);
+        assert_eq!(f.visible_to(Protector::replay(7)), 2);
+        f.release(&[Protector::reader(7), Protector::replay(9)]);
+        assert_eq!(f.pending_pages(), 0);
+        assert_eq!(f.reusable_pages(), 5);
+    }
+
+    #[test]
+    fn a_reader_sorts_before_a_replay_of_its_txn() {
+        assert!(Protector::reader(7) < Protector::replay(7));
+        assert!(Protector::replay(7) < Protector::reader(8));
+        assert_eq!(Protector::replay(7).txn(), 7);
+        assert!(Protector::replay(7).is_replay() && !Protector::reader(7).is_replay());
     }
 
     #[test]
@@ -398,11 +518,7 @@ mod tests {
         let mut f = FreeSpace::default();
         f.add_reusable(ext(2, 10));
         let s = f.take_contiguous(4).unwrap();
-        f.add_pending(Pending {
-            extent: ext(30, 1),
-            born: 1,
-            freed: 5,
-        });
+        f.add_pending(pending(ext(30, 1), 1, 5));
         f.roll_back(5, &[ext(s, 4)]);
         assert_eq!(f.pending_pages(), 0);
         assert_eq!(f.reusable().collect::<Vec<_>>(), vec![ext(2, 10)]);

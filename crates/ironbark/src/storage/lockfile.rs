@@ -80,7 +80,10 @@ pub(crate) struct TableHeader {
 const MAGIC: u64 = u64::from_le_bytes(*b"ibLOCK\0\0");
 /// 6: `TableHeader::slots_used` (a process of version 5 would claim slots
 /// without raising it, unseen by a version-6 writer's scan).
-const LOCK_FORMAT_VERSION: u64 = 6;
+/// 7: a read-only process's slot marks its txn as a replay's (the top
+/// bit, `txn::readers`), which a version-6 writer would take for a txn
+/// newer than any and so protect nothing for.
+const LOCK_FORMAT_VERSION: u64 = 7;
 /// Bytes before the first reader slot.
 pub(crate) const HEADER_LEN: usize = 4096;
 const SLOT_LEN: usize = 64;

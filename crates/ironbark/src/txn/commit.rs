@@ -31,7 +31,7 @@ use crate::pages::{DirtyPages, MapSource};
 use crate::state::{self, BlobRef, Chain, Plan};
 use crate::storage::arena::ARENA_BIT;
 use crate::storage::file::DataFile;
-use crate::storage::freespace::{Extent, FreeSpace, Freed, Pending};
+use crate::storage::freespace::{Extent, FreeSpace, Freed, Pending, Protector};
 use crate::storage::meta::Meta;
 use crate::txn::checkpoint_steps::{self, StepPlan, Steps};
 use crate::txn::logged::{self, Logged};
@@ -524,16 +524,14 @@ fn write_commit(
     };
     let mut freed = freed;
     for b in w.chain.freed_by(plan) {
-        freed.push(Freed {
-            extent: b.extent,
-            born: b.txn,
-        });
+        freed.push(Freed::new(b.extent, b.txn));
     }
     freed.sort_unstable();
     for f in &freed {
         alloc.free.add_pending(Pending {
             extent: f.extent,
             born: f.born,
+            left: f.left.min(txn),
             freed: txn,
         });
     }
@@ -663,7 +661,8 @@ fn write_commit(
 }
 
 /// Sorts the pages a commit stopped using and merges neighbours (keeping
-/// the oldest writer's txn, which only makes reuse wait longer).
+/// the oldest writer's txn and the newest commit that left them, which
+/// only makes reuse wait longer).
 fn merge_freed(freed: &mut [Freed]) -> Vec<Freed> {
     freed.sort_unstable();
     let mut merged: Vec<Freed> = Vec::with_capacity(freed.len());
@@ -672,6 +671,7 @@ fn merge_freed(freed: &mut [Freed]) -> Vec<Freed> {
             Some(last) if last.extent.end() == f.extent.start => {
                 last.extent.len += f.extent.len;
                 last.born = last.born.min(f.born);
+                last.left = last.left.max(f.left);
             }
             _ => merged.push(f),
         }
@@ -694,7 +694,7 @@ fn release_space(
     release(shared, w);
     let held_budget = HELD_BYTES / shared.limits.page_size as u64;
     if durability == Durability::None && w.durable_txn < base_txn {
-        let held = w.free.held_by(w.durable_txn);
+        let held = w.free.held_by(Protector::replay(w.durable_txn));
         if held > held_budget {
             sync_published(shared, w)?;
             release(shared, w);
@@ -714,8 +714,8 @@ fn release_space(
     let readers_hold = w
         .protectors
         .iter()
-        .take_while(|&&t| t < base_txn)
-        .any(|&t| t != w.durable_txn);
+        .take_while(|p| p.txn() < base_txn)
+        .any(|&p| p != Protector::replay(w.durable_txn));
     let due = w
         .stale_checked
         .is_none_or(|t| t.elapsed() >= THOROUGH_INTERVAL);
@@ -727,12 +727,14 @@ fn release_space(
 }
 
 /// Releases with the current protectors: every live reader's snapshot and,
-/// unless the protocol is broken on purpose for tests, the durable commit.
+/// unless the protocol is broken on purpose for tests, the durable commit,
+/// which a crash's recovery replays the log onto.
 fn release(shared: &Shared, w: &mut WriterState) {
-    shared.readers.snapshots(&mut w.protectors);
+    shared.readers.protectors(&mut w.protectors);
     if shared.broken_protocol != Some(BrokenProtocol::ReuseBeforeDurable) {
-        if let Err(i) = w.protectors.binary_search(&w.durable_txn) {
-            w.protectors.insert(i, w.durable_txn);
+        let durable = Protector::replay(w.durable_txn);
+        if let Err(i) = w.protectors.binary_search(&durable) {
+            w.protectors.insert(i, durable);
         }
     }
     let protectors = std::mem::take(&mut w.protectors);

@@ -196,8 +196,8 @@ pub(crate) fn lend(shared: &Shared, w: &mut WriterState, base: &Snapshot, dirty:
 /// Makes the retired arena slots no reader sees reusable: a scan of the
 /// reader table.
 fn release_unseen(shared: &Shared, w: &mut WriterState) {
-    shared.readers.snapshots(&mut w.protectors);
-    w.arena_space.release(&w.protectors);
+    shared.readers.snapshots(&mut w.snapshots);
+    w.arena_space.release(&w.snapshots);
 }
 
 /// `release_unseen`, when fewer than `needed` slots are free and enough
@@ -372,7 +372,8 @@ fn write_placed(
             if let Some(unit) = files.and_then(|t| t.unit_of(f.extent.start)) {
                 w.arena_space.retire_overlay(unit, txn);
             }
-            w.logged_freed.push(*f);
+            // Snapshots from `txn` on no longer read it.
+            w.logged_freed.push(Freed { left: txn, ..*f });
         }
     }
     if w.checkpoint_catalog.is_none() {
@@ -636,20 +637,28 @@ pub(crate) fn fold_file_overlays(
 /// Before a checkpoint in steps (`txn::checkpoint_steps`), which splices
 /// the newest trees onto the last file commit's and would take a file
 /// leaf with a value overlay (the same page in both) as unchanged: lays
-/// the newest commit out again with each such leaf folded into a copy in
-/// the arena, with its path (`fold_file_overlays`), and publishes that as
-/// the newest commit, under the same txn (the same entries; no record is
-/// logged). The file pages copied are freed by the checkpoint
-/// (`logged_freed`); the arena pages and overlays copied retire with the
-/// txn after (a reader of the commit's first layout keeps them). Returns
-/// false, nothing changed, when the arena cannot hold the copies: a whole
-/// checkpoint folds them instead.
+/// the newest commit `T` out again with each such leaf folded into a copy
+/// in the arena, with its path (`fold_file_overlays`), and publishes that
+/// as a logged commit of no entries, `T + 1` (its record is empty). The
+/// file pages copied are freed by the checkpoint (`logged_freed`), and the
+/// arena pages and overlays copied retire, at `T + 1`: readers of `T`
+/// keep them, readers of `T + 1` do not, so the checkpoint's steps reuse
+/// them once the readers of `T` are gone. (Until session 35 the layout was
+/// published under `T` itself, so every reader of the newest commit held
+/// them until the last step, and the steps took new pages for all they
+/// wrote: beside a stream of readers the file grew to 1.7-1.9x LMDB's.)
+/// Returns false, nothing changed, when the arena cannot hold the copies
+/// or there is no log to record the commit in: a whole checkpoint folds
+/// them instead.
 pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState) -> Result<bool> {
     let newest = shared.published.load_full();
     let (Some(arena), Some(files)) = (&newest.source.arena, &newest.source.file_overlays) else {
         return Ok(true);
     };
-    let txn = newest.txn();
+    if w.log.as_ref().is_none_or(|l| l.last_txn() != newest.txn()) {
+        return Ok(false);
+    }
+    let txn = newest.txn() + 1;
     let mut catalog = newest.catalog.clone();
     let mut dirty = DirtyPages::default();
     let mut freed = Vec::new();
@@ -678,7 +687,10 @@ pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState
             &mut placement,
             cap,
             txn,
-            |_| Ok(()),
+            |w| {
+                let log = w.log.as_mut().expect("checked above");
+                log.append(txn, &[])
+            },
         )
     });
     w.placement = placement;
@@ -688,23 +700,34 @@ pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState
     }
     for f in &freed {
         if f.extent.start & ARENA_BIT != 0 {
-            w.arena_space.retire(f.extent.start, f.extent.len, txn + 1);
+            w.arena_space.retire(f.extent.start, f.extent.len, txn);
         } else {
             if let Some(unit) = files.unit_of(f.extent.start) {
-                w.arena_space.retire_overlay(unit, txn + 1);
+                w.arena_space.retire_overlay(unit, txn);
             }
-            w.logged_freed.push(*f);
+            w.logged_freed.push(Freed { left: txn, ..*f });
         }
     }
     let snapshot = Snapshot {
-        meta: newest.meta,
+        meta: Meta { txn, ..newest.meta },
         source: MapSource {
             file_overlays: None,
+            overlay_txn: txn,
             ..newest.source.clone()
         },
         catalog,
     };
     shared.publish(w, snapshot);
+    w.state_txn = txn;
+    // The empty record (written through the map, as other unsynced ones).
+    let c = &shared.counters;
+    let record_bytes = crate::storage::log::HEADER_LEN as u64;
+    c.log_bytes
+        .fetch_add(record_bytes, std::sync::atomic::Ordering::Relaxed);
+    c.bytes_written
+        .fetch_add(record_bytes, std::sync::atomic::Ordering::Relaxed);
+    c.bytes_mapped
+        .fetch_add(record_bytes, std::sync::atomic::Ordering::Relaxed);
     Ok(true)
 }
 

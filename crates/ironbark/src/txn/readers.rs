@@ -34,6 +34,7 @@ use std::sync::Arc;
 use crate::sync::{fence, AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
+use crate::storage::freespace::Protector;
 use crate::storage::lockfile::{LockFile, Slot, TableHeader};
 
 /// A process, as stored in a slot's owner word: the pid in the low 22 bits
@@ -119,7 +120,10 @@ pub(crate) struct SlotView {
     /// The slot's index in the table.
     pub(crate) slot: usize,
     pub(crate) owner: ProcessId,
+    /// The snapshot registered (0: none).
     pub(crate) txn: u64,
+    /// How the writer counts it (meaningful when `txn != 0`).
+    pub(crate) protector: Protector,
 }
 
 enum Memory {
@@ -133,6 +137,25 @@ enum Memory {
 pub(crate) struct ReaderTable {
     memory: Memory,
     me: ProcessId,
+    /// [`REPLAY_FLAG`] if this process's readers register as replays (it
+    /// is read-only), else 0.
+    register_flag: u64,
+}
+
+/// Set in a slot's txn word by a reader of a read-only process, which
+/// may read a logged commit rebuilt from the log onto the file's trees
+/// (`txn::recovery::follow_log`): a replay, which the writer holds pages
+/// for longer than for its own process's readers (`Protector`).
+const REPLAY_FLAG: u64 = 1 << 63;
+
+/// How the writer counts a slot's txn word.
+fn protector_of(word: u64) -> Protector {
+    let txn = word & !REPLAY_FLAG;
+    if word & REPLAY_FLAG != 0 {
+        Protector::replay(txn)
+    } else {
+        Protector::reader(txn)
+    }
 }
 
 #[cfg(not(loom))]
@@ -193,14 +216,16 @@ impl ReaderTable {
                     .collect(),
             },
             me: ProcessId::current(),
+            register_flag: 0,
         }
     }
 
-    /// The table in a lock file.
-    pub(crate) fn shared(lock: Arc<LockFile>) -> ReaderTable {
+    /// The table in a lock file; `replays` for a read-only process.
+    pub(crate) fn shared(lock: Arc<LockFile>, replays: bool) -> ReaderTable {
         ReaderTable {
             memory: Memory::Shared(lock),
             me: ProcessId::current(),
+            register_flag: if replays { REPLAY_FLAG } else { 0 },
         }
     }
 
@@ -289,12 +314,14 @@ impl ReaderTable {
     /// step of a partial checkpoint reads file pages the steps wrote,
     /// numbered above `txn` (`txn::read::protector`).
     pub(crate) fn try_register_protecting(&self, i: usize, protect: u64, txn: u64) -> bool {
-        debug_assert!(txn != 0 && protect >= txn);
+        debug_assert!(txn != 0 && protect >= txn && protect & REPLAY_FLAG == 0);
         // A plain store and one fence: the fence alone orders the store
         // before the re-read (the module doc's Dekker argument), where a
         // sequentially consistent store would add a second barrier (an
         // `xchg` on x86) to every read transaction.
-        self.slots()[i].txn.store(protect, Ordering::Relaxed);
+        self.slots()[i]
+            .txn
+            .store(protect | self.register_flag, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         self.published_txn() == txn
     }
@@ -324,8 +351,24 @@ impl ReaderTable {
         out.extend(
             self.used_slots()
                 .iter()
-                .map(|s| s.txn.load(Ordering::SeqCst))
+                .map(|s| s.txn.load(Ordering::SeqCst) & !REPLAY_FLAG)
                 .filter(|&t| t != 0),
+        );
+        out.sort_unstable();
+        out.dedup();
+    }
+
+    /// [`ReaderTable::snapshots`], each counted as a reader or a replay
+    /// (`Protector`), for the release of file pages.
+    pub(crate) fn protectors(&self, out: &mut Vec<Protector>) {
+        fence(Ordering::SeqCst);
+        out.clear();
+        out.extend(
+            self.used_slots()
+                .iter()
+                .map(|s| s.txn.load(Ordering::SeqCst))
+                .filter(|&t| t != 0)
+                .map(protector_of),
         );
         out.sort_unstable();
         out.dedup();
@@ -338,10 +381,12 @@ impl ReaderTable {
             .enumerate()
             .filter_map(|(slot, s)| {
                 let owner = s.owner.load(Ordering::Acquire);
+                let word = s.txn.load(Ordering::Acquire);
                 (owner != 0).then(|| SlotView {
                     slot,
                     owner: ProcessId(owner),
-                    txn: s.txn.load(Ordering::Acquire),
+                    txn: word & !REPLAY_FLAG,
+                    protector: protector_of(word),
                 })
             })
             .collect()

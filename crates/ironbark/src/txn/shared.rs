@@ -29,8 +29,7 @@ use crate::pages::{MapSource, PagePool};
 use crate::state::{self, Chain};
 use crate::storage::arena::{Arena, ArenaSpace};
 use crate::storage::file::DataFile;
-use crate::storage::freespace::FreeSpace;
-use crate::storage::freespace::Freed;
+use crate::storage::freespace::{FreeSpace, Freed, Protector};
 use crate::storage::lockfile::WRITER_WAITERS;
 use crate::storage::log::{ChainEnd, RedoLog};
 use crate::storage::map::Map;
@@ -87,7 +86,10 @@ pub(crate) struct WriterState {
     pub(crate) state_txn: u64,
     /// The snapshots free pages are protected for (live readers and the
     /// durable commit): a buffer kept so a commit allocates nothing.
-    pub(crate) protectors: Vec<u64>,
+    pub(crate) protectors: Vec<Protector>,
+    /// The same snapshots' txns, for the arena's slots (which only this
+    /// process's readers read): a buffer like `protectors`.
+    pub(crate) snapshots: Vec<u64>,
     /// The durable txn when writeback was last started early (under
     /// `Durability::None`, once per durable txn).
     pub(crate) writeback_for: u64,
@@ -172,6 +174,7 @@ impl WriterState {
             free,
             chain,
             protectors: Vec::new(),
+            snapshots: Vec::new(),
             writeback_for: 0,
             page_pool: PagePool::default(),
             freed_buffer: Vec::new(),
