@@ -249,6 +249,7 @@ pub(crate) fn plan(
         delta: Counts::default(),
         splices: SpliceCounts::default(),
         cells: CellStack::default(),
+        walk: Vec::new(),
     };
     let mut catalog = last.clone();
     for (m, t) in catalog.trees.iter_mut().zip(&newest.trees) {
@@ -429,6 +430,24 @@ impl CellStack {
     }
 }
 
+/// What replaces a subtree of the last step: the run of the newest
+/// commit's subtrees itself, or new branches over parts of it (one per
+/// subtree of the run).
+enum RunRefs {
+    Taken,
+    Built(Vec<PageRef>),
+}
+
+impl RunRefs {
+    /// The reference that replaces subtree `i` of `run`.
+    fn get(&self, run: &[Sub<'_>], i: usize) -> PageRef {
+        match self {
+            RunRefs::Taken => run[i].page,
+            RunRefs::Built(built) => built[i],
+        }
+    }
+}
+
 /// Entries and pages by kind, as a tree's counters keep them.
 #[derive(Default)]
 struct Counts {
@@ -457,6 +476,9 @@ struct Splicer<'a> {
     delta: Counts,
     splices: SpliceCounts,
     cells: CellStack,
+    /// The pages left to visit in a walk of a subtree (`count_taken`,
+    /// `free_subtree`): a buffer kept across walks.
+    walk: Vec<PageRef>,
 }
 
 impl<'a> Splicer<'a> {
@@ -507,12 +529,9 @@ impl<'a> Splicer<'a> {
     /// allowed nothing.
     fn splice(&mut self, m: PageRef, t: PageRef) -> Result<Option<Spliced>> {
         let run = [Sub { key: &[], page: t }];
-        Ok(self.splice_run(m, &run)?.map(|refs| {
-            if refs[0].pgno == t.pgno {
-                Spliced::Taken
-            } else {
-                Spliced::Copy(refs[0].pgno)
-            }
+        Ok(self.splice_run(m, &run)?.map(|refs| match refs {
+            RunRefs::Taken => Spliced::Taken,
+            RunRefs::Built(built) => Spliced::Copy(built[0].pgno),
         }))
     }
 
@@ -549,8 +568,8 @@ impl<'a> Splicer<'a> {
             .expect("a run of two or more is always replaced");
         verify_page(t_bytes, t.pgno, t.txn, t.sum)?;
         let mark = self.cells.mark();
-        for (k, &r) in refs.iter().enumerate() {
-            self.cells.push(mark, 0, tn.key(k)?, r);
+        for k in 0..run.len() {
+            self.cells.push(mark, 0, tn.key(k)?, refs.get(&run, k));
         }
         let root = self.build_branches(mark, 1, t_bytes.len())[0].pgno;
         // The new root is a level `m` did not have.
@@ -563,7 +582,7 @@ impl<'a> Splicer<'a> {
     /// Replaces the last step's subtree `m` by what covers the same keys in
     /// the newest commit: the run of subtrees `run`, each of `m`'s height,
     /// in key order (each with the separator before it; the first's is
-    /// never read). Returns one reference per subtree of `run`, or `None`
+    /// never read). Returns what replaces `m` (`RunRefs`), or `None`
     /// when `m` stays (a run of one that the budget or sameness leaves).
     ///
     /// Where every separator of `m` is one of those one level below the run
@@ -579,10 +598,13 @@ impl<'a> Splicer<'a> {
     /// of its original's cells in number and size, so it fits a page. Where
     /// it does not hold (leaves; a separator `T` lost to a merge), the run
     /// is taken whole, whatever the budget when it is longer than one.
-    fn splice_run(&mut self, m: PageRef, run: &[Sub<'a>]) -> Result<Option<Vec<PageRef>>> {
+    fn splice_run(&mut self, m: PageRef, run: &[Sub<'a>]) -> Result<Option<RunRefs>> {
         debug_assert!(!run.is_empty());
         let m_bytes = self.file.page(m.pgno)?;
         let mn = Node::parse(m_bytes, m.pgno, Some(m.txn))?;
+        if mn.is_leaf {
+            return self.take_run(m, run).map(Some);
+        }
         let mut nodes = Vec::with_capacity(run.len());
         for sub in run {
             let bytes = self.source.page(sub.page.pgno)?;
@@ -593,7 +615,7 @@ impl<'a> Splicer<'a> {
         let mut below: Vec<Sub<'a>> = Vec::new();
         let mut owner: Vec<usize> = Vec::new();
         let mut runs = None;
-        if !mn.is_leaf && nodes.iter().all(|(_, n)| !n.is_leaf) {
+        if nodes.iter().all(|(_, n)| !n.is_leaf) {
             for (i, (_, node)) in nodes.iter().enumerate() {
                 for c in 0..node.count {
                     let (pgno, txn) = node.child(c)?;
@@ -611,13 +633,7 @@ impl<'a> Splicer<'a> {
             runs = runs_of(&mn, below.len(), |g| Ok(below[g].key))?;
         }
         let Some(runs) = runs else {
-            // The run whole.
-            for sub in run {
-                self.budget -= self.count_taken(sub.page)? as i64;
-                self.taken.insert(sub.page.pgno);
-            }
-            self.free_subtree(m)?;
-            return Ok(Some(run.iter().map(|sub| sub.page).collect()));
+            return self.take_run(m, run).map(Some);
         };
         // The cells of each new branch, one per run entry, in order.
         let mark = self.cells.mark();
@@ -645,7 +661,8 @@ impl<'a> Splicer<'a> {
                 None => self.cells.push(mark, owner[start], below[start].key, mc),
                 Some(refs) => {
                     changed = true;
-                    for (g, r) in (start..end).zip(refs) {
+                    for g in start..end {
+                        let r = refs.get(&below[start..end], g - start);
                         self.cells.push(mark, owner[g], below[g].key, r);
                     }
                 }
@@ -669,7 +686,17 @@ impl<'a> Splicer<'a> {
             self.splices.runs += 1;
         }
         self.free_page(m, 1)?;
-        Ok(Some(refs))
+        Ok(Some(RunRefs::Built(refs)))
+    }
+
+    /// Replaces the last step's subtree `m` by the run whole.
+    fn take_run(&mut self, m: PageRef, run: &[Sub<'a>]) -> Result<RunRefs> {
+        for sub in run {
+            self.budget -= self.count_taken(sub.page)? as i64;
+            self.taken.insert(sub.page.pgno);
+        }
+        self.free_subtree(m)?;
+        Ok(RunRefs::Taken)
     }
 
     /// The pages a step writes to take the newest commit's subtree `t`
@@ -677,8 +704,10 @@ impl<'a> Splicer<'a> {
     /// the tree's counters.
     fn count_taken(&mut self, t: PageRef) -> Result<u64> {
         let mut pages = 0;
-        let mut stack = vec![t.pgno];
-        while let Some(pgno) = stack.pop() {
+        let mut stack = std::mem::take(&mut self.walk);
+        stack.clear();
+        stack.push(t);
+        while let Some(PageRef { pgno, .. }) = stack.pop() {
             if pgno & ARENA_BIT == 0 {
                 continue;
             }
@@ -700,10 +729,12 @@ impl<'a> Splicer<'a> {
             } else {
                 self.delta.branch_pages += 1;
                 for i in 0..node.count {
-                    stack.push(node.child(i)?.0);
+                    let (pgno, txn) = node.child(i)?;
+                    stack.push(PageRef { pgno, txn, sum: 0 });
                 }
             }
         }
+        self.walk = stack;
         Ok(pages)
     }
 
@@ -714,7 +745,9 @@ impl<'a> Splicer<'a> {
         if m.pgno == 0 {
             return Ok(());
         }
-        let mut stack = vec![m];
+        let mut stack = std::mem::take(&mut self.walk);
+        stack.clear();
+        stack.push(m);
         while let Some(p) = stack.pop() {
             if !self.free_page(p, 1)? {
                 continue;
@@ -743,6 +776,7 @@ impl<'a> Splicer<'a> {
                 }
             }
         }
+        self.walk = stack;
         Ok(())
     }
 

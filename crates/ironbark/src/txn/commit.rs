@@ -596,11 +596,15 @@ fn write_commit(
     let mut calls = spilled_calls;
     let mut bytes = spilled_bytes;
     let mut group_start = 0;
+    // One vector for every run of consecutive pages: a step writes
+    // thousands of runs where it reuses scattered free pages.
+    let mut bufs: Vec<&[u8]> = Vec::new();
     for i in 1..=writes.len() {
         let contiguous = i < writes.len()
             && writes[i - 1].0 + (writes[i - 1].1.len() / ps) as u64 == writes[i].0;
         if !contiguous {
-            let bufs: Vec<&[u8]> = writes[group_start..i].iter().map(|w| w.1).collect();
+            bufs.clear();
+            bufs.extend(writes[group_start..i].iter().map(|w| w.1));
             calls += shared
                 .file
                 .write_vectored_at(&bufs, writes[group_start].0 * ps as u64)?;
