@@ -12,7 +12,7 @@
 //!   so that a call that would wait for the write lock on that very thread
 //!   fails instead of waiting forever.
 
-use crate::sync::Ordering;
+use crate::sync::{Ordering, OwnLines};
 use std::collections::HashMap;
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -1060,7 +1060,7 @@ fn open_instance(
         lender: Lender::new(),
         published: ArcSwap::from_pointee(placeholder),
         map: Mutex::new(map),
-        readers,
+        readers: OwnLines(readers),
         writer: WriterLock::new(WriterState::new(
             FreeSpace::default(),
             Chain::default(),
@@ -1160,7 +1160,7 @@ fn assemble(
             source,
             catalog,
         }),
-        readers,
+        readers: OwnLines(readers),
         writer: WriterLock::new(WriterState::new(free, chain, meta.txn, slot, file_len, log)),
         arena: OnceLock::new(),
         counters: Counters::default(),

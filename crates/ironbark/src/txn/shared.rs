@@ -12,7 +12,7 @@
 //!   lock (the lock file's writer word), and is refreshed from the lock file
 //!   when another process committed since.
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering, OwnLines};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
 use std::sync::atomic::Ordering as StdOrdering;
@@ -281,7 +281,13 @@ pub(crate) struct Shared {
     /// The map new snapshots are read through; replaced by a larger one when
     /// the file outgrows it.
     pub(crate) map: Mutex<Arc<Map>>,
-    pub(crate) readers: ReaderTable,
+    /// On lines of its own: every read transaction reads it (the lock
+    /// file's address), and the fields the compiler places beside it are
+    /// the writer's to write at every commit (`writer_thread`, `published`,
+    /// `published_epoch`, the writer's mutex, the graveyard's). With a
+    /// field added to the table in session 35 it moved onto the line of
+    /// the first three, and reads beside a writer ran 0.93x.
+    pub(crate) readers: OwnLines<ReaderTable>,
     pub(crate) writer: WriterLock,
     pub(crate) counters: Counters,
     /// The page arena of logged commits, reserved at the first one (`None`
