@@ -1054,11 +1054,11 @@ fn open_instance(
         read_only: options.read_only,
         db_id,
         max_readers_option: options.max_readers,
-        writer_thread: StdAtomicU64::new(0),
-        published_epoch: StdAtomicU64::new(0),
+        writer_thread: OwnLines(StdAtomicU64::new(0)),
+        published_epoch: OwnLines(StdAtomicU64::new(0)),
         graveyard: Mutex::new(Vec::with_capacity(GRAVEYARD_CAPACITY)),
         lender: Lender::new(),
-        published: ArcSwap::from_pointee(placeholder),
+        published: OwnLines(ArcSwap::from_pointee(placeholder)),
         map: Mutex::new(map),
         readers: OwnLines(readers),
         writer: WriterLock::new(WriterState::new(
@@ -1070,7 +1070,7 @@ fn open_instance(
             open_log(path, options)?,
         )),
         arena: OnceLock::new(),
-        counters: Counters::default(),
+        counters: OwnLines(Counters::default()),
         file,
     })
 }
@@ -1143,12 +1143,12 @@ fn assemble(
         read_only: options.read_only,
         db_id,
         max_readers_option: options.max_readers,
-        writer_thread: StdAtomicU64::new(0),
+        writer_thread: OwnLines(StdAtomicU64::new(0)),
         map: Mutex::new(source.map.clone()),
-        published_epoch: StdAtomicU64::new(0),
+        published_epoch: OwnLines(StdAtomicU64::new(0)),
         graveyard: Mutex::new(Vec::with_capacity(GRAVEYARD_CAPACITY)),
         lender: Lender::new(),
-        published: ArcSwap::from_pointee(Snapshot {
+        published: OwnLines(ArcSwap::from_pointee(Snapshot {
             // A step of a checkpoint is no commit a reader may see: txn 0
             // sends the first reader to the log's newest commit, which the
             // open replays (a read-only process rebuilds it from the log).
@@ -1159,11 +1159,11 @@ fn assemble(
             },
             source,
             catalog,
-        }),
+        })),
         readers: OwnLines(readers),
         writer: WriterLock::new(WriterState::new(free, chain, meta.txn, slot, file_len, log)),
         arena: OnceLock::new(),
-        counters: Counters::default(),
+        counters: OwnLines(Counters::default()),
         file,
     }
 }

@@ -261,14 +261,20 @@ pub(crate) struct Shared {
     /// The token (`thread_token`) of the thread holding the write lock, or
     /// 0. Written only by that thread (std atomics: not part of the
     /// model-checked reader protocol).
-    pub(crate) writer_thread: StdAtomicU64,
+    pub(crate) writer_thread: OwnLines<StdAtomicU64>,
     /// The newest snapshot this process knows (see the module doc).
     /// Changed only through `set_published`/`update_published`.
-    pub(crate) published: ArcSwap<Snapshot>,
+    ///
+    /// This, `published_epoch`, `writer_thread` and `counters`, which the
+    /// writer writes at every commit, are on lines of their own, away from
+    /// what every read transaction reads (`db_id` at each lookup, `readers`
+    /// at each begin): until session 35 `db_id` shared a line with the
+    /// first three.
+    pub(crate) published: OwnLines<ArcSwap<Snapshot>>,
     /// How many times `published` changed: counted after each change, so a
     /// snapshot loaded from `published` between two equal counts is still
     /// the newest while the count stays (`txn::reader_stripes`).
-    pub(crate) published_epoch: StdAtomicU64,
+    pub(crate) published_epoch: OwnLines<StdAtomicU64>,
     /// Snapshots whose last reference a reader gave up, for the writer to
     /// free (`bury`): a snapshot is allocated by the writer's thread, and
     /// freeing it on a reader's thread takes the writer's malloc arena lock
@@ -289,7 +295,7 @@ pub(crate) struct Shared {
     /// the first three, and reads beside a writer ran 0.93x.
     pub(crate) readers: OwnLines<ReaderTable>,
     pub(crate) writer: WriterLock,
-    pub(crate) counters: Counters,
+    pub(crate) counters: OwnLines<Counters>,
     /// The page arena of logged commits, reserved at the first one (`None`
     /// inside: it could not be reserved, and commits write the file).
     pub(crate) arena: OnceLock<Option<Arc<Arena>>>,
