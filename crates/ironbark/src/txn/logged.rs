@@ -335,26 +335,10 @@ fn write_placed(
     if !placed {
         return Ok(Logged::No);
     }
-    let c = &shared.counters;
-    let record_bytes = payload.len() as u64 + 32;
-    // The zeros the append grew the log by, if any, in one write call.
-    let grown = w.log.as_ref().map_or(0, |l| l.zeros_written()) - zeros_before;
-    if grown > 0 {
-        c.write_calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-    c.bytes_written
-        .fetch_add(record_bytes + grown, std::sync::atomic::Ordering::Relaxed);
-    c.log_bytes
-        .fetch_add(record_bytes + grown, std::sync::atomic::Ordering::Relaxed);
-    if mapped.get() {
-        c.bytes_mapped
-            .fetch_add(record_bytes, std::sync::atomic::Ordering::Relaxed);
-    } else {
-        c.write_calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-    c.logged_commits
+    count_record(shared, w, payload.len(), zeros_before, mapped.get());
+    shared
+        .counters
+        .logged_commits
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 
     for f in freed {
@@ -384,6 +368,32 @@ fn write_placed(
     Ok(Logged::Done(arena_snapshot(
         shared, base, txn, arena, catalog,
     )))
+}
+
+/// Counts a record of `payload_len` bytes just appended to the log
+/// (through its map if `mapped`, else with one write call), and the zeros
+/// the append grew the log by since `zeros_before`, in one write call.
+fn count_record(
+    shared: &Shared,
+    w: &WriterState,
+    payload_len: usize,
+    zeros_before: u64,
+    mapped: bool,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let c = &shared.counters;
+    let record_bytes = (crate::storage::log::HEADER_LEN + payload_len) as u64;
+    let grown = w.log.as_ref().map_or(0, |l| l.zeros_written()) - zeros_before;
+    if grown > 0 {
+        c.write_calls.fetch_add(1, Relaxed);
+    }
+    c.bytes_written.fetch_add(record_bytes + grown, Relaxed);
+    c.log_bytes.fetch_add(record_bytes + grown, Relaxed);
+    if mapped {
+        c.bytes_mapped.fetch_add(record_bytes, Relaxed);
+    } else {
+        c.write_calls.fetch_add(1, Relaxed);
+    }
 }
 
 /// The snapshot of commit `txn`: `base`'s file pages, the arena's, and the
@@ -659,6 +669,7 @@ pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState
         return Ok(false);
     }
     let txn = newest.txn() + 1;
+    let zeros_before = w.log.as_ref().map_or(0, |l| l.zeros_written());
     let mut catalog = newest.catalog.clone();
     let mut dirty = DirtyPages::default();
     let mut freed = Vec::new();
@@ -719,15 +730,7 @@ pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState
     };
     shared.publish(w, snapshot);
     w.state_txn = txn;
-    // The empty record (written through the map, as other unsynced ones).
-    let c = &shared.counters;
-    let record_bytes = crate::storage::log::HEADER_LEN as u64;
-    c.log_bytes
-        .fetch_add(record_bytes, std::sync::atomic::Ordering::Relaxed);
-    c.bytes_written
-        .fetch_add(record_bytes, std::sync::atomic::Ordering::Relaxed);
-    c.bytes_mapped
-        .fetch_add(record_bytes, std::sync::atomic::Ordering::Relaxed);
+    count_record(shared, w, 0, zeros_before, true);
     Ok(true)
 }
 

@@ -344,16 +344,8 @@ impl ReaderTable {
     /// The snapshot of every live reader, sorted, without duplicates, into
     /// `out` (a buffer the writer keeps, so a commit allocates nothing).
     pub(crate) fn snapshots(&self, out: &mut Vec<u64>) {
-        // The writer's half of the Dekker protocol (module doc): after it
-        // published, every reader either shows here or sees the new txn.
-        fence(Ordering::SeqCst);
         out.clear();
-        out.extend(
-            self.used_slots()
-                .iter()
-                .map(|s| s.txn.load(Ordering::SeqCst) & !REPLAY_FLAG)
-                .filter(|&t| t != 0),
-        );
+        out.extend(self.registered().map(|word| word & !REPLAY_FLAG));
         out.sort_unstable();
         out.dedup();
     }
@@ -361,17 +353,21 @@ impl ReaderTable {
     /// [`ReaderTable::snapshots`], each counted as a reader or a replay
     /// (`Protector`), for the release of file pages.
     pub(crate) fn protectors(&self, out: &mut Vec<Protector>) {
-        fence(Ordering::SeqCst);
         out.clear();
-        out.extend(
-            self.used_slots()
-                .iter()
-                .map(|s| s.txn.load(Ordering::SeqCst))
-                .filter(|&t| t != 0)
-                .map(protector_of),
-        );
+        out.extend(self.registered().map(protector_of));
         out.sort_unstable();
         out.dedup();
+    }
+
+    /// The txn word of every registered slot.
+    fn registered(&self) -> impl Iterator<Item = u64> + '_ {
+        // The writer's half of the Dekker protocol (module doc): after it
+        // published, every reader either shows here or sees the new txn.
+        fence(Ordering::SeqCst);
+        self.used_slots()
+            .iter()
+            .map(|s| s.txn.load(Ordering::SeqCst))
+            .filter(|&t| t != 0)
     }
 
     /// Every claimed slot.
