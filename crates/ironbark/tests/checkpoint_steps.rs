@@ -6,7 +6,8 @@
 //! commit reads back before and after reopening; `check` passes, so the
 //! trees' counters (entries, pages by kind) are exact after splicing;
 //! splits, merges, deletes and large values (overflow pages) on the way;
-//! a reader's snapshot taken before the steps stays whole.
+//! a reader's snapshot taken before the steps stays whole; a step or a
+//! re-layout whose write fails loses nothing and is taken up again.
 
 mod common;
 
@@ -610,4 +611,78 @@ fn a_damaged_branch_of_the_last_checkpoint_fails_the_step_and_is_not_laundered()
         other => panic!("a checkpoint over damaged branches gave {other:?}"),
     }
     assert!(read_all(&db) == model, "a failed step lost commits");
+}
+
+/// Fails the redo log's writes of an empty record (the record a
+/// checkpoint's re-layout publishes under, before its steps) while
+/// `armed`, as a full disk would; counts the attempts in `seen`.
+#[derive(Default)]
+struct FailEmptyLogRecord {
+    armed: std::sync::atomic::AtomicBool,
+    seen: AtomicU64,
+}
+
+impl IoHook for FailEmptyLogRecord {
+    fn on_log_write(&self, _offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
+        if bufs.len() >= 2 && bufs[1].is_empty() {
+            self.seen.fetch_add(1, Ordering::SeqCst);
+            if self.armed.load(Ordering::SeqCst) {
+                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The re-layout before a checkpoint (every file leaf with a value
+/// overlay copied to the arena) is a logged commit of its own; when its
+/// log record cannot be written, the checkpoint fails, no commit is lost,
+/// a reader from before keeps its snapshot, and the next checkpoint does
+/// the re-layout and finishes.
+#[test]
+fn a_relayout_whose_log_record_fails_loses_nothing_and_is_taken_up_again() {
+    for durability in [Durability::None, Durability::Immediate] {
+        let t = temp_db("relayout.ib");
+        let hook = Arc::new(FailEmptyLogRecord::default());
+        let faulty = Options {
+            durability,
+            io_hook: Some(IoHookHandle(hook.clone())),
+            ..options()
+        };
+        let db = Database::open_with(&t.path, &faulty).unwrap();
+        let n = 20_000;
+        let (mut model, _) = load(&db, n);
+        // Same-size overwrites of file leaves: value overlays, which the
+        // re-layout folds into arena copies.
+        churn(&db, &mut model, n, 3_000, false, &mut Rng::new(7));
+        let rx = db.begin_read().unwrap();
+        let tree = rx.tree("t").unwrap();
+        let seen = contents(&rx, &tree);
+        let records_before = hook.seen.load(Ordering::SeqCst);
+        hook.armed.store(true, Ordering::SeqCst);
+        let failed = db.checkpoint();
+        assert!(failed.is_err(), "{durability:?}: the checkpoint succeeded");
+        let records_failed = hook.seen.load(Ordering::SeqCst);
+        assert!(
+            records_failed > records_before,
+            "{durability:?}: the checkpoint wrote no re-layout record"
+        );
+        assert!(contents(&rx, &tree) == seen, "{durability:?}: the reader");
+        assert!(read_all(&db) == model, "{durability:?}: commits lost");
+        hook.armed.store(false, Ordering::SeqCst);
+        let mut tx = db.begin_write().unwrap();
+        let t2 = tx.open_tree("t").unwrap();
+        tx.put(&t2, b"after", b"the failure").unwrap();
+        tx.commit().unwrap();
+        model.insert(b"after".to_vec(), b"the failure".to_vec());
+        db.checkpoint().unwrap();
+        assert!(
+            hook.seen.load(Ordering::SeqCst) > records_failed,
+            "{durability:?}: the next checkpoint did no re-layout"
+        );
+        assert!(contents(&rx, &tree) == seen, "{durability:?}: the reader");
+        drop(rx);
+        assert_eq!(db.check().unwrap().entries, model.len() as u64);
+        reads_back_before_and_after_reopen(db, &t.path, &model);
+    }
 }
