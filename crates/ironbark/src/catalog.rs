@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::btree::write::TreeState;
 use crate::kind::TreeKind;
 
@@ -19,11 +21,26 @@ pub(crate) struct TreeEntry {
     pub(crate) kind: TreeKind,
 }
 
+/// How many trees a catalog holds in itself before it moves them all to
+/// the heap.
+pub(crate) const INLINE_TREES: usize = 2;
+
+/// A catalog's trees: the first [`INLINE_TREES`] in the catalog itself.
+pub(crate) type Trees = SmallVec<[TreeEntry; INLINE_TREES]>;
+
 /// The named trees of a snapshot, sorted by name.
+///
+/// Up to [`INLINE_TREES`] trees live inside the catalog, so inside the
+/// snapshot: a reader beside a writer finds its tree's root on lines whose
+/// addresses it knows from the snapshot's, and loads them in parallel
+/// with the snapshot's other lines. With a vector, the entry's address is
+/// on the snapshot's line, so its miss came after that line's: the writer
+/// rewrites both at every commit (it fills a lent snapshot), so both were
+/// misses for a reader on another core.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Catalog {
     pub(crate) next_tree_id: u64,
-    pub(crate) trees: Vec<TreeEntry>,
+    pub(crate) trees: Trees,
 }
 
 impl Clone for Catalog {

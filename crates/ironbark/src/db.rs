@@ -1174,7 +1174,7 @@ fn initial_image(page_size: usize) -> Vec<u8> {
     let state = state::encode_base(
         &Catalog {
             next_tree_id: 1,
-            trees: Vec::new(),
+            trees: Default::default(),
         },
         &FreeSpace::default(),
     );

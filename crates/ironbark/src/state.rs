@@ -554,7 +554,7 @@ fn decode_base(data: &[u8], blob: BlobRef, meta: &Meta, with_free: bool) -> Resu
     }
     let mut catalog = Catalog {
         next_tree_id,
-        trees: Vec::with_capacity(tree_count),
+        trees: crate::catalog::Trees::with_capacity(tree_count),
     };
     for _ in 0..tree_count {
         let t = r.tree(meta.page_count, blob.txn)?;
