@@ -250,6 +250,8 @@ pub(crate) fn plan(
         splices: SpliceCounts::default(),
         cells: CellStack::default(),
         walk: Vec::new(),
+        newest_has_blobs: true,
+        last_has_blobs: true,
     };
     let mut catalog = last.clone();
     for (m, t) in catalog.trees.iter_mut().zip(&newest.trees) {
@@ -261,6 +263,8 @@ pub(crate) fn plan(
             break;
         }
         splicer.delta = Counts::default();
+        splicer.newest_has_blobs = t.state.overflow_pages != 0;
+        splicer.last_has_blobs = m.state.overflow_pages != 0;
         let (mr, tr) = (m.state.root, t.state.root);
         let spliced = if mr.pgno != 0 && tr.pgno != 0 && mr.depth == tr.depth {
             splicer.splice(ref_of(mr), ref_of(tr))?
@@ -479,6 +483,12 @@ struct Splicer<'a> {
     /// The pages left to visit in a walk of a subtree (`count_taken`,
     /// `free_subtree`): a buffer kept across walks.
     walk: Vec<PageRef>,
+    /// Whether the tree being spliced has overflow values in the newest
+    /// commit, and in the last step: a walk reads a leaf's cells for
+    /// their blob runs only where its tree has any (its exact counter
+    /// says so), as `pull_arena` does, instead of decoding every cell.
+    newest_has_blobs: bool,
+    last_has_blobs: bool,
 }
 
 impl<'a> Splicer<'a> {
@@ -717,7 +727,8 @@ impl<'a> Splicer<'a> {
                 self.delta.leaf_pages += 1;
                 // Its overlay's deletes leave the file with its copy.
                 self.delta.entries += live_entries(self.source, &node)? as i64;
-                for i in 0..node.count {
+                let cells = if self.newest_has_blobs { node.count } else { 0 };
+                for i in 0..cells {
                     if let LeafValue::Overflow { pgno: run, .. } = node.leaf_entry(i)?.1 {
                         if run & ARENA_BIT != 0 {
                             let n = blob_run_pages(self.source.page(run)?);
@@ -756,7 +767,8 @@ impl<'a> Splicer<'a> {
             if node.is_leaf {
                 self.delta.leaf_pages -= 1;
                 self.delta.entries -= node.count as i64;
-                for i in 0..node.count {
+                let cells = if self.last_has_blobs { node.count } else { 0 };
+                for i in 0..cells {
                     if let LeafValue::Overflow { pgno, txn, sum, .. } = node.leaf_entry(i)?.1 {
                         let n = blob_run_pages(self.file.page(pgno)?);
                         if self.free_page(PageRef { pgno, txn, sum }, n)? {
