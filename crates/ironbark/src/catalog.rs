@@ -62,10 +62,12 @@ impl Clone for Catalog {
 
 impl Catalog {
     pub(crate) fn find(&self, name: &str) -> Option<&TreeEntry> {
-        self.trees
-            .binary_search_by(|t| (*t.name).cmp(name))
-            .ok()
-            .map(|i| &self.trees[i])
+        self.position(name).map(|i| &self.trees[i])
+    }
+
+    /// Where the tree `name` is in `trees`.
+    pub(crate) fn position(&self, name: &str) -> Option<usize> {
+        self.trees.binary_search_by(|t| (*t.name).cmp(name)).ok()
     }
 
     /// `find` for a name a handle holds: the handle's name is mostly the

@@ -825,6 +825,77 @@ fn new_methods_resolve_handles_like_the_old_ones() {
     ));
 }
 
+/// A handle remembers where its tree was in the catalog (a hint): after
+/// trees are created or dropped before it, it still finds its own tree,
+/// and never another tree that took its place.
+#[test]
+fn handles_resolve_after_the_catalog_moves_their_trees() {
+    let db_dir = temp_db("moves.ib");
+    let db = Database::open(&db_dir.path).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let m = tx.open_tree("m").unwrap();
+    tx.put(&m, b"k", b"m").unwrap();
+    tx.commit().unwrap();
+    // "a" and "b" sort before "m", which moves from the first place.
+    let mut tx = db.begin_write().unwrap();
+    for name in ["b", "a"] {
+        let t = tx.open_tree(name).unwrap();
+        tx.put(&t, b"k", name.as_bytes()).unwrap();
+        assert_eq!(tx.get(&m, b"k").unwrap(), Some(&b"m"[..]));
+    }
+    tx.commit().unwrap();
+    let rx = db.begin_read().unwrap();
+    assert_eq!(rx.get(&m, b"k").unwrap(), Some(&b"m"[..]));
+    let a = rx.tree("a").unwrap();
+    assert_eq!(rx.get(&a, b"k").unwrap(), Some(&b"a"[..]));
+    drop(rx);
+    // "a" dropped: "b" takes its place, which its handle must not read.
+    let mut tx = db.begin_write().unwrap();
+    tx.drop_tree("a").unwrap();
+    assert!(matches!(tx.get(&a, b"k"), Err(Error::TreeDropped(_))));
+    assert_eq!(tx.get(&m, b"k").unwrap(), Some(&b"m"[..]));
+    tx.commit().unwrap();
+    let rx = db.begin_read().unwrap();
+    assert!(matches!(rx.get(&a, b"k"), Err(Error::StaleTree(_))));
+    assert_eq!(rx.get(&m, b"k").unwrap(), Some(&b"m"[..]));
+    // Created again under its name, "a" is another tree.
+    drop(rx);
+    let mut tx = db.begin_write().unwrap();
+    let a_new = tx.open_tree("a").unwrap();
+    assert!(tx.get(&a_new, b"k").unwrap().is_none());
+    assert!(matches!(tx.get(&a, b"k"), Err(Error::StaleTree(_))));
+    tx.commit().unwrap();
+    // Two new databases: each one's first tree has the same id and place;
+    // a handle of one is foreign to the other.
+    let (x_dir, y_dir) = (temp_db("x.ib"), temp_db("y.ib"));
+    let (x, y) = (
+        Database::open(&x_dir.path).unwrap(),
+        Database::open(&y_dir.path).unwrap(),
+    );
+    let mut handles = Vec::new();
+    for db in [&x, &y] {
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        tx.put(&t, b"k", b"v").unwrap();
+        tx.commit().unwrap();
+        handles.push(t);
+    }
+    let rx = x.begin_read().unwrap();
+    assert!(matches!(
+        rx.get(&handles[1], b"k"),
+        Err(Error::ForeignTree(_))
+    ));
+    let mut tx = x.begin_write().unwrap();
+    assert!(matches!(
+        tx.get(&handles[1], b"k"),
+        Err(Error::ForeignTree(_))
+    ));
+    assert!(matches!(
+        tx.put(&handles[1], b"k", b"w"),
+        Err(Error::ForeignTree(_))
+    ));
+}
+
 #[test]
 fn tree_handles_are_hashable_and_ordered() {
     let db_dir = temp_db("tree.ib");

@@ -29,7 +29,7 @@ pub(crate) mod write;
 
 use std::sync::Arc;
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, TreeEntry};
 use crate::error::{Error, Result};
 
 /// A handle to a named tree. Cheap to clone; valid in any transaction of
@@ -44,13 +44,32 @@ use crate::error::{Error, Result};
 /// database; they hash accordingly (as map keys) and order by name, then
 /// by creation (a later tree of the same name sorts after), then by
 /// database.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug)]
 pub struct Tree {
     pub(crate) id: u64,
     pub(crate) name: Arc<str>,
     /// The database it came from (`db::Shared::db_id`), so that one compare
     /// tells a foreign handle apart.
     pub(crate) db: u64,
+    /// Where the tree was in the catalog the handle came from: a lookup
+    /// looks there first, and finds its tree with one compare of ids while
+    /// no tree was created or dropped before it (else by name). A hint
+    /// only: not part of the handle's identity.
+    pub(crate) slot: usize,
+}
+
+impl PartialEq for Tree {
+    fn eq(&self, other: &Tree) -> bool {
+        (self.id, &self.name, self.db) == (other.id, &other.name, other.db)
+    }
+}
+
+impl Eq for Tree {}
+
+impl std::hash::Hash for Tree {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.id, &self.name, self.db).hash(state);
+    }
 }
 
 impl Ord for Tree {
@@ -87,19 +106,31 @@ impl Tree {
     /// `db`; `NoSuchTree`, or `WrongTreeKind` for a multimap or an
     /// integer-key tree.
     pub(crate) fn find(catalog: &Catalog, name: &str, db: u64) -> Result<Tree> {
-        let e = catalog
-            .find(name)
-            .ok_or_else(|| Error::NoSuchTree(name.to_string()))?;
-        Tree::of_kind(e, crate::kind::TreeKind::PLAIN, db)
+        Tree::find_of_kind(catalog, name, crate::kind::TreeKind::PLAIN, db)
     }
 
-    /// A handle to the tree `e` of the database `db`, if it is of `kind`
-    /// (`WrongTreeKind` otherwise).
-    pub(crate) fn of_kind(
-        e: &crate::catalog::TreeEntry,
+    /// [`Tree::find`] for a tree of `kind`.
+    pub(crate) fn find_of_kind(
+        catalog: &Catalog,
+        name: &str,
         kind: crate::kind::TreeKind,
         db: u64,
     ) -> Result<Tree> {
+        let slot = catalog
+            .position(name)
+            .ok_or_else(|| Error::NoSuchTree(name.to_string()))?;
+        Tree::of_kind(catalog, slot, kind, db)
+    }
+
+    /// A handle to the tree at `slot` of `catalog`, of the database `db`,
+    /// if it is of `kind` (`WrongTreeKind` otherwise).
+    pub(crate) fn of_kind(
+        catalog: &Catalog,
+        slot: usize,
+        kind: crate::kind::TreeKind,
+        db: u64,
+    ) -> Result<Tree> {
+        let e = &catalog.trees[slot];
         if e.kind != kind {
             return Err(Error::WrongTreeKind {
                 name: e.name.to_string(),
@@ -111,7 +142,23 @@ impl Tree {
             id: e.id,
             name: e.name.clone(),
             db,
+            slot,
         })
+    }
+
+    /// The entry of this handle's tree in `catalog` (of the database
+    /// `db`), if it is there: at the handle's slot, or else by name.
+    #[inline]
+    pub(crate) fn entry_in<'c>(&self, catalog: &'c Catalog, db: u64) -> Option<&'c TreeEntry> {
+        if self.db != db {
+            return None;
+        }
+        // Ids are never reused (a tree dropped and created again gets a
+        // new one), so an entry with this id is this tree.
+        match catalog.trees.get(self.slot) {
+            Some(e) if e.id == self.id => Some(e),
+            _ => catalog.find_shared(&self.name).filter(|e| e.id == self.id),
+        }
     }
 
     /// Why this handle does not resolve in `catalog` (of the database

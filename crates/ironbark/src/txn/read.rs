@@ -265,10 +265,9 @@ impl ReadTxn {
 
     fn entry(&self, tree: &Tree) -> Result<&TreeEntry> {
         let catalog = &self.snapshot.catalog;
-        match catalog.find_shared(&tree.name) {
-            Some(e) if e.id == tree.id && tree.db == self.shared().db_id => Ok(e),
-            _ => Err(tree.unresolved(self.shared().db_id, catalog, None)),
-        }
+        let db = self.shared().db_id;
+        tree.entry_in(catalog, db)
+            .ok_or_else(|| tree.unresolved(db, catalog, None))
     }
 
     fn root(&self, tree: &Tree) -> Result<Root> {

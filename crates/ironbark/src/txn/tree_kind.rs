@@ -36,12 +36,7 @@ impl ReadTxn {
 
     /// A handle to the existing tree `name` if it is of `kind`.
     pub(crate) fn tree_of_kind(&self, name: &str, kind: TreeKind) -> Result<Tree> {
-        let e = self
-            .snapshot()
-            .catalog
-            .find(name)
-            .ok_or_else(|| Error::NoSuchTree(name.to_string()))?;
-        Tree::of_kind(e, kind, self.shared().db_id)
+        Tree::find_of_kind(&self.snapshot().catalog, name, kind, self.shared().db_id)
     }
 }
 
@@ -69,10 +64,6 @@ impl WriteTxn<'_> {
 
     /// A handle to the existing tree `name` if it is of `kind`.
     pub(crate) fn tree_of_kind(&self, name: &str, kind: TreeKind) -> Result<Tree> {
-        let e = self
-            .catalog
-            .find(name)
-            .ok_or_else(|| Error::NoSuchTree(name.to_string()))?;
-        Tree::of_kind(e, kind, self.shared.db_id)
+        Tree::find_of_kind(&self.catalog, name, kind, self.shared.db_id)
     }
 }

@@ -271,9 +271,15 @@ impl<'db> WriteTxn<'db> {
         // Most calls name the tree of the call before: one compare of ids
         // instead of a search by name.
         let hint = self.tree_hint.load(std::sync::atomic::Ordering::Relaxed);
-        if let Some(e) = self.catalog.trees.get(hint) {
-            if e.id == tree.id && tree.db == self.shared.db_id {
-                return Ok(hint);
+        for at in [hint, tree.slot] {
+            if let Some(e) = self.catalog.trees.get(at) {
+                if e.id == tree.id && tree.db == self.shared.db_id {
+                    if at != hint {
+                        self.tree_hint
+                            .store(at, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    return Ok(at);
+                }
             }
         }
         let i = self.search_tree(tree)?;
@@ -341,7 +347,7 @@ impl<'db> WriteTxn<'db> {
                 i
             }
         };
-        Tree::of_kind(&self.catalog.trees[i], kind, self.shared.db_id)
+        Tree::of_kind(&self.catalog, i, kind, self.shared.db_id)
     }
 
     /// A handle to the existing tree `name`, or `NoSuchTree`.
@@ -699,19 +705,20 @@ impl<'db> WriteTxn<'db> {
     /// by id in this transaction's catalog.
     pub(crate) fn apply_redo(&mut self, payload: &[u8]) -> Result<()> {
         let tree_of = |txn: &WriteTxn<'_>, id: u64| -> Result<Tree> {
-            let e = txn
+            let slot = txn
                 .catalog
                 .trees
                 .iter()
-                .find(|t| t.id == id)
+                .position(|t| t.id == id)
                 .ok_or_else(|| Error::Corrupted {
                     page: None,
                     detail: format!("redo log record names tree id {id}, which does not exist"),
                 })?;
             Ok(Tree {
                 id,
-                name: e.name.clone(),
+                name: txn.catalog.trees[slot].name.clone(),
                 db: txn.shared.db_id,
+                slot,
             })
         };
         for op in redo::decode(payload) {
