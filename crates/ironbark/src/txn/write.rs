@@ -704,7 +704,16 @@ impl<'db> WriteTxn<'db> {
     /// Applies the operations of a redo record (recovery), resolving trees
     /// by id in this transaction's catalog.
     pub(crate) fn apply_redo(&mut self, payload: &[u8]) -> Result<()> {
-        let tree_of = |txn: &WriteTxn<'_>, id: u64| -> Result<Tree> {
+        // The tree of the operation before: most records name one tree, so
+        // each operation finds it with a compare of ids, where a scan of
+        // the catalog per operation cost O(trees).
+        let mut last: Option<Tree> = None;
+        let mut tree_of = |txn: &WriteTxn<'_>, id: u64| -> Result<Tree> {
+            if let Some(t) = last.as_ref().filter(|t| t.id == id) {
+                if txn.catalog.trees.get(t.slot).is_some_and(|e| e.id == id) {
+                    return Ok(t.clone());
+                }
+            }
             let slot = txn
                 .catalog
                 .trees
@@ -714,12 +723,14 @@ impl<'db> WriteTxn<'db> {
                     page: None,
                     detail: format!("redo log record names tree id {id}, which does not exist"),
                 })?;
-            Ok(Tree {
+            let tree = Tree {
                 id,
                 name: txn.catalog.trees[slot].name.clone(),
                 db: txn.shared.db_id,
                 slot,
-            })
+            };
+            last = Some(tree.clone());
+            Ok(tree)
         };
         for op in redo::decode(payload) {
             match op? {
