@@ -1,14 +1,15 @@
 //! How long an open takes to replay the redo log after a crash, and after a
 //! clean close.
 //!
-//! A child process loads 1M records (16-byte keys, 100-byte values), makes
-//! `COMMITS` logged single-put commits under `Durability::None`, and exits
-//! without closing (as a crash of the process would). The parent then times
-//! the open that replays the log and writes the checkpoint, with the files
-//! in the page cache and (as root) after dropping the caches, and an open
+//! A child process loads 1M records (8-byte keys, 100-byte values) into
+//! `TREES` trees, makes `COMMITS` logged single-put commits (each to a tree
+//! and key chosen at random) under `Durability::None`, and exits without
+//! closing (as a crash of the process would). The parent then times the
+//! open that replays the log and writes the checkpoint, with the files in
+//! the page cache and (as root) after dropping the caches, and an open
 //! after a clean close.
 //!
-//! `cargo run --release -p ironbark --example recovery_time -- /tmp/rt 400000`
+//! `cargo run --release -p ironbark --example recovery_time -- /tmp/rt 400000 [TREES]`
 
 use std::path::Path;
 use std::time::Instant;
@@ -26,12 +27,15 @@ fn options() -> Options {
 }
 
 /// The child: load, then `commits` logged commits, then exit unclosed.
-fn fill(path: &Path, commits: u64) {
+fn fill(path: &Path, commits: u64, trees: u64) {
     let db = Database::open_with(path, &options()).expect("open");
     let mut tx = db.begin_write().expect("begin");
-    let t = tx.open_tree("t").expect("tree");
+    let handles: Vec<_> = (0..trees)
+        .map(|n| tx.open_tree(&format!("t{n:05}")).expect("tree"))
+        .collect();
     for i in 0..RECORDS {
-        tx.put(&t, &i.to_be_bytes(), &[1u8; 100]).expect("put");
+        let t = &handles[(i % trees) as usize];
+        tx.put(t, &i.to_be_bytes(), &[1u8; 100]).expect("put");
     }
     tx.commit().expect("commit");
     db.checkpoint().expect("checkpoint");
@@ -41,8 +45,10 @@ fn fill(path: &Path, commits: u64) {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         let mut tx = db.begin_write().expect("begin");
-        let key = ((x >> 20) % RECORDS).to_be_bytes();
-        tx.put(&t, &key, &[(i % 251) as u8; 100]).expect("put");
+        let record = (x >> 20) % RECORDS;
+        let t = &handles[(record % trees) as usize];
+        tx.put(t, &record.to_be_bytes(), &[(i % 251) as u8; 100])
+            .expect("put");
         tx.commit().expect("commit");
     }
     // No close: the process ends as a crash would end it.
@@ -59,8 +65,12 @@ fn time_open(path: &Path) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() == 4 && args[1] == "--fill" {
-        fill(Path::new(&args[2]), args[3].parse().expect("commits"));
+    if args.len() == 5 && args[1] == "--fill" {
+        fill(
+            Path::new(&args[2]),
+            args[3].parse().expect("commits"),
+            args[4].parse().expect("trees"),
+        );
     }
     let dir = Path::new(
         args.get(1)
@@ -68,6 +78,11 @@ fn main() {
             .unwrap_or("/tmp/recovery-time"),
     );
     let commits: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(400_000);
+    let trees: u64 = args
+        .get(3)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+        .clamp(1, RECORDS);
     std::fs::create_dir_all(dir).expect("dir");
     for (name, cold) in [("warm.ib", false), ("cold.ib", true)] {
         let path = dir.join(name);
@@ -79,6 +94,7 @@ fn main() {
                 "--fill",
                 path.to_str().expect("utf-8 path"),
                 &commits.to_string(),
+                &trees.to_string(),
             ])
             .status()
             .expect("child");
@@ -95,7 +111,7 @@ fn main() {
         let recovery = time_open(&path);
         let clean = time_open(&path);
         println!(
-            "{commits} commits, log file {log:.1} MiB, page cache {}: \
+            "{commits} commits into {trees} trees, log file {log:.1} MiB, page cache {}: \
              recovery open {recovery:.0} ms; open after a clean close {clean:.2} ms",
             if dropped { "dropped" } else { "warm" },
         );

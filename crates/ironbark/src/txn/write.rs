@@ -14,6 +14,7 @@
 //! per key, reach it as one operation each (replayed on the same trees,
 //! it removes the same entries).
 
+use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -702,47 +703,35 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Applies the operations of a redo record (recovery), resolving trees
-    /// by id in this transaction's catalog.
-    pub(crate) fn apply_redo(&mut self, payload: &[u8]) -> Result<()> {
-        // The tree of the operation before: most records name one tree, so
-        // each operation finds it with a compare of ids, where a scan of
-        // the catalog per operation cost O(trees).
-        let mut last: Option<Tree> = None;
-        let mut tree_of = |txn: &WriteTxn<'_>, id: u64| -> Result<Tree> {
-            if let Some(t) = last.as_ref().filter(|t| t.id == id) {
-                if txn.catalog.trees.get(t.slot).is_some_and(|e| e.id == id) {
-                    return Ok(t.clone());
-                }
-            }
-            let slot = txn
-                .catalog
-                .trees
-                .iter()
-                .position(|t| t.id == id)
+    /// by id in this transaction's catalog through `trees`, which the
+    /// caller keeps across the records it applies in this transaction.
+    pub(crate) fn apply_redo(&mut self, payload: &[u8], trees: &mut ReplayTrees) -> Result<()> {
+        let tree_of = |txn: &WriteTxn<'_>, trees: &mut ReplayTrees, id: u64| -> Result<Tree> {
+            let slot = trees
+                .slot_of(&txn.catalog, id)
                 .ok_or_else(|| Error::Corrupted {
                     page: None,
                     detail: format!("redo log record names tree id {id}, which does not exist"),
                 })?;
-            let tree = Tree {
+            Ok(Tree {
                 id,
                 name: txn.catalog.trees[slot].name.clone(),
                 db: txn.shared.db_id,
                 slot,
-            };
-            last = Some(tree.clone());
-            Ok(tree)
+            })
         };
         for op in redo::decode(payload) {
             match op? {
                 RedoOp::Put { tree, key, value } => {
-                    let t = tree_of(self, tree)?;
+                    let t = tree_of(self, trees, tree)?;
                     self.put(&t, key, value)?;
                 }
                 RedoOp::Delete { tree, key } => {
-                    let t = tree_of(self, tree)?;
+                    let t = tree_of(self, trees, tree)?;
                     self.delete(&t, key)?;
                 }
                 RedoOp::Create { tree, name, kind } => {
+                    trees.forget();
                     let t = self.open_tree_kind(name, kind)?;
                     if t.id != tree {
                         return Err(Error::Corrupted {
@@ -755,15 +744,16 @@ impl<'db> WriteTxn<'db> {
                     }
                 }
                 RedoOp::Drop { tree } => {
-                    let name = tree_of(self, tree)?.name;
+                    let name = tree_of(self, trees, tree)?.name;
+                    trees.forget();
                     self.drop_tree(&name)?;
                 }
                 RedoOp::DeleteRange { tree, lower, upper } => {
-                    let t = tree_of(self, tree)?;
+                    let t = tree_of(self, trees, tree)?;
                     self.delete_range(&t, (lower, upper))?;
                 }
                 RedoOp::Clear { tree } => {
-                    let t = tree_of(self, tree)?;
+                    let t = tree_of(self, trees, tree)?;
                     self.clear(&t)?;
                 }
             }
@@ -1547,4 +1537,90 @@ impl PageSource for WriteTxn<'_> {
 /// `Bound<Vec<u8>>` to `Bound<&[u8]>`.
 fn as_slice(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     bound.as_ref().map(Vec::as_slice)
+}
+
+/// Where each tree is in a replaying transaction's catalog, by id, for the
+/// trees that redo records name (`WriteTxn::apply_redo`): a replay looked
+/// for each operation's tree with a scan of the catalog, O(trees) per put
+/// (the recovery of 100,000 single-put commits into 10,000 trees took
+/// 696-754 ms, 501-591 ms with this; `examples/recovery_time.rs`).
+#[derive(Default)]
+pub(crate) struct ReplayTrees {
+    slots: HashMap<u64, usize>,
+    /// Whether `slots` describes the catalog: false until it is built, and
+    /// after a record creates or drops a tree (which moves the others).
+    built: bool,
+}
+
+impl ReplayTrees {
+    /// The place of tree `id` in `catalog`, if it has one.
+    fn slot_of(&mut self, catalog: &Catalog, id: u64) -> Option<usize> {
+        let found = |slots: &HashMap<u64, usize>| {
+            slots
+                .get(&id)
+                .copied()
+                .filter(|&slot| catalog.trees.get(slot).is_some_and(|e| e.id == id))
+        };
+        if self.built {
+            if let Some(slot) = found(&self.slots) {
+                return Some(slot);
+            }
+        }
+        self.slots.clear();
+        self.slots.extend(
+            catalog
+                .trees
+                .iter()
+                .enumerate()
+                .map(|(slot, e)| (e.id, slot)),
+        );
+        self.built = true;
+        found(&self.slots)
+    }
+
+    /// The catalog is about to change its places.
+    fn forget(&mut self) {
+        self.built = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kind::TreeKind;
+
+    fn catalog(ids: &[(u64, &str)]) -> Catalog {
+        let mut c = Catalog::default();
+        for &(id, name) in ids {
+            c.upsert(TreeEntry {
+                id,
+                name: Arc::from(name),
+                state: TreeState::default(),
+                kind: TreeKind::default(),
+            });
+            c.next_tree_id = c.next_tree_id.max(id + 1);
+        }
+        c
+    }
+
+    /// Every tree is found at its place; after the catalog changed without
+    /// `forget` the places are checked and rebuilt, never trusted; a tree
+    /// that is not there is not found.
+    #[test]
+    fn replay_trees_find_each_tree_at_its_place_even_after_the_catalog_moved() {
+        let mut trees = ReplayTrees::default();
+        let c = catalog(&[(1, "m"), (2, "x")]);
+        assert_eq!(trees.slot_of(&c, 1), Some(0));
+        assert_eq!(trees.slot_of(&c, 2), Some(1));
+        assert_eq!(trees.slot_of(&c, 3), None);
+        // "a" sorts first: every place moves.
+        let moved = catalog(&[(1, "m"), (2, "x"), (3, "a")]);
+        assert_eq!(trees.slot_of(&moved, 1), Some(1));
+        assert_eq!(trees.slot_of(&moved, 2), Some(2));
+        assert_eq!(trees.slot_of(&moved, 3), Some(0));
+        let dropped = catalog(&[(2, "x"), (3, "a")]);
+        trees.forget();
+        assert_eq!(trees.slot_of(&dropped, 1), None);
+        assert_eq!(trees.slot_of(&dropped, 2), Some(1));
+    }
 }
