@@ -85,6 +85,10 @@ FLAGS (db_bench names; `--flag=value` or `--flag value`):
                            engines taking turns, so that a noisy machine slows all of them;
                            tables show each engine's median round by throughput, and every
                            round's rate is listed under them (each round is a JSON line)
+    --warmup=0             skip the untimed warm-up: before the first timed step, the first
+                           engine loads 2x --num records (at most 1M) into <db>/.warmup,
+                           which is then deleted (default: on; a machine idle for a few
+                           seconds runs its next step slower, whichever engine that is)
 ";
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -114,6 +118,10 @@ pub struct Config {
     /// Rounds of each step (`--repeat`).
     #[serde(default = "one")]
     pub repeat: u32,
+    /// Whether an untimed load runs before the first timed step
+    /// (`--warmup`).
+    #[serde(default = "yes")]
+    pub warmup: bool,
     /// The flags set explicitly (by the user or a preset step), so that a
     /// workload's own defaults apply only to the others.
     #[serde(default)]
@@ -149,6 +157,7 @@ impl Default for Config {
             cache_mb: None,
             malloc: vec!["glibc".into()],
             repeat: 1,
+            warmup: true,
             given: Vec::new(),
         }
     }
@@ -156,6 +165,10 @@ impl Default for Config {
 
 fn one() -> u32 {
     1
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn list(value: &str) -> Vec<String> {
@@ -248,6 +261,7 @@ impl Config {
             "cache_mb" => self.cache_mb = Some(number(name, value)?),
             "malloc" => self.malloc = list(value),
             "repeat" => self.repeat = number(name, value)?,
+            "warmup" => self.warmup = flag_bool(value)?,
             other => return Err(format!("unknown flag --{other} (try --help)").into()),
         }
         if !self.given.iter().any(|g| g == name) {

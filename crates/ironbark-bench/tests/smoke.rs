@@ -367,3 +367,41 @@ fn repeat_runs_rounds_and_shows_the_median() {
     let ironbark_rows = md.lines().filter(|l| l.starts_with("| ironbark |")).count();
     assert_eq!(ironbark_rows, 1, "{md}");
 }
+
+/// The warm-up before the first timed step: an untimed load of twice
+/// `--num` records by the first engine, in a directory of its own that is
+/// gone afterwards, with no result line; `--warmup=0` skips it.
+#[test]
+fn the_warm_up_is_untimed_and_leaves_nothing_behind() {
+    for (flag, warms) in [(None, true), (Some("--warmup=0"), false)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let json = dir.path().join("results.jsonl");
+        let db = dir.path().join("db");
+        let mut cmd = Command::new(bench_exe());
+        cmd.arg("--engines=lmdb,ironbark")
+            .arg("--benchmarks=fillrandbatch")
+            .arg("--num=1500")
+            .arg(format!("--db={}", db.display()))
+            .arg(format!("--json={}", json.display()));
+        if let Some(flag) = flag {
+            cmd.arg(flag);
+        }
+        let out = cmd.output().expect("run ironbark-bench");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "ironbark-bench failed:\n{stderr}");
+        assert_eq!(
+            stderr.contains("warm-up: lmdb loaded 3000 records, untimed"),
+            warms,
+            "{stderr}"
+        );
+        assert!(
+            !db.join(".warmup").exists(),
+            "the warm-up's directory is deleted"
+        );
+        let engines: Vec<String> = json_rows(&json)
+            .iter()
+            .map(|r| r["engine"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(engines, ["lmdb", "ironbark"], "one line per timed step");
+    }
+}
