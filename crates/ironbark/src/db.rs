@@ -12,7 +12,7 @@
 //!   so that a call that would wait for the write lock on that very thread
 //!   fails instead of waiting forever.
 
-use crate::sync::{Ordering, OwnLines};
+use crate::sync::{ArcCell, Ordering, OwnLines};
 use std::collections::HashMap;
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -20,8 +20,6 @@ use std::path::Path;
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
-
-use arc_swap::ArcSwap;
 
 use crate::btree::page::{new_blob, seal, Limits};
 use crate::catalog::Catalog;
@@ -599,7 +597,7 @@ impl Database {
             let rx = self.begin_read()?;
             return f(rx.snapshot(), Some(rx.slot()));
         }
-        if self.shared.published.load().source.arena.is_none() {
+        if self.shared.published.load_full().source.arena.is_none() {
             // Nothing logged since the last checkpoint: the newest commit
             // is the file's, unless a logged commit lands before the
             // snapshot is taken.
@@ -618,7 +616,7 @@ impl Database {
         // (session 25: `check` beside a writer thread reported "tree beyond
         // the page count" for an arena page, 29 times in 200,000).
         let mut w = crate::txn::recovery::lock_writer(&self.shared, true)?;
-        if self.shared.published.load().source.arena.is_some() {
+        if self.shared.published.load_full().source.arena.is_some() {
             // A durable checkpoint only if the newest commit is durable
             // already (its log record synced): asking for figures must not
             // change what a crash keeps.
@@ -1058,7 +1056,7 @@ fn open_instance(
         published_epoch: OwnLines(StdAtomicU64::new(0)),
         graveyard: Mutex::new(Vec::with_capacity(GRAVEYARD_CAPACITY)),
         lender: Lender::new(),
-        published: OwnLines(ArcSwap::from_pointee(placeholder)),
+        published: OwnLines(ArcCell::from_pointee(placeholder)),
         map: Mutex::new(map),
         readers: OwnLines(readers),
         writer: WriterLock::new(WriterState::new(
@@ -1148,7 +1146,7 @@ fn assemble(
         published_epoch: OwnLines(StdAtomicU64::new(0)),
         graveyard: Mutex::new(Vec::with_capacity(GRAVEYARD_CAPACITY)),
         lender: Lender::new(),
-        published: OwnLines(ArcSwap::from_pointee(Snapshot {
+        published: OwnLines(ArcCell::from_pointee(Snapshot {
             // A step of a checkpoint is no commit a reader may see: txn 0
             // sends the first reader to the log's newest commit, which the
             // open replays (a read-only process rebuilds it from the log).

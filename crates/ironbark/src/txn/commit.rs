@@ -849,7 +849,7 @@ fn commit_of_newest(
     if !shrink
         && wants_steps(shared, w)
         && (w.checkpoint_steps.is_some()
-            || !has_file_overlays(&shared.published.load())
+            || !has_file_overlays(&shared.published.load_full())
             || logged::fold_file_overlays_into_arena(shared, w)?)
     {
         return checkpoint_in_steps(shared, w);

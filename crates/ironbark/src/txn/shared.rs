@@ -12,14 +12,12 @@
 //!   lock (the lock file's writer word), and is refreshed from the lock file
 //!   when another process committed since.
 
-use crate::sync::{AtomicU64, Ordering, OwnLines};
+use crate::sync::{ArcCell, AtomicU64, Ordering, OwnLines};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
 use std::sync::atomic::Ordering as StdOrdering;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Instant;
-
-use arc_swap::ArcSwap;
 
 use crate::btree::page::Limits;
 use crate::catalog::Catalog;
@@ -270,7 +268,7 @@ pub(crate) struct Shared {
     /// what every read transaction reads (`db_id` at each lookup, `readers`
     /// at each begin): until session 35 `db_id` shared a line with the
     /// first three.
-    pub(crate) published: OwnLines<ArcSwap<Snapshot>>,
+    pub(crate) published: OwnLines<ArcCell<Snapshot>>,
     /// How many times `published` changed: counted after each change, so a
     /// snapshot loaded from `published` between two equal counts is still
     /// the newest while the count stays (`txn::reader_stripes`).
@@ -711,10 +709,10 @@ impl Shared {
     }
 
     /// Replaces this process's newest known snapshot by what `f` makes of
-    /// it (`ArcSwap::rcu`: `f` may run more than once).
-    pub(crate) fn update_published(&self, f: impl FnMut(&Arc<Snapshot>) -> Arc<Snapshot>) {
+    /// it (`ArcCell::update`: under its lock, so `f` runs once).
+    pub(crate) fn update_published(&self, f: impl FnOnce(&Arc<Snapshot>) -> Arc<Snapshot>) {
         self.lender.withdraw();
-        self.published.rcu(f);
+        self.published.update(f);
         self.after_publish_change();
         self.lender
             .offer(&self.published.load_full(), &self.readers);

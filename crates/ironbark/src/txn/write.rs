@@ -162,7 +162,7 @@ impl<'db> WriteTxn<'db> {
             } else if crate::txn::logged::checkpoint_due(
                 shared,
                 &writer,
-                shared.published.load().meta.page_count,
+                shared.published.load_full().meta.page_count,
             ) {
                 crate::txn::commit::checkpoint(shared, &mut writer, durability)?;
             }
