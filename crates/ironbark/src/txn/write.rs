@@ -153,21 +153,19 @@ impl<'db> WriteTxn<'db> {
         durability: Durability,
     ) -> Result<WriteTxn<'db>> {
         let mut writer = writer;
+        let mut base = shared.published.load_full();
         if !writer.poisoned {
             if writer.checkpoint_steps.is_some() {
                 // A checkpoint in steps is finished before anything else
                 // is committed: its steps write the newest commit, which
                 // must stay the newest until the last.
                 crate::txn::commit::checkpoint(shared, &mut writer, Durability::Immediate)?;
-            } else if crate::txn::logged::checkpoint_due(
-                shared,
-                &writer,
-                shared.published.load_full().meta.page_count,
-            ) {
+                base = shared.published.load_full();
+            } else if crate::txn::logged::checkpoint_due(shared, &writer, base.meta.page_count) {
                 crate::txn::commit::checkpoint(shared, &mut writer, durability)?;
+                base = shared.published.load_full();
             }
         }
-        let base = shared.published.load_full();
         WriteTxn::begin_on(shared, writer, base, durability)
     }
 
