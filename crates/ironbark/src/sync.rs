@@ -33,8 +33,9 @@ impl<T> std::ops::Deref for OwnLines<T> {
 /// it (a few instructions), so a replace costs two atomic instructions
 /// whatever the number of threads.
 ///
-/// It holds `Shared::published`, which every commit replaces and only the
-/// writer and read transactions off their fast path read. It replaced an
+/// It holds `Shared::published`, which every commit replaces; read
+/// transactions read it only off their fast path (the writer, recovery
+/// and `check` read it too, none of them per lookup). It replaced an
 /// `arc_swap::ArcSwap`, whose replace runs `Debt::pay_all`: a locked
 /// `cmpxchg` on each of the nine debt slots of every thread that ever
 /// loaded from any `ArcSwap` of the process, at every commit, even with no
