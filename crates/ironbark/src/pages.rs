@@ -347,35 +347,28 @@ impl TreePageKinds {
     }
 }
 
-/// What a write transaction's dirty pages leave to the next one, so that
-/// a transaction in steady state allocates nothing to hold its pages:
-/// page buffers, and the emptied vectors of pages and lent slots.
-#[derive(Default)]
-pub(crate) struct PagePool {
-    buffers: Vec<Box<[u8]>>,
-    pages: Vec<Option<PageBuf>>,
-    slots: Vec<SlotBuf>,
-    branch_slots: Vec<SlotBuf>,
-    parent_hints: Vec<(u64, u32)>,
-}
-
 impl DirtyPages {
-    /// Starts with the buffers and vectors of `pool`.
-    pub(crate) fn with_pool(pool: PagePool) -> DirtyPages {
-        debug_assert!(
-            pool.pages.is_empty()
-                && pool.slots.is_empty()
-                && pool.branch_slots.is_empty()
-                && pool.parent_hints.is_empty()
-        );
-        DirtyPages {
-            pool: pool.buffers,
-            pages: pool.pages,
-            slots: pool.slots,
-            branch_slots: pool.branch_slots,
-            parent_hints: pool.parent_hints,
-            ..DirtyPages::default()
-        }
+    /// A transaction's dirty pages, in a box the writer keeps between
+    /// transactions (`WriterState::dirty_spare`, `emptied`): a transaction
+    /// moves by a pointer, and one in steady state allocates nothing to
+    /// hold its pages (page buffers, and the emptied vectors of pages and
+    /// lent slots, are the last one's).
+    pub(crate) fn boxed(spare: Option<Box<DirtyPages>>) -> Box<DirtyPages> {
+        let dirty = spare.unwrap_or_default();
+        debug_assert!(dirty.is_reset());
+        dirty
+    }
+
+    /// Whether nothing of a transaction is left (what `emptied` gives).
+    fn is_reset(&self) -> bool {
+        self.pages.is_empty()
+            && self.graveyard.is_empty()
+            && self.slots.is_empty()
+            && self.branch_slots.is_empty()
+            && self.parent_hints.is_empty()
+            && self.spill.is_none()
+            && self.parked_arena.is_none()
+            && self.resident == 0
     }
 
     /// Points slot `slot` of dirty branch `parent` at dirty page `child`
@@ -577,10 +570,10 @@ impl DirtyPages {
     }
 
     /// Every heap page buffer back to the pool (up to a bound), and the
-    /// emptied vectors, for the next transaction. Lent arena slots are
-    /// dropped here: the next write transaction reclaims them
-    /// (`ArenaSpace::reclaim_lent`).
-    pub(crate) fn into_pool(mut self, page_size: usize) -> PagePool {
+    /// rest emptied for the next transaction, in the same box (see
+    /// `boxed`). Lent arena slots are dropped here: the next write
+    /// transaction reclaims them (`ArenaSpace::reclaim_lent`).
+    pub(crate) fn emptied(mut self: Box<Self>, page_size: usize) -> Box<DirtyPages> {
         let mut buffers = std::mem::take(&mut self.pool);
         let room = POOL_MAX.saturating_sub(buffers.len());
         buffers.extend(
@@ -594,16 +587,46 @@ impl DirtyPages {
                 })
                 .take(room),
         );
-        self.slots.clear();
-        self.branch_slots.clear();
-        self.parent_hints.clear();
-        PagePool {
-            buffers,
-            pages: std::mem::take(&mut self.pages),
-            slots: std::mem::take(&mut self.slots),
-            branch_slots: std::mem::take(&mut self.branch_slots),
-            parent_hints: std::mem::take(&mut self.parent_hints),
-        }
+        self.pool = buffers;
+        // Every field named, so that a new one cannot be left out: the
+        // vectors keep their capacity, the rest is as `default` makes it.
+        let DirtyPages {
+            pages: _,
+            editable_from,
+            graveyard: _,
+            blobs_added,
+            pool: _,
+            resident,
+            spilled,
+            spilled_count,
+            spill,
+            parked,
+            parked_count,
+            parked_arena,
+            spill_cursor,
+            slots,
+            branch_slots,
+            slots_lent,
+            slots_refused,
+            parent_hints,
+        } = &mut *self;
+        *editable_from = DIRTY_BIT;
+        *blobs_added = 0;
+        *resident = 0;
+        spilled.clear();
+        *spilled_count = 0;
+        *spill = None;
+        parked.clear();
+        *parked_count = 0;
+        *parked_arena = None;
+        *spill_cursor = 0;
+        slots.clear();
+        branch_slots.clear();
+        *slots_lent = 0;
+        *slots_refused = false;
+        parent_hints.clear();
+        debug_assert!(self.is_reset());
+        self
     }
 
     /// Whether dirty page `id` is frozen by a savepoint.

@@ -54,8 +54,8 @@ const GROWTH_MIN_BYTES: u64 = 1 << 20;
 
 /// What a write transaction changed, handed to the commit.
 pub(crate) struct Changes<'db> {
-    pub(crate) catalog: Catalog,
-    pub(crate) dirty: DirtyPages,
+    pub(crate) catalog: Box<Catalog>,
+    pub(crate) dirty: Box<DirtyPages>,
     /// Committed pages (file pages, or arena pages) it stopped using.
     pub(crate) freed: Vec<Freed>,
     /// Its redo record, whole if `loggable`; the buffer goes back to the
@@ -115,7 +115,7 @@ pub(crate) fn commit(
                     let synced = sync_published(shared, w);
                     shared.save_durable(w);
                     if let Err(e) = synced {
-                        w.page_pool = dirty.into_pool(shared.limits.page_size);
+                        w.dirty_spare = Some(dirty.emptied(shared.limits.page_size));
                         return Err(e);
                     }
                 }
@@ -126,7 +126,8 @@ pub(crate) fn commit(
                         .counters
                         .values_overlaid
                         .fetch_add(kept, Ordering::Relaxed);
-                    w.page_pool = dirty.into_pool(shared.limits.page_size);
+                    w.dirty_spare = Some(dirty.emptied(shared.limits.page_size));
+                    w.catalog_spare = Some(catalog);
                     w.redo_buffer = redo;
                     w.freed_buffer = freed;
                     shared.publish(w, snapshot);
@@ -136,7 +137,7 @@ pub(crate) fn commit(
                 }
                 Ok(Logged::No) => break,
                 Err(e) => {
-                    w.page_pool = dirty.into_pool(shared.limits.page_size);
+                    w.dirty_spare = Some(dirty.emptied(shared.limits.page_size));
                     return Err(e);
                 }
             }
@@ -158,8 +159,16 @@ pub(crate) fn commit(
         durability,
         Part::Whole,
     );
-    w.page_pool = dirty.into_pool(shared.limits.page_size);
-    let published = finish(shared, w, base, catalog, &space, result);
+    w.dirty_spare = Some(dirty.emptied(shared.limits.page_size));
+    let published = finish(
+        shared,
+        w,
+        base,
+        std::mem::take(&mut *catalog),
+        &space,
+        result,
+    );
+    w.catalog_spare = Some(catalog);
     if published.is_ok() {
         let kept = overlays.keep();
         w.overlay_marks = overlays.take_buffer();

@@ -675,7 +675,7 @@ pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState
     let txn = newest.txn() + 1;
     let zeros_before = w.log.as_ref().map_or(0, |l| l.zeros_written());
     let mut catalog = newest.catalog.clone();
-    let mut dirty = DirtyPages::default();
+    let mut dirty = DirtyPages::boxed(w.dirty_spare.take());
     let mut freed = Vec::new();
     let ps = shared.limits.page_size as u64;
     let cap = arena_memory_cap(ps);
@@ -709,7 +709,7 @@ pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState
         )
     });
     w.placement = placement;
-    w.page_pool = dirty.into_pool(ps as usize);
+    w.dirty_spare = Some(dirty.emptied(ps as usize));
     if !placed? {
         return Ok(false);
     }

@@ -280,7 +280,7 @@ fn apply_records(
     dirty.unspill_all();
     let built =
         crate::txn::logged::follow(shared, &mut writer, &base, &mut catalog, &mut dirty, &freed);
-    writer.page_pool = dirty.into_pool(shared.limits.page_size);
+    writer.dirty_spare = Some(dirty.emptied(shared.limits.page_size));
     let Some(snapshot) = built? else {
         let pages = shared.arena().map_or(0, |a| {
             crate::txn::logged::follower_arena_slots(&a, shared.limits.page_size)

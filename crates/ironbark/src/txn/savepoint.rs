@@ -69,7 +69,7 @@ impl WriteTxn<'_> {
         let dirty_len = self.dirty.pages.len();
         self.savepoints.stack.push(Mark {
             id,
-            catalog: self.catalog.clone(),
+            catalog: crate::catalog::Catalog::clone(&self.catalog),
             dirty_len,
             graveyard_len: self.dirty.graveyard.len(),
             freed_len: self.freed.len(),
@@ -127,7 +127,7 @@ impl WriteTxn<'_> {
         // Tree ids are not given back: a handle of a tree created since
         // must not resolve to a later tree that would reuse its id.
         let next_tree_id = self.catalog.next_tree_id;
-        self.catalog.clone_from(&mark.catalog);
+        crate::catalog::Catalog::clone_from(&mut self.catalog, &mark.catalog);
         self.catalog.next_tree_id = next_tree_id;
         if self.logging {
             if next_tree_id != mark.catalog.next_tree_id {

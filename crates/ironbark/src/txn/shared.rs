@@ -23,7 +23,7 @@ use crate::btree::page::Limits;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::options::BrokenProtocol;
-use crate::pages::{MapSource, PagePool};
+use crate::pages::{DirtyPages, MapSource};
 use crate::state::{self, Chain};
 use crate::storage::arena::{Arena, ArenaSpace};
 use crate::storage::file::DataFile;
@@ -91,10 +91,14 @@ pub(crate) struct WriterState {
     /// The durable txn when writeback was last started early (under
     /// `Durability::None`, once per durable txn).
     pub(crate) writeback_for: u64,
-    /// Page buffers kept between write transactions (see `DirtyPages`).
-    pub(crate) page_pool: PagePool,
+    /// The dirty pages of the last write transaction, emptied, with their
+    /// page buffers and vectors, for the next (`DirtyPages::boxed`).
+    pub(crate) dirty_spare: Option<Box<DirtyPages>>,
+    /// The box of the last write transaction's catalog, whose contents
+    /// went into its snapshot (so a transaction moves by a pointer).
+    pub(crate) catalog_spare: Option<Box<Catalog>>,
     /// The emptied list of pages a write transaction freed, kept for the
-    /// next (as `page_pool` and `redo_buffer` are).
+    /// next (as `dirty_spare` and `redo_buffer` are).
     pub(crate) freed_buffer: Vec<Freed>,
     /// The newest commit known durable, and the meta slot that holds it
     /// (mirrored in the lock file for the other processes).
@@ -174,7 +178,8 @@ impl WriterState {
             protectors: Vec::new(),
             snapshots: Vec::new(),
             writeback_for: 0,
-            page_pool: PagePool::default(),
+            dirty_spare: None,
+            catalog_spare: None,
             freed_buffer: Vec::new(),
             state_txn: txn,
             durable_txn: txn,

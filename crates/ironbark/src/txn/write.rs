@@ -64,14 +64,14 @@ pub struct WriteTxn<'db> {
     pub(crate) shared: &'db Shared,
     /// Declared (so dropped) before `writer`: its lent arena slots are gone
     /// before the next write transaction can reclaim them.
-    pub(crate) dirty: DirtyPages,
+    pub(crate) dirty: Box<DirtyPages>,
     /// The value overlays it appended to (`txn::overlaid`); declared before
     /// `writer` too: they are cut off under the writer lock unless it
     /// commits.
     pub(crate) overlays: crate::txn::overlay_undo::OverlayUndo<'db>,
     pub(crate) writer: WriterGuard<'db>,
     pub(crate) base: Arc<Snapshot>,
-    pub(crate) catalog: Catalog,
+    pub(crate) catalog: Box<Catalog>,
     /// Committed pages this transaction stopped using.
     pub(crate) freed: Vec<Freed>,
     /// Where the last put went (see `Finger`).
@@ -184,7 +184,7 @@ impl<'db> WriteTxn<'db> {
         // No transaction is open: the arena slots an earlier one was lent
         // and did not publish come back (`ArenaSpace::reclaim_lent`).
         writer.arena_space.reclaim_lent();
-        let dirty = DirtyPages::with_pool(std::mem::take(&mut writer.page_pool));
+        let dirty = DirtyPages::boxed(writer.dirty_spare.take());
         let mut redo = std::mem::take(&mut writer.redo_buffer);
         redo.clear();
         let mut freed = std::mem::take(&mut writer.freed_buffer);
@@ -195,11 +195,14 @@ impl<'db> WriteTxn<'db> {
         let logging = shared.may_log(&writer);
         // A spare snapshot's catalog lends its vector (see
         // `Shared::publish`).
-        let mut catalog = shared
+        let mut catalog = writer.catalog_spare.take().unwrap_or_default();
+        if let Some(lent) = shared
             .lender
             .with_spare(&shared.readers, |spare| std::mem::take(&mut spare.catalog))
-            .unwrap_or_default();
-        catalog.clone_from(&base.catalog);
+        {
+            *catalog = lent;
+        }
+        Catalog::clone_from(&mut catalog, &base.catalog);
         Ok(WriteTxn {
             redo,
             logging,
@@ -1444,7 +1447,8 @@ impl<'db> WriteTxn<'db> {
         if failed.is_some() || !changed {
             // Cut off under the writer lock.
             drop(overlays);
-            writer.page_pool = dirty.into_pool(shared.limits.page_size);
+            writer.dirty_spare = Some(dirty.emptied(shared.limits.page_size));
+            writer.catalog_spare = Some(catalog);
             writer.redo_buffer = redo;
             writer.freed_buffer = freed;
             return match failed {
