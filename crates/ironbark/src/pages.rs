@@ -574,20 +574,23 @@ impl DirtyPages {
     /// `boxed`). Lent arena slots are dropped here: the next write
     /// transaction reclaims them (`ArenaSpace::reclaim_lent`).
     pub(crate) fn emptied(mut self: Box<Self>, page_size: usize) -> Box<DirtyPages> {
-        let mut buffers = std::mem::take(&mut self.pool);
-        let room = POOL_MAX.saturating_sub(buffers.len());
-        buffers.extend(
-            self.pages
-                .drain(..)
-                .flatten()
-                .chain(self.graveyard.drain(..).map(|(_, b)| b))
-                .filter_map(|b| match b {
-                    PageBuf::Heap(b) if b.len() == page_size => Some(b),
-                    _ => None,
-                })
-                .take(room),
-        );
-        self.pool = buffers;
+        // A transaction that changed no page (an overlaid put or delete)
+        // has none to give back: the chain of iterators below costs about
+        // a hundred instructions even when empty.
+        if !self.pages.is_empty() || !self.graveyard.is_empty() {
+            let room = POOL_MAX.saturating_sub(self.pool.len());
+            self.pool.extend(
+                self.pages
+                    .drain(..)
+                    .flatten()
+                    .chain(self.graveyard.drain(..).map(|(_, b)| b))
+                    .filter_map(|b| match b {
+                        PageBuf::Heap(b) if b.len() == page_size => Some(b),
+                        _ => None,
+                    })
+                    .take(room),
+            );
+        }
         // Every field named, so that a new one cannot be left out: the
         // vectors keep their capacity, the rest is as `default` makes it.
         let DirtyPages {
