@@ -119,7 +119,7 @@ pub(crate) fn commit(
                         return Err(e);
                     }
                 }
-                Ok(Logged::Done(snapshot)) => {
+                Ok(Logged::Done) => {
                     let kept = overlays.keep();
                     w.overlay_marks = overlays.take_buffer();
                     shared
@@ -127,10 +127,10 @@ pub(crate) fn commit(
                         .values_overlaid
                         .fetch_add(kept, Ordering::Relaxed);
                     w.dirty_spare = Some(dirty.emptied(shared.limits.page_size));
-                    w.catalog_spare = Some(catalog);
                     w.redo_buffer = redo;
                     w.freed_buffer = freed;
-                    shared.publish(w, snapshot);
+                    logged::publish(shared, w, base, &mut catalog);
+                    w.catalog_spare = Some(catalog);
                     w.state_txn = base.txn() + 1;
                     shared.counters.commits.fetch_add(1, Ordering::Relaxed);
                     return Ok(());

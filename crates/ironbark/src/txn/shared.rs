@@ -622,6 +622,11 @@ impl Shared {
 
     /// The page arena, reserved on first use.
     pub(crate) fn arena(&self) -> Option<Arc<Arena>> {
+        self.arena_ref().cloned()
+    }
+
+    /// `arena`, borrowed: no count changed (a logged commit's).
+    pub(crate) fn arena_ref(&self) -> Option<&Arc<Arena>> {
         self.arena
             .get_or_init(|| {
                 Arena::new(
@@ -632,7 +637,7 @@ impl Shared {
                 .ok()
                 .map(Arc::new)
             })
-            .clone()
+            .as_ref()
     }
 
     /// Loads what other processes changed since this process last wrote:
@@ -745,21 +750,42 @@ impl Shared {
     /// lender's when it has one (a lent snapshot no one can hold any more:
     /// the snapshot is written over it, no allocation), and it is lent to
     /// this process's readers (`txn::snapshot_lender`).
-    pub(crate) fn publish(&self, _writer: &mut WriterState, snapshot: Snapshot) {
-        let txn = snapshot.txn();
+    pub(crate) fn publish(&self, writer: &mut WriterState, snapshot: Snapshot) {
         let meta = snapshot.meta;
         // A logged commit's meta describes only its file part: other
         // processes must not build a snapshot from it (`foreign_logged`).
         let logged = snapshot.source.arena.is_some();
+        self.publish_built(writer, meta, logged, |spare| match spare {
+            Some(spare) => {
+                *spare = snapshot;
+                None
+            }
+            None => Some(snapshot),
+        });
+    }
+
+    /// `publish`, the snapshot of commit `meta` built by `build` where it
+    /// will live (`SnapshotLender::lend_built_after`); `logged` when it
+    /// has logged commits (an arena).
+    pub(crate) fn publish_built(
+        &self,
+        _writer: &mut WriterState,
+        meta: Meta,
+        logged: bool,
+        build: impl FnOnce(Option<&mut Snapshot>) -> Option<Snapshot>,
+    ) {
+        let txn = meta.txn;
         // Lent before the reader table shows the txn, so that a reader who
         // sees it there finds it lent (`txn::snapshot_lender`), and after
         // `published` holds it, so that the lent txn runs ahead of the
         // table's only briefly (borrowers fail meanwhile). The replaced
         // snapshot stays lent until no reader can hold it.
-        self.lender.lend_new_after(snapshot, &self.readers, |new| {
+        let lent = self.lender.lend_built_after(build, &self.readers, |new| {
             drop(self.published.swap(new.clone()));
             self.after_publish_change();
         });
+        debug_assert_eq!(lent.txn(), txn);
+        debug_assert_eq!(lent.source.arena.is_some(), logged);
         if let Some(lock) = self.readers.lock_file().filter(|_| !logged) {
             lock.store_meta(&meta);
         }

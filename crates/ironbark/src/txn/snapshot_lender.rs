@@ -110,7 +110,7 @@ impl<T> std::ops::Deref for Borrowed<T> {
         // keeps its slot registered at that txn until after dropping it
         // (`ReadTxn`'s `Drop` releases the slot, then the borrow, which is
         // never read again). No `&mut` to a lent snapshot exists: the
-        // lender writes over one (`lend_new_after`, `with_spare`) only
+        // lender writes over one (`lend_built_after`, `with_spare`) only
         // once it is out of `lent` and unshared.
         unsafe { self.0.as_ref() }
     }
@@ -193,7 +193,7 @@ impl<T: Lendable> Lender<T> {
 
     /// Stops lending while the process's newest snapshot changes other
     /// than by the writer's publish (another process's commit, recovery):
-    /// readers take the slow path until the next `offer` or `lend_new_after`.
+    /// readers take the slow path until the next `offer` or `lend_built_after`.
     pub(crate) fn withdraw(&self) {
         let mut r = self.lock();
         r.last_is_newest = false;
@@ -244,32 +244,47 @@ impl<T: Lendable> Lender<T> {
     /// Returns the lent `Arc`.
     #[cfg(all(test, loom))]
     pub(crate) fn lend_new(&self, value: T, readers: &ReaderTable) -> Arc<T> {
-        self.lend_new_after(value, readers, |_| {})
+        self.lend_built_after(
+            |spare| match spare {
+                Some(spare) => {
+                    *spare = value;
+                    None
+                }
+                None => Some(value),
+            },
+            readers,
+            |_| {},
+        )
     }
 
-    /// `lend_new`, calling `before` with the new `Arc` just before it is
-    /// lent (under the lender's lock, which borrowers do not take). A
+    /// Lends a value, the writer's newest, built by `build` into a spare
+    /// no one else holds when there is one (`build(Some(spare))`, which
+    /// returns `None`: no allocation), else as a new value (`build(None)`,
+    /// which returns it); calls `before` with the new `Arc` just before it
+    /// is lent (under the lender's lock, which borrowers do not take). A
     /// publish swaps its newest snapshot there: a borrower fails while
     /// the lent txn is ahead of the reader table's, so lending last makes
     /// that window short (beside a writer at 1M records, 11% of read
-    /// transactions fell in it when the swap came after the lending).
-    pub(crate) fn lend_new_after(
+    /// transactions fell in it when the swap came after the lending). A
+    /// value built where it will live keeps what it shares with the
+    /// spare's (a logged commit's snapshot its map and arena: no count
+    /// changed), and is not moved. Returns the lent `Arc`.
+    pub(crate) fn lend_built_after(
         &self,
-        value: T,
+        build: impl FnOnce(Option<&mut T>) -> Option<T>,
         readers: &ReaderTable,
         before: impl FnOnce(&Arc<T>),
     ) -> Arc<T> {
         let mut r = self.lock();
         Self::refill_spares(&mut r, readers);
-        let snapshot = match r.spares.pop() {
-            Some(mut spare) => match Arc::get_mut(&mut spare) {
-                Some(unshared) => {
-                    *unshared = value;
-                    spare
-                }
-                None => Arc::new(value),
-            },
-            None => Arc::new(value),
+        let mut spare = r.spares.pop();
+        let snapshot = match spare.as_mut().and_then(Arc::get_mut) {
+            Some(unshared) => {
+                let made = build(Some(unshared));
+                debug_assert!(made.is_none(), "a value built into a spare");
+                spare.expect("the spare just written")
+            }
+            None => Arc::new(build(None).expect("a value built without a spare")),
         };
         before(&snapshot);
         self.lend_locked(&mut r, &snapshot, readers);
