@@ -301,7 +301,7 @@ fn write_placed(
     let placed = to_arena(
         shared,
         w,
-        &arena,
+        arena,
         catalog,
         dirty,
         placement,
