@@ -35,12 +35,19 @@ impl Clone for TreeEntry {
     /// (the usual case when a write transaction copies its base's catalog
     /// into a spare one): two atomic count changes fewer per tree.
     fn clone_from(&mut self, source: &TreeEntry) {
-        self.id = source.id;
-        if !Arc::ptr_eq(&self.name, &source.name) {
-            self.name = source.name.clone();
+        // Every field named, so that a new one cannot be left out.
+        let TreeEntry {
+            id,
+            name,
+            state,
+            kind,
+        } = source;
+        self.id = *id;
+        if !Arc::ptr_eq(&self.name, name) {
+            self.name = name.clone();
         }
-        self.state = source.state;
-        self.kind = source.kind;
+        self.state = *state;
+        self.kind = *kind;
     }
 }
 
@@ -171,6 +178,43 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A catalog copied into another keeps each name that is the same
+    /// allocation (no count changed) and shares the source's otherwise;
+    /// either way the copy equals the source.
+    #[test]
+    fn a_copied_catalog_keeps_a_name_it_shares() {
+        let entry = |id: u64, name: &Arc<str>| TreeEntry {
+            id,
+            name: name.clone(),
+            state: TreeState {
+                entries: id * 10,
+                ..TreeState::default()
+            },
+            kind: TreeKind::default(),
+        };
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
+        let mut source = Catalog::default();
+        source.upsert(entry(1, &a));
+        source.upsert(entry(2, &b));
+        source.next_tree_id = 3;
+        let mut copy = Catalog::default();
+        let other_b: Arc<str> = Arc::from("b");
+        copy.upsert(entry(7, &a));
+        copy.upsert(entry(8, &other_b));
+        let counts = (Arc::strong_count(&a), Arc::strong_count(&b));
+        copy.clone_from(&source);
+        assert_eq!(copy, source);
+        assert!(Arc::ptr_eq(&copy.trees[0].name, &a));
+        assert!(Arc::ptr_eq(&copy.trees[1].name, &b), "the source's name");
+        assert_eq!(
+            Arc::strong_count(&a),
+            counts.0,
+            "a kept name is not counted again"
+        );
+        assert_eq!(Arc::strong_count(&b), counts.1 + 1);
+        assert_eq!(Arc::strong_count(&other_b), 1, "the replaced name dropped");
+    }
 
     /// A name found by address (the catalog's own allocation) or, held in
     /// another allocation (a handle from before the catalog was loaded

@@ -1121,6 +1121,40 @@ mod tests {
     use crate::btree::page::{cells_of, fill_page, leaf_cell_inline, seal};
     use crate::storage::arena::ArenaSpace;
 
+    /// Emptied dirty pages are as new but keep their page buffers (up to
+    /// the pool's bound) and vectors, in the same box, for the next
+    /// transaction.
+    #[test]
+    fn emptied_dirty_pages_keep_their_buffers_and_nothing_else() {
+        let page = vec![7u8; 4096];
+        let mut dirty = DirtyPages::boxed(None);
+        let a = dirty.add_copy(&page);
+        let _b = dirty.add_copy(&page);
+        let _c = dirty.add_copy(&page[..1024]);
+        dirty.freeze(2);
+        dirty.free(a);
+        assert!(!dirty.is_reset());
+        let before: *const DirtyPages = &*dirty;
+        let pages_capacity = dirty.pages.capacity();
+        let dirty = dirty.emptied(4096);
+        assert!(std::ptr::eq(before, &*dirty), "the same box");
+        assert!(dirty.is_reset());
+        assert_eq!(dirty.editable_from, DIRTY_BIT, "no page frozen");
+        assert_eq!(dirty.live_count(), 0);
+        assert_eq!(
+            dirty.pool.len(),
+            2,
+            "the two page-sized buffers, frozen or not"
+        );
+        assert!(dirty.pool.iter().all(|b| b.len() == 4096));
+        assert_eq!(dirty.pages.capacity(), pages_capacity, "the vector kept");
+        // The next transaction's pages come from the pool.
+        let mut next = DirtyPages::boxed(Some(dirty));
+        let id = next.add_copy(&page);
+        assert_eq!(next.get(id), &page[..]);
+        assert_eq!(next.pool.len(), 1);
+    }
+
     /// A parked arena leaf reads as the leaf, counts as live, is sealed on
     /// a copy handed to the writer (the arena's page unchanged), and comes
     /// back into memory when edited; freeing it forgets it.
