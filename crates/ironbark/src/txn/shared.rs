@@ -755,17 +755,16 @@ impl Shared {
         // A logged commit's meta describes only its file part: other
         // processes must not build a snapshot from it (`foreign_logged`).
         let logged = snapshot.source.arena.is_some();
-        self.publish_built(writer, meta, logged, |spare| match spare {
-            Some(spare) => {
-                *spare = snapshot;
-                None
-            }
-            None => Some(snapshot),
-        });
+        self.publish_built(
+            writer,
+            meta,
+            logged,
+            crate::txn::snapshot_lender::written_over(snapshot),
+        );
     }
 
     /// `publish`, the snapshot of commit `meta` built by `build` where it
-    /// will live (`SnapshotLender::lend_built_after`); `logged` when it
+    /// will live (`Lender::lend_built_after`); `logged` when it
     /// has logged commits (an arena).
     pub(crate) fn publish_built(
         &self,

@@ -244,17 +244,7 @@ impl<T: Lendable> Lender<T> {
     /// Returns the lent `Arc`.
     #[cfg(all(test, loom))]
     pub(crate) fn lend_new(&self, value: T, readers: &ReaderTable) -> Arc<T> {
-        self.lend_built_after(
-            |spare| match spare {
-                Some(spare) => {
-                    *spare = value;
-                    None
-                }
-                None => Some(value),
-            },
-            readers,
-            |_| {},
-        )
+        self.lend_built_after(written_over(value), readers, |_| {})
     }
 
     /// Lends a value, the writer's newest, built by `build` into a spare
@@ -355,6 +345,18 @@ impl<T: Lendable> Lender<T> {
 /// them). The stand-in snapshots record, apart from themselves, when they
 /// are freed: a reader that borrowed one must never find it freed while
 /// its slot is registered.
+/// A `build` for `Lender::lend_built_after` that lends `value` as it is:
+/// written over the spare's, or as the new value when there is no spare.
+pub(crate) fn written_over<T>(value: T) -> impl FnOnce(Option<&mut T>) -> Option<T> {
+    move |spare| match spare {
+        Some(spare) => {
+            *spare = value;
+            None
+        }
+        None => Some(value),
+    }
+}
+
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
