@@ -614,7 +614,7 @@ fn one_transaction_moves_an_overlay_through_every_size() {
 }
 
 /// At 1 KiB pages a 200-byte value fits neither an eighth nor a quarter
-/// (a quarter holds the overlay's 128-byte head and 128 bytes more): a
+/// (a quarter holds the overlay's 64-byte head and 192 bytes more): a
 /// leaf's first change takes a quarter and moves it to a whole slot in
 /// the same put. Single changes, some given up, keep every value for the
 /// newest snapshot and one held from the start, through a checkpoint and

@@ -90,8 +90,8 @@ const UPPER_REGION_BYTES: usize = 64 << 20;
 /// session 29); half a slot each, then a quarter, still most of the time
 /// of single-put overwrites at 10M records (sessions 31 and 32). A file
 /// leaf's overlay (a leaf's first change since the checkpoint) starts in
-/// an eighth (512 bytes of a 4 KiB page: 3 values of 100 bytes, or 23
-/// tombstones) and, as it fills, moves to a quarter (7 values, or the 31
+/// an eighth (512 bytes of a 4 KiB page: 3 values of 100 bytes, or 27
+/// tombstones) and, as it fills, moves to a quarter (8 values, or the 31
 /// tombstones an overlay holds at most) and then to a whole slot
 /// (`Arena::move_file_overlay`): without the moves, 200k single-put
 /// overwrites into 200k records (25 per leaf) copied leaves far more
@@ -163,7 +163,7 @@ impl UnitSize {
     /// The first unit of a file leaf's overlay whose first change is a
     /// value of `value_len` bytes (0 for a tombstone), in slots of
     /// `page_size`: an eighth where it holds two such entries (at 4 KiB
-    /// pages, values up to 168 bytes), so that a leaf changed once or
+    /// pages, values up to 200 bytes; at 1 KiB, up to 8), so that a leaf changed once or
     /// twice before the checkpoint takes 512 bytes of fresh memory; a
     /// quarter otherwise (a value that fills an eighth alone would move
     /// at once).

@@ -26,19 +26,26 @@
 //! table of its span of logged commits (`storage::arena::FileOverlays`),
 //! one word per file page.
 //!
-//! An overlay page (the unit's bytes): bytes 0..64 say, for each index
-//! below 64, which entry is its newest (entry number + 1, 0 for none; a reader of such an index
-//! reads that entry, and all of the list only if the entry is not its to
-//! read: newer than its snapshot, or cut off and reused for another
-//! index); bytes 64..72 are the writer's (the entry count and where the
-//! values begin; no reader reads them); bytes 72..80 a filter of the
-//! indexes from 64 up that have entries (bit `index % 64`: a reader of an
-//! index whose bit is clear reads nothing else); bytes 80..84 the writer's
-//! count of tombstones. Entry headers of 16 bytes
-//! follow from byte 128 up (txn: u64, index: u16, length: u16, value
-//! offset: u32), values packed from the page's end down. After the last
-//! entry a header whose txn is 0 ends the list. The first line and the
-//! filter are only ever set, until the page is reused.
+//! An overlay page (the unit's bytes) starts with one cache line that
+//! an append reads and writes whole, and a lookup reads first: bytes
+//! 0..48 say, for each index below 48, which entry is its newest (entry
+//! number + 1, 0 for none; a reader of such an index reads that entry,
+//! and all of the list only if the entry is not its to read: newer than
+//! its snapshot, or cut off and reused for another index); bytes 48..56
+//! are the writer's word (the entry count: u16, the count of tombstones
+//! among them: u16, and where the values begin: u32; no reader reads
+//! them); bytes 56..64 a filter of the indexes from 48 up that have
+//! entries (bit `index % 64`: a reader of an index whose bit is clear
+//! reads nothing else). Entry headers of 16 bytes follow from byte 64 up
+//! (txn: u64, index: u16, length: u16, value offset: u32), values packed
+//! from the page's end down. After the last entry a header whose txn is
+//! 0 ends the list. The newest-entry bytes and the filter are only ever
+//! set, until the page is reused. One line for all the writer's words
+//! and a reader's first look, not two: an append into an overlay not in
+//! cache waits on one miss before it knows where its entry goes, and
+//! writes two lines (that one and its header's), where a first line of
+//! newest entries and a second of the writer's word made it three
+//! (benchmarks.md, session 39).
 //!
 //! The protocol, which makes the reads sound while the writer appends:
 //! - a header's txn word is only ever read and written atomically; a
@@ -70,9 +77,9 @@ use crate::error::{Error, Result};
 /// small values, and a long value is better written into a copy.
 pub(crate) const MAX_OVERLAY_VALUE: usize = 512;
 
-/// Bytes before the first entry header: a cache line naming each index's
-/// newest entry, and one holding the writer's word and the filter.
-const FIRST_HEADER: usize = 128;
+/// Bytes before the first entry header: the cache line of the newest
+/// entries, the writer's word and the filter.
+const FIRST_HEADER: usize = 64;
 /// Whether an overlay of `bytes` holds `n` entries whose values are
 /// `value_len` bytes long (0 for tombstones): the first lines, their
 /// headers and the zero header that ends the list, and their values
@@ -81,15 +88,13 @@ pub(crate) fn entries_fit(bytes: usize, n: usize, value_len: usize) -> bool {
     n < MAX_ENTRIES && FIRST_HEADER + (n + 1) * ENTRY_HEADER + n * value_len <= bytes
 }
 
-/// Where the writer's word lies, and the filter of indexes from
-/// [`NEWEST_INDEXES`] up.
-const WRITER_WORD_AT: usize = 64;
-const FILTER_AT: usize = 72;
-/// The writer's count of the tombstones among the entries (a `u32`; no
-/// reader reads it).
-const TOMBSTONES_AT: usize = 80;
+/// Where the writer's word lies (entries: u16, tombstones: u16, where the
+/// values begin: u32), and the filter of indexes from [`NEWEST_INDEXES`]
+/// up.
+const WRITER_WORD_AT: usize = 48;
+const FILTER_AT: usize = 56;
 /// Indexes whose newest entry the first line names.
-const NEWEST_INDEXES: usize = 64;
+const NEWEST_INDEXES: usize = 48;
 /// Bytes of each entry header.
 const ENTRY_HEADER: usize = 16;
 /// The length field of a tombstone: the entry deletes its index.
@@ -106,7 +111,7 @@ pub(crate) enum Overlaid<'a> {
 
 /// Entries an overlay holds at most, whatever its room for values: the
 /// entry numbers fit the first line's bytes, and a reader that must read
-/// the list (an older snapshot, an index from 64 up) reads a few lines.
+/// the list (an older snapshot, an index from 48 up) reads a few lines.
 pub(crate) const MAX_ENTRIES: usize = 32;
 
 /// Where the writer is in an overlay page: entries, the offset where the
@@ -142,10 +147,11 @@ impl<'a> OverlayPage<'a> {
         Some(unsafe { &*(self.ptr.add(at) as *const AtomicU64) })
     }
 
-    /// Starts loading the page's first two lines (the newest entries, and
-    /// the writer's word and the filter) without waiting for them: an
-    /// append reads both, a lookup the first (the second for an index from
-    /// 64 up).
+    /// Starts loading the page's first two lines (the newest entries, the
+    /// writer's word and the filter; the first four entry headers)
+    /// without waiting for them: an append reads the first and writes its
+    /// header, a lookup reads the first and, if the index has an entry,
+    /// its header.
     #[inline(always)]
     pub(crate) fn prefetch(&self) {
         #[cfg(target_arch = "x86_64")]
@@ -155,12 +161,12 @@ impl<'a> OverlayPage<'a> {
         unsafe {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             _mm_prefetch::<_MM_HINT_T0>(self.ptr.cast::<i8>());
-            _mm_prefetch::<_MM_HINT_T0>(self.ptr.add(WRITER_WORD_AT).cast::<i8>());
+            _mm_prefetch::<_MM_HINT_T0>(self.ptr.add(FIRST_HEADER).cast::<i8>());
         }
     }
 
     fn filter(&self) -> &AtomicU64 {
-        // SAFETY: bytes 72..80 of the page (which is longer, and 8-aligned),
+        // SAFETY: bytes 56..64 of the page (which is longer, and 8-aligned),
         // only ever accessed atomically.
         unsafe { &*(self.ptr.add(FILTER_AT) as *const AtomicU64) }
     }
@@ -191,29 +197,34 @@ impl<'a> OverlayPage<'a> {
 
     /// Writer: where it is (the writer's word).
     pub(crate) fn mark(&self) -> Mark {
-        // SAFETY: the writer's word is read and written by the one writer
-        // only (module doc).
-        let (w, tombstones) = unsafe {
+        // SAFETY: bytes 48..56 of the page (which is longer); the writer's
+        // word is read and written by the one writer only (module doc).
+        let (entries, tombstones, values_at) = unsafe {
+            let at = self.ptr.add(WRITER_WORD_AT);
             (
-                std::ptr::read(self.ptr.add(WRITER_WORD_AT) as *const [u32; 2]),
-                std::ptr::read(self.ptr.add(TOMBSTONES_AT) as *const u32),
+                std::ptr::read_unaligned(at as *const u16),
+                std::ptr::read_unaligned(at.add(2) as *const u16),
+                std::ptr::read_unaligned(at.add(4) as *const u32),
             )
         };
         Mark {
-            entries: w[0],
-            values_at: w[1],
-            tombstones,
+            entries: u32::from(entries),
+            values_at,
+            tombstones: u32::from(tombstones),
         }
     }
 
     fn set_mark(&self, m: Mark) {
+        assert!(
+            m.entries as usize <= MAX_ENTRIES && m.tombstones <= m.entries,
+            "an overlay's counts within its bound"
+        );
         // SAFETY: as for `mark`.
         unsafe {
-            std::ptr::write(
-                self.ptr.add(WRITER_WORD_AT) as *mut [u32; 2],
-                [m.entries, m.values_at],
-            );
-            std::ptr::write(self.ptr.add(TOMBSTONES_AT) as *mut u32, m.tombstones);
+            let at = self.ptr.add(WRITER_WORD_AT);
+            std::ptr::write_unaligned(at as *mut u16, m.entries as u16);
+            std::ptr::write_unaligned(at.add(2) as *mut u16, m.tombstones as u16);
+            std::ptr::write_unaligned(at.add(4) as *mut u32, m.values_at);
         };
     }
 
@@ -521,8 +532,8 @@ mod tests {
         while pages[2].append(tombstones as u16, Deleted, 6) {
             tombstones += 1;
         }
-        assert_eq!(tombstones, 23, "and 23 tombstones");
-        assert!(entries_fit(512, 23, 0) && !entries_fit(512, 24, 0));
+        assert_eq!(tombstones, 27, "and 27 tombstones");
+        assert!(entries_fit(512, 27, 0) && !entries_fit(512, 28, 0));
         assert!(pages[1].append(1, Value(b"b's"), 6));
         assert_eq!(pages[1].value(1, 6).unwrap(), Some(Value(b"b's")));
         assert_eq!(pages[0].value(0, 6).unwrap(), Some(Value(&value[..])));
@@ -560,7 +571,8 @@ mod tests {
 
     /// Overlay units come in three sizes, each slot's units of one size:
     /// an eighth for a file leaf's first change (a quarter when an eighth
-    /// would not hold two such values, or at small pages), then a quarter
+    /// would not hold two such values: at 1 KiB pages, one longer than 8
+    /// bytes), then a quarter
     /// and a whole slot as the overlay fills (`alloc_larger_overlay`). A
     /// unit number names its size, and a unit not aligned to its size,
     /// or with both tags, is none.
@@ -569,9 +581,11 @@ mod tests {
         use crate::storage::arena::{UnitSize, OVERLAY_UNITS_PER_SLOT as UNITS, QUARTER_UNIT};
         assert_eq!(UnitSize::first_for_file_leaf(4096, 100), UnitSize::Eighth);
         assert_eq!(UnitSize::first_for_file_leaf(4096, 0), UnitSize::Eighth);
-        assert_eq!(UnitSize::first_for_file_leaf(4096, 168), UnitSize::Eighth);
-        assert_eq!(UnitSize::first_for_file_leaf(4096, 169), UnitSize::Quarter);
-        assert_eq!(UnitSize::first_for_file_leaf(1024, 0), UnitSize::Quarter);
+        assert_eq!(UnitSize::first_for_file_leaf(4096, 200), UnitSize::Eighth);
+        assert_eq!(UnitSize::first_for_file_leaf(4096, 201), UnitSize::Quarter);
+        assert_eq!(UnitSize::first_for_file_leaf(1024, 0), UnitSize::Eighth);
+        assert_eq!(UnitSize::first_for_file_leaf(1024, 8), UnitSize::Eighth);
+        assert_eq!(UnitSize::first_for_file_leaf(1024, 9), UnitSize::Quarter);
         let arena = Arena::new(4096, 64 * 4096).unwrap();
         let mut space = ArenaSpace::default();
         let eighth = space.alloc_overlay(&arena, 10, 100, 0, u64::MAX).unwrap();
@@ -740,10 +754,10 @@ mod tests {
         while page.append(n, Value(&value), 2) {
             n += 1;
         }
-        // 1 KiB (an arena leaf's overlay takes a whole slot): 128 bytes
+        // 1 KiB (an arena leaf's overlay takes a whole slot): 64 bytes
         // before the headers, then 16 of header and 100 of value each,
         // with room for the closing header.
-        assert_eq!(n, 7);
+        assert_eq!(n, 8);
         for i in 0..n {
             assert_eq!(page.value(usize::from(i), 2).unwrap(), Some(Value(&value)));
         }

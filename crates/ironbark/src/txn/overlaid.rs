@@ -237,7 +237,7 @@ impl<'db> WriteTxn<'db> {
     /// Moves the full overlay of file leaf `leaf`, the unit `unit` (an
     /// eighth or a quarter of a slot), to a unit of the next size up
     /// (`Arena::move_file_overlay`): an eighth holds 3 values of 100 bytes,
-    /// a quarter 7, a whole slot 31 entries, and a leaf changed that often
+    /// a quarter 8, a whole slot 31 entries, and a leaf changed that often
     /// would otherwise be copied (with its path) well before a whole slot
     /// would have filled. Returns the new overlay, its unit and its mark
     /// before txn `txn`'s entries, which the undo list records in place of
