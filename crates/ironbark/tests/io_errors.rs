@@ -236,3 +236,75 @@ fn every_nth_operation(logged: bool) {
     }
     eprintln!("logged {logged}: {runs} runs, {total} operations each");
 }
+
+/// A commit of 120 values of 4,000 bytes (480 KB of overflow blobs, which
+/// a file commit writes a chunk at a time as it seals them, before its
+/// tree pages): an error at each of its file operations, transient or
+/// persistent, fails it cleanly, and the file reopens at the state before
+/// it or, where the commit returned `Ok`, at its own.
+#[test]
+fn a_commit_of_many_blobs_fails_cleanly_at_each_of_its_writes() {
+    let t = temp_db("blobs.ib");
+    base_file(&t.path);
+    let base = Images::read(&t.path);
+    let before = read_all(&Database::open(&t.path).unwrap()).unwrap();
+    let mut after = before.clone();
+    let mut rng = Rng::new(17);
+    let puts: Vec<(Vec<u8>, Vec<u8>)> = (0..120u32)
+        .map(|i| (format!("big{i:03}").into_bytes(), rng.bytes(4000)))
+        .collect();
+    after.extend(puts.iter().cloned());
+    // Returns the commit's write calls.
+    let commit = |failer: &Arc<Failer>| -> ironbark::Result<u64> {
+        let options = Options {
+            io_hook: Some(IoHookHandle(failer.clone())),
+            logged_commits: false,
+            ..Options::default()
+        };
+        let db = Database::open_with(&t.path, &options)?;
+        let mut tx = db.begin_write()?;
+        let tree = tx.open_tree("t")?;
+        for (k, v) in &puts {
+            tx.put(&tree, k, v)?;
+        }
+        let calls = db.counters().write_calls;
+        tx.commit()?;
+        Ok(db.counters().write_calls - calls)
+    };
+    let failer = |fail_at: u64, persistent: bool| {
+        Arc::new(Failer {
+            count: AtomicU64::new(0),
+            fail_at,
+            persistent,
+            errno: libc::EIO,
+            failed_syncs: AtomicU64::new(0),
+        })
+    };
+    let clean = failer(u64::MAX, false);
+    let calls = commit(&clean).unwrap();
+    assert!(read_all(&Database::open(&t.path).unwrap()).unwrap() == after);
+    // Two chunks of blobs, the tree pages and the state, the meta.
+    assert!(calls >= 4, "the commit wrote in {calls} calls");
+    let total = clean.count.load(Ordering::SeqCst);
+    for persistent in [false, true] {
+        for fail_at in 1..=total {
+            base.write(&t.path);
+            let result = commit(&failer(fail_at, persistent));
+            let db = Database::open(&t.path).unwrap();
+            db.check()
+                .unwrap_or_else(|e| panic!("fail_at {fail_at}: check: {e}"));
+            let found = read_all(&db).unwrap();
+            match result {
+                Ok(_) => assert!(
+                    found == after,
+                    "fail_at {fail_at}: a commit that returned Ok is lost"
+                ),
+                Err(Error::Io(_)) => assert!(
+                    found == before || found == after,
+                    "fail_at {fail_at} persistent {persistent}: neither the state before nor after"
+                ),
+                Err(e) => panic!("fail_at {fail_at}: an unexpected error: {e}"),
+            }
+        }
+    }
+}

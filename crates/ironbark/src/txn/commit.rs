@@ -419,6 +419,33 @@ impl SealedRuns {
     }
 }
 
+/// Writes `writes` (page number, sealed bytes), sorted by page number,
+/// with one `pwritev` per run of consecutive pages (`bufs` gathers each
+/// run: a step writes thousands of runs where it reuses scattered free
+/// pages). Returns the write calls made and the bytes written.
+fn write_runs<'b>(
+    file: &DataFile,
+    ps: usize,
+    writes: &[(u64, &'b [u8])],
+    bufs: &mut Vec<&'b [u8]>,
+) -> Result<(u64, u64)> {
+    debug_assert!(writes.is_sorted_by_key(|w| w.0));
+    let (mut calls, mut bytes) = (0, 0);
+    let mut group_start = 0;
+    for i in 1..=writes.len() {
+        let contiguous = i < writes.len()
+            && writes[i - 1].0 + (writes[i - 1].1.len() / ps) as u64 == writes[i].0;
+        if !contiguous {
+            bufs.clear();
+            bufs.extend(writes[group_start..i].iter().map(|w| w.1));
+            calls += file.write_vectored_at(bufs, writes[group_start].0 * ps as u64)?;
+            bytes += bufs.iter().map(|b| b.len() as u64).sum::<u64>();
+            group_start = i;
+        }
+    }
+    Ok((calls, bytes))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn write_commit(
     shared: &Shared,
@@ -493,10 +520,19 @@ fn write_commit(
     // 3. Patch, stamp, checksum. A spilled or parked page is written as it
     // is sealed (from a copy: the spill file or the arena keeps it
     // unsealed), gathered into runs of consecutive pages (`SealedRuns`);
-    // step 5 writes the rest. Writing these pages first is safe for the
-    // reason the rest are: they are free in every durable commit and every
-    // snapshot, and the meta that makes them reachable is written last.
+    // so are the blobs in memory, a chunk at a time (`seal_all`), so that
+    // the write reads what the checksum just read; step 5 writes the
+    // rest. Writing these pages first is safe for the reason the rest
+    // are: they are free in every durable commit and every snapshot, and
+    // the meta that makes them reachable is written last.
+    ensure_file_len(
+        shared,
+        &mut w.file_len,
+        &mut w.allocated_to,
+        alloc.page_count,
+    )?;
     let mut sealed_runs = SealedRuns::new(ps);
+    let (mut blob_calls, mut blob_bytes) = (0, 0);
     seal_all(
         dirty,
         catalog,
@@ -504,10 +540,25 @@ fn write_commit(
         txn,
         false,
         &mut |pgno, sealed| sealed_runs.push(&shared.file, pgno, sealed),
+        Some(&mut |dirty, blobs, real| {
+            let mut blob_writes: Vec<(u64, &[u8])> = blobs
+                .iter()
+                .filter(|&&id| !dirty.is_spilled(id))
+                .map(|&id| (real[(id & !DIRTY_BIT) as usize], dirty.get(id)))
+                .collect();
+            blob_writes.sort_unstable_by_key(|w| w.0);
+            let (calls, bytes) = write_runs(&shared.file, ps, &blob_writes, &mut Vec::new())?;
+            blob_calls += calls;
+            blob_bytes += bytes;
+            Ok(())
+        }),
     )?;
     sealed_runs.flush(&shared.file)?;
-    let (spilled_calls, spilled_bytes) = (sealed_runs.calls, sealed_runs.bytes);
-    let (order, blobs, real) = (&placement.pages, &placement.blobs, &placement.real);
+    let (spilled_calls, spilled_bytes) = (
+        sealed_runs.calls + blob_calls,
+        sealed_runs.bytes + blob_bytes,
+    );
+    let (order, real) = (&placement.pages, &placement.real);
 
     // 4. The state chain: this commit's record of what it changed (or a new
     // base), after its own allocation, so it describes exactly the free
@@ -591,36 +642,19 @@ fn write_commit(
     );
 
     // 5. Write.
-    ensure_file_len(shared, w, page_count)?;
+    ensure_file_len(shared, &mut w.file_len, &mut w.allocated_to, page_count)?;
     let spilled = dirty.has_spilled();
     let mut writes: Vec<(u64, &[u8])> = order
         .iter()
-        .chain(blobs.iter())
         .filter(|&&id| !(spilled && dirty.is_spilled(id)))
         .map(|&id| (real[(id & !DIRTY_BIT) as usize], dirty.get(id)))
         .collect();
     writes.push((state_pgno, &state_blob));
     writes.sort_unstable_by_key(|w| w.0);
     w.placement = placement;
-    let mut calls = spilled_calls;
-    let mut bytes = spilled_bytes;
-    let mut group_start = 0;
-    // One vector for every run of consecutive pages: a step writes
-    // thousands of runs where it reuses scattered free pages.
-    let mut bufs: Vec<&[u8]> = Vec::new();
-    for i in 1..=writes.len() {
-        let contiguous = i < writes.len()
-            && writes[i - 1].0 + (writes[i - 1].1.len() / ps) as u64 == writes[i].0;
-        if !contiguous {
-            bufs.clear();
-            bufs.extend(writes[group_start..i].iter().map(|w| w.1));
-            calls += shared
-                .file
-                .write_vectored_at(&bufs, writes[group_start].0 * ps as u64)?;
-            bytes += bufs.iter().map(|b| b.len() as u64).sum::<u64>();
-            group_start = i;
-        }
-    }
+    let (calls, bytes) = write_runs(&shared.file, ps, &writes, &mut Vec::new())?;
+    let mut calls = calls + spilled_calls;
+    let bytes = bytes + spilled_bytes;
     let slot = if shared.broken_protocol == Some(BrokenProtocol::OneMetaSlot) {
         0
     } else {
@@ -768,29 +802,37 @@ const ALLOCATE_AHEAD_BYTES: u64 = 4 << 20;
 /// moves to the writeback). Where the disk has
 /// no room for the blocks ahead, the pages' own blocks are enough; where
 /// it has none for those, the commit fails here, before it writes.
-fn ensure_file_len(shared: &Shared, w: &mut WriterState, page_count: u64) -> Result<()> {
+/// `file_len` and `allocated_to` are the writer's (`WriterState`), passed
+/// apart so that a commit may call this while its allocator holds the
+/// writer's free space.
+fn ensure_file_len(
+    shared: &Shared,
+    file_len: &mut u64,
+    allocated_to: &mut u64,
+    page_count: u64,
+) -> Result<()> {
     let ps = shared.limits.page_size as u64;
     let needed = page_count * ps;
-    if needed > w.file_len {
+    if needed > *file_len {
         // Another process's writer may have grown it already; never shrink.
-        w.file_len = w.file_len.max(shared.file.len()?);
+        *file_len = (*file_len).max(shared.file.len()?);
     }
-    if needed > w.file_len {
+    if needed > *file_len {
         let grown = needed
-            .max(w.file_len + w.file_len / 8)
-            .max(w.file_len + GROWTH_MIN_BYTES)
+            .max(*file_len + *file_len / 8)
+            .max(*file_len + GROWTH_MIN_BYTES)
             .next_multiple_of(ps);
         shared.file.set_len(grown)?;
-        w.file_len = grown;
+        *file_len = grown;
     }
-    if needed > w.allocated_to {
-        let from = w.allocated_to;
-        let ahead = (needed + ALLOCATE_AHEAD_BYTES).min(w.file_len);
+    if needed > *allocated_to {
+        let from = *allocated_to;
+        let ahead = (needed + ALLOCATE_AHEAD_BYTES).min(*file_len);
         let (to, allocated) = match shared.file.allocate_within(from, ahead) {
             Err(_) if needed < ahead => (needed, shared.file.allocate_within(from, needed)?),
             other => (ahead, other?),
         };
-        w.allocated_to = if allocated { to } else { u64::MAX };
+        *allocated_to = if allocated { to } else { u64::MAX };
     }
     shared.map_covering(page_count)?;
     Ok(())

@@ -541,9 +541,15 @@ fn to_arena(
     }
     // Sealing edits the dirty pages only; if anything fails from here on,
     // the transaction is gone and its arena slots are given back.
-    let written = seal_all(dirty, catalog, placement, txn, true, &mut |_, _| {
-        unreachable!("a transaction that spilled pages is not logged")
-    })
+    let written = seal_all(
+        dirty,
+        catalog,
+        placement,
+        txn,
+        true,
+        &mut |_, _| unreachable!("a transaction that spilled pages is not logged"),
+        None,
+    )
     .and_then(|()| before_publish(w));
     if let Err(e) = written {
         for (_, f) in fresh {
