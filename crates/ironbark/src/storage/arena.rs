@@ -77,6 +77,15 @@ const POPULATE_STEP: u64 = 8;
 /// region*): 64 MiB, the branches of a tree of some 15M leaves of 4 KiB.
 const UPPER_REGION_BYTES: usize = 64 << 20;
 
+/// Bytes at the start of the upper region in 4 KiB pages, not huge ones:
+/// the branches of a tree of up to some 1M records (about 500 branch
+/// pages). A session's first commit that copies a branch made its first
+/// slots present, and faulting in the region's first 2 MiB page zeroed
+/// all of it: about 150 us, half the first commit after an open
+/// (`examples/session_latency.rs`, benchmarks.md, session 39), for a
+/// tree that may never hold more than a few branches in the arena.
+const UPPER_SMALL_PAGES_BYTES: usize = 2 << 20;
+
 /// Overlay units per slot: a value overlay lives in an *overlay unit*,
 /// an eighth, a quarter or the whole of an arena slot ([`UnitSize`]),
 /// numbered in eighths (`slot * 8 + eighth`) and tagged with its size
@@ -244,7 +253,13 @@ impl Arena {
         // 4 KiB pages. The lower region is advised too, so that a system
         // whose default is huge pages everywhere runs what was measured.
         unsafe {
-            libc::madvise(ptr.cast(), upper_bytes, libc::MADV_HUGEPAGE);
+            let small = UPPER_SMALL_PAGES_BYTES.min(upper_bytes);
+            libc::madvise(ptr.cast(), small, libc::MADV_NOHUGEPAGE);
+            libc::madvise(
+                ptr.add(small).cast(),
+                upper_bytes - small,
+                libc::MADV_HUGEPAGE,
+            );
             libc::madvise(
                 ptr.add(upper_bytes).cast(),
                 len - upper_bytes,
