@@ -28,6 +28,10 @@ const SMALL_COMMIT_PAGES: usize = 64;
 /// to make each write call a long run.
 pub(crate) const BLOB_CHUNK_BYTES: usize = 256 << 10;
 
+/// What `seal_all` hands a chunk of sealed blobs to: the dirty pages, the
+/// chunk's blob ids, and every dirty page's real number by index.
+pub(crate) type WriteBlobs<'a> = dyn FnMut(&DirtyPages, &[u64], &[u64]) -> Result<()> + 'a;
+
 /// Spilled pages read between two calls of `forget_spill_reads`, at most:
 /// placing a transaction larger than memory then reads its spilled pages
 /// without keeping them all mapped.
@@ -300,7 +304,7 @@ pub(crate) fn seal_all(
     txn: u64,
     arena: bool,
     write_spilled: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
-    mut write_blobs: Option<&mut dyn FnMut(&DirtyPages, &[u64], &[u64]) -> Result<()>>,
+    mut write_blobs: Option<&mut WriteBlobs<'_>>,
 ) -> Result<()> {
     let index = |p: u64| (p & !DIRTY_BIT) as usize;
     let stamp = |b: &mut [u8], pgno: u64| {
