@@ -691,7 +691,25 @@ mod tests {
         assert_eq!(page.value(200, 3).unwrap(), Some(Value(b"c")));
         assert_eq!(page.value(70, 3).unwrap(), Some(Value(b"b")));
         assert_eq!(page.value(71, 3).unwrap(), None);
-        assert_eq!(page.value(6, 3).unwrap(), None, "6 is 70 % 64, below 64");
+        assert_eq!(
+            page.value(6, 3).unwrap(),
+            None,
+            "6 is 70 % 64, but below 48: the first line names its newest entry"
+        );
+        // The first line names indexes below 48; 48 up go by the filter
+        // (bit `index % 64`, which 50 and 114 share) and the list.
+        assert!(page.append(47, Value(b"d"), 4));
+        assert!(page.append(50, Value(b"e"), 4));
+        assert_eq!(page.value(47, 4).unwrap(), Some(Value(b"d")));
+        assert_eq!(page.value(46, 4).unwrap(), None);
+        assert_eq!(page.value(50, 4).unwrap(), Some(Value(b"e")));
+        assert_eq!(page.value(50, 3).unwrap(), None, "older than its entry");
+        assert_eq!(
+            page.value(114, 4).unwrap(),
+            None,
+            "its filter bit, not its entry"
+        );
+        assert_eq!(page.value(48, 4).unwrap(), None);
     }
 
     #[test]
