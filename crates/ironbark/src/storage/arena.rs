@@ -81,7 +81,8 @@ const UPPER_REGION_BYTES: usize = 64 << 20;
 /// the branches of a tree of up to some 1M records (about 500 branch
 /// pages). A session's first commit that copies a branch made its first
 /// slots present, and faulting in the region's first 2 MiB page zeroed
-/// all of it: about 150 us, half the first commit after an open
+/// all of it: about 100 us, more than the rest of the first commit after
+/// an open
 /// (`examples/session_latency.rs`, benchmarks.md, session 39), for a
 /// tree that may never hold more than a few branches in the arena.
 const UPPER_SMALL_PAGES_BYTES: usize = 2 << 20;
@@ -172,8 +173,9 @@ impl UnitSize {
     /// The first unit of a file leaf's overlay whose first change is a
     /// value of `value_len` bytes (0 for a tombstone), in slots of
     /// `page_size`: an eighth where it holds two such entries (at 4 KiB
-    /// pages, values up to 200 bytes; at 1 KiB, up to 8), so that a leaf changed once or
-    /// twice before the checkpoint takes 512 bytes of fresh memory; a
+    /// pages, values up to 200 bytes; at 1 KiB, up to 8), so that a leaf
+    /// changed once or twice before the checkpoint takes 512 bytes of
+    /// fresh memory; a
     /// quarter otherwise (a value that fills an eighth alone would move
     /// at once).
     pub(crate) fn first_for_file_leaf(page_size: usize, value_len: usize) -> UnitSize {
@@ -232,8 +234,8 @@ impl Arena {
         } else {
             0
         };
-        // The upper region (branch pages) in 2 MiB pages, the rest in
-        // 4 KiB pages. Every descent reads a root and branches, and every
+        // The upper region (branch pages) in 2 MiB pages past its first
+        // 2 MiB (`UPPER_SMALL_PAGES_BYTES`), the rest in 4 KiB pages. Every descent reads a root and branches, and every
         // commit puts new copies of some of them in the upper region's
         // slots, which go round: its few huge pages are touched once and
         // save a TLB miss per level. The lower region takes a fresh slot

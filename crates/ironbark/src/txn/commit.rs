@@ -554,7 +554,8 @@ fn write_commit(
         }),
     )?;
     sealed_runs.flush(&shared.file)?;
-    let (spilled_calls, spilled_bytes) = (
+    // Written already: the spilled and parked pages, and the blobs.
+    let (early_calls, early_bytes) = (
         sealed_runs.calls + blob_calls,
         sealed_runs.bytes + blob_bytes,
     );
@@ -653,8 +654,8 @@ fn write_commit(
     writes.sort_unstable_by_key(|w| w.0);
     w.placement = placement;
     let (calls, bytes) = write_runs(&shared.file, ps, &writes, &mut Vec::new())?;
-    let mut calls = calls + spilled_calls;
-    let bytes = bytes + spilled_bytes;
+    let mut calls = calls + early_calls;
+    let bytes = bytes + early_bytes;
     let slot = if shared.broken_protocol == Some(BrokenProtocol::OneMetaSlot) {
         0
     } else {
