@@ -175,9 +175,8 @@ impl UnitSize {
     /// `page_size`: an eighth where it holds two such entries (at 4 KiB
     /// pages, values up to 200 bytes; at 1 KiB, up to 8), so that a leaf
     /// changed once or twice before the checkpoint takes 512 bytes of
-    /// fresh memory; a
-    /// quarter otherwise (a value that fills an eighth alone would move
-    /// at once).
+    /// fresh memory; a quarter otherwise (a value that fills an eighth
+    /// alone would move at once).
     pub(crate) fn first_for_file_leaf(page_size: usize, value_len: usize) -> UnitSize {
         let eighth = page_size / OVERLAY_UNITS_PER_SLOT as usize;
         if crate::storage::overlay::entries_fit(eighth, 2, value_len) {
