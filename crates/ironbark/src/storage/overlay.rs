@@ -572,10 +572,9 @@ mod tests {
     /// Overlay units come in three sizes, each slot's units of one size:
     /// an eighth for a file leaf's first change (a quarter when an eighth
     /// would not hold two such values: at 1 KiB pages, one longer than 8
-    /// bytes), then a quarter
-    /// and a whole slot as the overlay fills (`alloc_larger_overlay`). A
-    /// unit number names its size, and a unit not aligned to its size,
-    /// or with both tags, is none.
+    /// bytes), then a quarter and a whole slot as the overlay fills
+    /// (`alloc_larger_overlay`). A unit number names its size, and a unit
+    /// not aligned to its size, or with both tags, is none.
     #[test]
     fn overlay_units_grow_from_eighths_to_quarters_to_whole_slots() {
         use crate::storage::arena::{UnitSize, OVERLAY_UNITS_PER_SLOT as UNITS, QUARTER_UNIT};

@@ -524,13 +524,17 @@ fn write_commit(
     // the write reads what the checksum just read; step 5 writes the
     // rest. Writing these pages first is safe for the reason the rest
     // are: they are free in every durable commit and every snapshot, and
-    // the meta that makes them reachable is written last.
-    ensure_file_len(
-        shared,
-        &mut w.file_len,
-        &mut w.allocated_to,
-        alloc.page_count,
-    )?;
+    // the meta that makes them reachable is written last. The file covers
+    // the blobs' pages before they are written (step 5 covers the rest; a
+    // commit without blobs looks once, there).
+    if !placement.blobs.is_empty() {
+        ensure_file_len(
+            shared,
+            &mut w.file_len,
+            &mut w.allocated_to,
+            alloc.page_count,
+        )?;
+    }
     let mut sealed_runs = SealedRuns::new(ps);
     let (mut blob_calls, mut blob_bytes) = (0, 0);
     seal_all(
