@@ -25,7 +25,7 @@ use crate::kind::TreeKind;
 use crate::pages::{MapSource, PageSource};
 use crate::state::State;
 use crate::storage::meta::{Meta, META_SLOTS};
-use crate::storage::overlay::Overlaid;
+use crate::storage::overlay::{Insert, Overlaid, INSERTED, MAX_ENTRIES};
 
 /// The most problems one check lists; past it, one last entry says how
 /// many more were found.
@@ -445,11 +445,15 @@ impl<'a> Checker<'a> {
             counts.leaf_pages += 1;
             let overlay = self.src.overlay_page(at.pgno);
             let mut deleted = 0;
-            if let Some(overlay) = overlay {
+            if let Some(overlay) = &overlay {
                 // Each overlaid value replaces an inline value of its
                 // length, each tombstone deletes an inline value, and at
                 // least one entry stays (`storage::overlay`).
                 let r = overlay.visit(self.meta.txn, |i, what| {
+                    if i == INSERTED {
+                        // Checked below, with the leaf's keys.
+                        return Ok(());
+                    }
                     let i = usize::from(i);
                     match (i < node.count).then(|| node.leaf_entry(i)).transpose()? {
                         Some((_, LeafValue::Inline(old))) => match what {
@@ -477,6 +481,40 @@ impl<'a> Checker<'a> {
                 }
             }
             counts.entries += (node.count - deleted) as u64;
+            if let Some(overlay) = overlay {
+                // Each insert adds a key the cells lack, within the range
+                // the parent gives, once, of an entry this kind may hold.
+                let mut inserts = [Insert::default(); MAX_ENTRIES];
+                let r = overlay.inserts(self.meta.txn, &mut inserts);
+                match r {
+                    Ok(n) => {
+                        let inserts = &inserts[..n];
+                        for (j, insert) in inserts.iter().enumerate() {
+                            let k = insert.key;
+                            let problem =
+                                if lower.is_some_and(|l| k < l) || upper.is_some_and(|u| k >= u) {
+                                    Some(
+                                    "an overlay's insert lies outside the range its parent gives"
+                                        .to_string(),
+                                )
+                                } else if node.search_leaf(k)?.is_ok() {
+                                    Some("an overlay inserts a key its leaf holds".to_string())
+                                } else if inserts[..j].iter().any(|other| other.key == k) {
+                                    Some("an overlay inserts a key twice".to_string())
+                                } else {
+                                    self.kind.entry_problem(k, insert.value.len() as u64)
+                                };
+                            match problem {
+                                Some(detail) => {
+                                    self.problem(Error::corrupted_page(at.pgno, detail))?
+                                }
+                                None => counts.entries += 1,
+                            }
+                        }
+                    }
+                    Err(e) => self.problem(e)?,
+                }
+            }
             if self.kind != TreeKind::PLAIN {
                 for i in 0..node.count {
                     let (key, value) = node.leaf_entry(i)?;

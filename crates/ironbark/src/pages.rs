@@ -18,7 +18,10 @@ use crate::error::{Error, Result};
 use crate::storage::arena::{Arena, FileOverlays, SlotBuf, ARENA_BIT};
 use crate::storage::map::Map;
 use crate::storage::meta::META_SLOTS;
-use crate::storage::overlay::{Overlaid, OverlayPage};
+use crate::storage::overlay::{Insert, Overlaid, OverlayPage, MAX_ENTRIES};
+
+/// Room for the inserts of one overlay.
+pub(crate) type Inserts<'a> = [Insert<'a>; MAX_ENTRIES];
 use crate::storage::spill::{SpillFile, SpillSlot};
 
 /// Resolves page numbers to bytes. `Sync`, so that the cursors and
@@ -40,6 +43,33 @@ pub(crate) trait PageSource: Sync {
     fn deleted_between(&self, leaf: u64, from: usize, to: usize) -> Result<usize> {
         let _ = (leaf, from, to);
         Ok(0)
+    }
+    /// The keys (and their values) that committed leaf `leaf`'s overlay
+    /// adds to it, as this source sees them, into `out` in no order;
+    /// returns how many (`storage::overlay`: inserts).
+    fn inserted<'s>(&'s self, leaf: u64, out: &mut Inserts<'s>) -> Result<usize> {
+        let _ = (leaf, out);
+        Ok(0)
+    }
+    /// The value committed leaf `leaf`'s overlay gives `key`, a key the
+    /// leaf's cells lack, as this source sees it, if it inserts it.
+    fn inserted_value(&self, leaf: u64, key: &[u8]) -> Result<Option<&[u8]>> {
+        let _ = (leaf, key);
+        Ok(None)
+    }
+    /// Insert `entry` of committed leaf `leaf`'s overlay, one `inserted`
+    /// gave: its key and value.
+    fn inserted_entry(&self, leaf: u64, entry: u8) -> Result<(&[u8], &[u8])> {
+        let _ = (leaf, entry);
+        Err(Error::corrupted_page(
+            leaf,
+            "no overlay inserts into this leaf",
+        ))
+    }
+    /// Whether committed leaf `leaf`'s overlay has inserts of any txn.
+    fn has_inserts(&self, leaf: u64) -> bool {
+        let _ = leaf;
+        false
     }
     /// Starts loading the lines a lookup reads of committed leaf `leaf`'s value
     /// overlay, if it has one: called as soon as the leaf's number is
@@ -158,6 +188,31 @@ impl PageSource for MapSource {
             Some(page) => page.deleted_between(self.overlay_txn, from, to),
             None => Ok(0),
         }
+    }
+
+    fn inserted<'s>(&'s self, leaf: u64, out: &mut Inserts<'s>) -> Result<usize> {
+        match self.overlay_page(leaf) {
+            Some(page) => page.inserts(self.overlay_txn, out),
+            None => Ok(0),
+        }
+    }
+
+    fn inserted_value(&self, leaf: u64, key: &[u8]) -> Result<Option<&[u8]>> {
+        match self.overlay_page(leaf) {
+            Some(page) => page.inserted_value(key, self.overlay_txn),
+            None => Ok(None),
+        }
+    }
+
+    fn inserted_entry(&self, leaf: u64, entry: u8) -> Result<(&[u8], &[u8])> {
+        match self.overlay_page(leaf) {
+            Some(page) => page.insert_at(entry),
+            None => Err(Error::corrupted_page(leaf, "its overlay is gone")),
+        }
+    }
+
+    fn has_inserts(&self, leaf: u64) -> bool {
+        self.overlay_page(leaf).is_some_and(|p| p.has_inserts())
     }
 
     #[inline(always)]
@@ -1072,6 +1127,39 @@ impl<'a> WriteSource<'a> {
         }
     }
 
+    /// `PageSource::inserted` as this transaction sees it.
+    pub(crate) fn resolve_inserted(self, leaf: u64, out: &mut Inserts<'a>) -> Result<usize> {
+        match self.overlay_page(leaf) {
+            Some(page) => page.inserts(u64::MAX, out),
+            None => Ok(0),
+        }
+    }
+
+    /// `PageSource::inserted_entry` as this transaction sees it.
+    pub(crate) fn resolve_inserted_entry(
+        self,
+        leaf: u64,
+        entry: u8,
+    ) -> Result<(&'a [u8], &'a [u8])> {
+        match self.overlay_page(leaf) {
+            Some(page) => page.insert_at(entry),
+            None => Err(Error::corrupted_page(leaf, "its overlay is gone")),
+        }
+    }
+
+    /// `PageSource::has_inserts` as this transaction sees it.
+    pub(crate) fn resolve_has_inserts(self, leaf: u64) -> bool {
+        self.overlay_page(leaf).is_some_and(|p| p.has_inserts())
+    }
+
+    /// `PageSource::inserted_value` as this transaction sees it.
+    pub(crate) fn resolve_inserted_value(self, leaf: u64, key: &[u8]) -> Result<Option<&'a [u8]>> {
+        match self.overlay_page(leaf) {
+            Some(page) => page.inserted_value(key, u64::MAX),
+            None => Ok(None),
+        }
+    }
+
     pub(crate) fn resolve_blob_run(self, pgno: u64) -> Result<&'a [u8]> {
         if pgno & DIRTY_BIT != 0 {
             Ok(self.dirty.get(pgno))
@@ -1097,6 +1185,22 @@ impl PageSource for WriteSource<'_> {
 
     fn deleted_between(&self, leaf: u64, from: usize, to: usize) -> Result<usize> {
         self.resolve_deleted_between(leaf, from, to)
+    }
+
+    fn inserted<'s>(&'s self, leaf: u64, out: &mut Inserts<'s>) -> Result<usize> {
+        self.resolve_inserted(leaf, out)
+    }
+
+    fn inserted_value(&self, leaf: u64, key: &[u8]) -> Result<Option<&[u8]>> {
+        self.resolve_inserted_value(leaf, key)
+    }
+
+    fn inserted_entry(&self, leaf: u64, entry: u8) -> Result<(&[u8], &[u8])> {
+        self.resolve_inserted_entry(leaf, entry)
+    }
+
+    fn has_inserts(&self, leaf: u64) -> bool {
+        self.resolve_has_inserts(leaf)
     }
 
     fn file_leaf_overlays(&self) -> bool {

@@ -106,6 +106,11 @@ pub struct CommitCounters {
     /// of a logged commit) instead of in a copy of the leaf and of the
     /// branches above it (see docs/design.md, "Value overlays").
     pub values_overlaid: u64,
+    /// Of `values_overlaid`, inserts: keys a leaf lacked, kept beside it
+    /// (in its overlay) instead of in a copy of it and its branches, until
+    /// the leaf's next copy or checkpoint takes them in (docs/design.md,
+    /// "Value overlays").
+    pub inserts_overlaid: u64,
 }
 
 /// One live read transaction, in any process (`Database::readers`).

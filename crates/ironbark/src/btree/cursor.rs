@@ -11,7 +11,10 @@
 //! branches are read again only to cross into the next leaf. Invariant:
 //! when the cursor is valid, `leaf` is the leaf on the path the frames
 //! describe (each frame's slot is the child taken below it) and `idx <
-//! leaf.count`. The first [`INLINE_FRAMES`] branch frames live inside the
+//! leaf.count`, unless the leaf's overlay inserts keys: then the cursor
+//! is on a cell `idx` or on an insert `k` of the leaf's inserts (sorted,
+//! `ins`), and walks the merge of the two in key order (`step_merged`).
+//! The first [`INLINE_FRAMES`] branch frames live inside the
 //! cursor, so a cursor (and a range, which holds two) stays small enough to
 //! be made and moved cheaply; the frames of a deeper tree go on to a vector
 //! that the first seek grows once and later steps reuse.
@@ -28,7 +31,7 @@
 
 use std::ops::Bound;
 
-use crate::btree::page::{verify_blob, verify_page, LeafValue, Node, Reads};
+use crate::btree::page::{compare_keys, verify_blob, verify_page, LeafValue, Node, Reads};
 use crate::btree::search::{
     check_root, is_deleted, leaf_entry_seen, may_be_overlaid, node_at, resolve_value, Root,
 };
@@ -36,6 +39,7 @@ use crate::btree::MAX_DEPTH;
 use crate::error::Result;
 use crate::pages::PageSource;
 use crate::storage::arena::ARENA_BIT;
+use crate::storage::overlay::{Insert, MAX_ENTRIES};
 
 /// A branch on a cursor's path and the slot of the child taken there.
 /// Compact (32 bytes), because a range holds two cursors' worth and is
@@ -155,6 +159,18 @@ pub(crate) struct Cursor<'a> {
     leaf_reads: Reads,
     /// `src.file_leaf_overlays()`, asked once.
     file_leaf_overlays: bool,
+    /// The keys the leaf's overlay inserts that the source sees
+    /// (`storage::overlay`), as their entry numbers in the overlay, sorted
+    /// by key: `ins_len` of them, none for nearly every leaf. With any, the
+    /// cursor walks the merge of the cells and these (`step_merged`).
+    ins: [u8; MAX_ENTRIES],
+    ins_len: usize,
+    /// With inserts: the first insert whose key is above the entry the
+    /// cursor is on (or, on an insert, that insert), and whether the
+    /// cursor is on insert `k` rather than on cell `idx`. On an insert,
+    /// `idx` is the first cell whose key is above it.
+    k: usize,
+    on_insert: bool,
 }
 
 enum Descent<'k> {
@@ -182,6 +198,10 @@ impl<'a> Cursor<'a> {
             verify: false,
             leaf_reads: Reads::Whole,
             file_leaf_overlays: src.file_leaf_overlays(),
+            ins: [0; MAX_ENTRIES],
+            ins_len: 0,
+            k: 0,
+            on_insert: false,
         }
     }
 
@@ -246,6 +266,11 @@ impl<'a> Cursor<'a> {
                     },
                 };
                 self.leaf = node;
+                self.on_insert = false;
+                self.ins_len = 0;
+                if self.leaf.pgno & ARENA_BIT != 0 || self.file_leaf_overlays {
+                    self.load_inserts(how)?;
+                }
                 return Ok(());
             }
             let idx = match how {
@@ -289,6 +314,13 @@ impl<'a> Cursor<'a> {
         )?;
         self.valid = true;
         let forward = matches!(how, Descent::First | Descent::AtOrAfter(_));
+        if self.ins_len != 0 {
+            return if forward {
+                self.settle_forward()
+            } else {
+                self.settle_back(self.idx)
+            };
+        }
         // A leaf slot of `count` (or "-1" as wrapping) means: not in this
         // leaf; step to the neighbour (which skips deleted entries).
         if self.idx >= self.leaf.count {
@@ -319,7 +351,8 @@ impl<'a> Cursor<'a> {
 
     #[inline(never)]
     fn skip_deleted_in_arena(&mut self, forward: bool) -> Result<()> {
-        while self.valid && is_deleted(self.src, &self.leaf, self.idx)? {
+        // A step across into a leaf with inserts settles there (`settle_*`).
+        while self.valid && self.ins_len == 0 && is_deleted(self.src, &self.leaf, self.idx)? {
             if forward {
                 let next = self.idx + 1;
                 if next < self.leaf.count {
@@ -358,6 +391,9 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     pub(crate) fn step_forward(&mut self) -> Result<()> {
         debug_assert!(self.valid);
+        if self.ins_len != 0 {
+            return self.step_merged(true);
+        }
         // Within the leaf (all but one step in a leaf's worth): no loop,
         // no call, no frame.
         let next = self.idx.wrapping_add(1);
@@ -390,6 +426,9 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     pub(crate) fn step_back(&mut self) -> Result<()> {
         debug_assert!(self.valid);
+        if self.ins_len != 0 {
+            return self.step_merged(false);
+        }
         if self.idx > 0 && self.idx <= self.leaf.count {
             self.idx -= 1;
         } else {
@@ -453,6 +492,13 @@ impl<'a> Cursor<'a> {
                 &Descent::Last
             },
         )?;
+        if self.ins_len != 0 {
+            return if forward {
+                self.settle_forward()
+            } else {
+                self.settle_back(self.idx)
+            };
+        }
         if self.leaf.count == 0 {
             // An empty leaf (only transiently possible): keep moving.
             self.idx = if forward { usize::MAX } else { 0 };
@@ -465,15 +511,143 @@ impl<'a> Cursor<'a> {
         Ok(())
     }
 
-    /// The leaf the cursor is on and its slot there (when valid), so that a
-    /// caller that must drop the cursor can step on from the same leaf.
-    pub(crate) fn leaf(&self) -> Option<(Node<'a>, usize)> {
-        self.valid.then_some((self.leaf, self.idx))
+    /// Where the cursor is (when valid): a cell of its leaf and its slot,
+    /// or a key the leaf's overlay inserts, with its value (then a caller
+    /// that must drop the cursor goes on from the key).
+    pub(crate) fn landed(&self) -> Result<Option<Landed<'a>>> {
+        if !self.valid {
+            return Ok(None);
+        }
+        if self.on_insert {
+            let (key, value) = self.insert(self.k)?;
+            return Ok(Some(Landed::Inserted(key, value)));
+        }
+        Ok(Some(Landed::Cell(self.leaf, self.idx)))
     }
 
     pub(crate) fn key(&self) -> Result<&'a [u8]> {
         debug_assert!(self.valid);
+        if self.on_insert {
+            return Ok(self.insert(self.k)?.0);
+        }
         self.leaf.key(self.idx)
+    }
+
+    /// Insert `k` of the leaf's sorted inserts: its key and value.
+    fn insert(&self, k: usize) -> Result<(&'a [u8], &'a [u8])> {
+        self.src.inserted_entry(self.leaf.pgno, self.ins[k])
+    }
+
+    /// Loads the inserts of the leaf just landed on, sorted by key, and
+    /// where among them the descent `how` puts the cursor (`k`: for a
+    /// forward descent the first insert at or after its key, for a
+    /// backward one the count of inserts at or before it).
+    #[inline(never)]
+    fn load_inserts(&mut self, how: &Descent<'_>) -> Result<()> {
+        let mut found = [Insert::default(); MAX_ENTRIES];
+        let n = self.src.inserted(self.leaf.pgno, &mut found)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let found = &mut found[..n];
+        found.sort_unstable_by(|a, b| compare_keys(a.key, b.key));
+        for (slot, insert) in self.ins.iter_mut().zip(found.iter()) {
+            *slot = insert.entry;
+        }
+        self.ins_len = n;
+        let below = |key: &[u8], or_equal: bool| {
+            found
+                .iter()
+                .take_while(|i| match compare_keys(i.key, key) {
+                    std::cmp::Ordering::Less => true,
+                    std::cmp::Ordering::Equal => or_equal,
+                    std::cmp::Ordering::Greater => false,
+                })
+                .count()
+        };
+        self.k = match how {
+            Descent::First => 0,
+            Descent::Last => n,
+            Descent::AtOrAfter(key) => below(key, false),
+            Descent::AtOrBefore(key) => below(key, true),
+        };
+        Ok(())
+    }
+
+    /// With inserts: from cell candidate `idx` and insert candidate `k`
+    /// (the first of each not below the place the cursor moves to), puts
+    /// the cursor on the lower of the two, skipping deleted cells, or on
+    /// the next leaf's first entry if neither is left.
+    fn settle_forward(&mut self) -> Result<()> {
+        while self.idx < self.leaf.count && is_deleted(self.src, &self.leaf, self.idx)? {
+            self.idx += 1;
+        }
+        let cell = self.idx < self.leaf.count;
+        let insert = self.k < self.ins_len;
+        if !cell && !insert {
+            self.on_insert = false;
+            self.ins_len = 0;
+            self.idx = self.leaf.count.wrapping_sub(1);
+            self.step_forward_across()?;
+            // A leaf without inserts is entered as `step_forward` does.
+            return self.skip_deleted(true);
+        }
+        self.on_insert = insert
+            && (!cell || compare_keys(self.insert(self.k)?.0, self.leaf.key(self.idx)?).is_lt());
+        Ok(())
+    }
+
+    /// With inserts: from cell candidate `last` (wrapping below 0 for
+    /// none) and the inserts `..k` (the last of each not above the place
+    /// the cursor moves to), puts the cursor on the higher of the two,
+    /// skipping deleted cells, or on the previous leaf's last entry if
+    /// neither is left.
+    fn settle_back(&mut self, mut last: usize) -> Result<()> {
+        while last < self.leaf.count && is_deleted(self.src, &self.leaf, last)? {
+            last = last.wrapping_sub(1);
+        }
+        let cell = last < self.leaf.count;
+        let insert = self.k > 0;
+        if !cell && !insert {
+            self.on_insert = false;
+            self.ins_len = 0;
+            self.idx = 0;
+            self.step_back_across()?;
+            return self.skip_deleted(false);
+        }
+        self.on_insert = insert
+            && (!cell || compare_keys(self.insert(self.k - 1)?.0, self.leaf.key(last)?).is_gt());
+        if self.on_insert {
+            self.k -= 1;
+            self.idx = last.wrapping_add(1);
+        } else {
+            self.idx = last;
+        }
+        Ok(())
+    }
+
+    /// A step among the leaf's cells and its inserts, in key order.
+    #[inline(never)]
+    fn step_merged(&mut self, forward: bool) -> Result<()> {
+        if forward {
+            if self.on_insert {
+                self.k += 1;
+            } else {
+                self.idx += 1;
+            }
+            self.settle_forward()
+        } else {
+            // The last cell and the last insert below the entry it is on.
+            self.settle_back(self.idx.wrapping_sub(1))
+        }
+    }
+
+    /// Leaves the leaf it is on for the next one's first entry (invalid
+    /// past the end).
+    fn next_leaf(&mut self) -> Result<()> {
+        self.on_insert = false;
+        self.ins_len = 0;
+        self.step_forward_across()
     }
 
     pub(crate) fn entry(&self) -> Result<(&'a [u8], &'a [u8])> {
@@ -487,6 +661,10 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     fn leaf_entry(&self) -> Result<(&'a [u8], LeafValue<'a>)> {
         debug_assert!(self.valid);
+        if self.on_insert {
+            let (key, value) = self.insert(self.k)?;
+            return Ok((key, LeafValue::Inline(value)));
+        }
         if self.leaf.pgno & ARENA_BIT == 0 && !self.file_leaf_overlays {
             // No overlay to look at: no call through `src`.
             return self.leaf.leaf_entry(self.idx);
@@ -513,7 +691,15 @@ impl<'a> Cursor<'a> {
         }
         let node = self.leaf;
         let i = if last { node.count - 1 } else { 0 };
-        Ok(Some((node.pgno, node.key(i)?)))
+        let mut key = node.key(i)?;
+        if self.ins_len != 0 {
+            // The leaf's inserts may lie beyond its cells.
+            let edge = self.insert(if last { self.ins_len - 1 } else { 0 })?.0;
+            if (compare_keys(edge, key) == std::cmp::Ordering::Greater) == last {
+                key = edge;
+            }
+        }
+        Ok(Some((node.pgno, key)))
     }
 }
 
@@ -912,8 +1098,16 @@ pub(crate) fn count_between(
     let mut cursor = Cursor::for_one_entry(src, root);
     cursor.seek_ge(lower)?;
     let mut n = 0u64;
-    while let Some((node, idx)) = cursor.leaf() {
-        // A valid cursor is on an entry of its leaf: `idx < node.count`.
+    while cursor.valid {
+        let (node, idx) = (cursor.leaf, cursor.idx);
+        // The leaf's inserts within the bounds (those below the cursor are
+        // below `lower`).
+        for k in 0..cursor.ins_len {
+            let key = cursor.insert(k)?.0;
+            n += u64::from(key >= lower && key < upper);
+        }
+        // A cell the cursor is on, or (on an insert) the first cell above
+        // it: `idx <= node.count`.
         let last = node.count - 1;
         let end = if node.key(last)? < upper {
             node.count
@@ -933,10 +1127,16 @@ pub(crate) fn count_between(
             break;
         }
         // Straight to the next leaf's first entry.
-        cursor.idx = last;
-        cursor.step_forward()?;
+        cursor.next_leaf()?;
     }
     Ok(n)
+}
+
+/// Where a cursor is: a cell of a leaf and its slot, or a key the leaf's
+/// overlay inserts, with its value.
+pub(crate) enum Landed<'a> {
+    Cell(Node<'a>, usize),
+    Inserted(&'a [u8], &'a [u8]),
 }
 
 /// A cursor found on an entry its source sees deleted: every seek and

@@ -569,6 +569,19 @@ impl<'a> Node<'a> {
         Ok(lo - 1)
     }
 
+    /// Bytes the header, slots and cells take at most: the header, the
+    /// slot array and the cell area from its start to the page's end (any
+    /// holes in it counted as used). One read of the header, no cell.
+    pub(crate) fn used_at_most(&self) -> usize {
+        let upper = (u32_at(self.bytes, 20) as usize).min(self.bytes.len());
+        HEADER_LEN + self.count * SLOT_LEN + (self.bytes.len() - upper)
+    }
+
+    /// Bytes a leaf cell of a key and an inline value takes, with its slot.
+    pub(crate) fn leaf_cell_room(key_len: usize, value_len: usize) -> usize {
+        LEAF_CELL_HEADER + key_len + value_len + SLOT_LEN
+    }
+
     /// Bytes used by cells and slots.
     pub(crate) fn used_bytes(&self) -> Result<usize> {
         let mut used = 0;

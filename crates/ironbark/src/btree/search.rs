@@ -5,9 +5,9 @@
 use crate::btree::page::{blob_data, prefetch_blob_start, prefetch_page, LeafValue, Node, Reads};
 use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
-use crate::pages::{expected_txn, PageSource};
+use crate::pages::{expected_txn, Inserts, PageSource};
 use crate::storage::arena::ARENA_BIT;
-use crate::storage::overlay::Overlaid;
+use crate::storage::overlay::{Insert, Overlaid, MAX_ENTRIES};
 
 /// Where a tree starts: its root page (0 for an empty tree), the txn that
 /// wrote it, its checksum, and the number of levels.
@@ -107,7 +107,7 @@ pub(crate) fn get<'a, S: PageSource + ?Sized>(
             Some((_, value)) => resolve_value(src, value).map(Some),
             None => Ok(None),
         },
-        Err(_) => Ok(None),
+        Err(_) => inserted_value(src, &leaf, key),
     }
 }
 
@@ -119,8 +119,24 @@ pub(crate) fn contains<S: PageSource + ?Sized>(src: &S, root: Root, key: &[u8]) 
     let leaf = find_leaf(src, root, key)?;
     match leaf.search_leaf(key)? {
         Ok(i) => Ok(!is_deleted(src, &leaf, i)?),
-        Err(_) => Ok(false),
+        Err(_) => Ok(inserted_value(src, &leaf, key)?.is_some()),
     }
+}
+
+/// The value `leaf`'s overlay gives `key`, a key its cells lack, if it
+/// inserts it (`storage::overlay`): one compare for a leaf that cannot
+/// have an overlay, one look at the overlay's first line for one without
+/// inserts.
+#[inline(always)]
+pub(crate) fn inserted_value<'a, S: PageSource + ?Sized>(
+    src: &'a S,
+    leaf: &Node<'a>,
+    key: &[u8],
+) -> Result<Option<&'a [u8]>> {
+    if !may_be_overlaid(src, leaf.pgno) {
+        return Ok(None);
+    }
+    src.inserted_value(leaf.pgno, key)
 }
 
 /// Entry `i` of `leaf` as `src` sees it: the key, and the value a value
@@ -163,13 +179,15 @@ pub(crate) fn may_be_overlaid<S: PageSource + ?Sized>(src: &S, pgno: u64) -> boo
     pgno & ARENA_BIT != 0 || src.file_leaf_overlays()
 }
 
-/// How many entries of `leaf` the source sees, its overlay's deletes
-/// taken off its cell count.
+/// How many entries of `leaf` the source sees: its cell count, less its
+/// overlay's deletes, plus its overlay's inserts.
 pub(crate) fn live_entries<S: PageSource + ?Sized>(src: &S, leaf: &Node<'_>) -> Result<usize> {
     if !may_be_overlaid(src, leaf.pgno) {
         return Ok(leaf.count);
     }
-    Ok(leaf.count - src.deleted_between(leaf.pgno, 0, leaf.count)?)
+    let mut inserts: Inserts<'_> = [Insert::default(); MAX_ENTRIES];
+    let inserted = src.inserted(leaf.pgno, &mut inserts)?;
+    Ok(leaf.count - src.deleted_between(leaf.pgno, 0, leaf.count)? + inserted)
 }
 
 /// The bytes of a leaf value, following an overflow reference.

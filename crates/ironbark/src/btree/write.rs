@@ -24,13 +24,15 @@ use crate::btree::page::{
     leaf_cell_overflow, overflow_ref, remove_cell, set_child, verify_page, LeafAppend, LeafValue,
     Limits, Node, Reads, BLOB_HEADER_LEN, BRANCH_CELL_HEADER, LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
 };
-use crate::btree::search::{check_root, find_leaf, is_deleted, live_entries, node_at, Root};
+use crate::btree::search::{
+    check_root, find_leaf, inserted_value, is_deleted, live_entries, node_at, Root,
+};
 use crate::btree::MAX_DEPTH;
 use crate::error::{Error, Result};
-use crate::pages::{expected_txn, DirtyPages, MapSource, PageSource, WriteSource};
+use crate::pages::{expected_txn, DirtyPages, Inserts, MapSource, PageSource, WriteSource};
 use crate::storage::arena::ARENA_BIT;
 use crate::storage::freespace::{Extent, Freed};
-use crate::storage::overlay::{Overlaid, OverlayPage, MAX_ENTRIES};
+use crate::storage::overlay::{Insert, Overlaid, OverlayPage, MAX_ENTRIES};
 
 /// Applies `overlay` (its newest entry of each index, as the writer sees
 /// them) to `page`, dirty page `id`, a copy of the leaf the overlay
@@ -90,6 +92,23 @@ pub(crate) fn apply_overlay(page: &mut [u8], id: u64, overlay: &OverlayPage<'_>)
     deleted.sort_unstable();
     for &i in deleted.iter().rev() {
         remove_cell(page, i);
+    }
+    // Then the keys it adds, each at its place: the writer took an insert
+    // only with room for it beside the leaf's cells and earlier inserts.
+    let mut inserts: Inserts<'_> = [Insert::default(); MAX_ENTRIES];
+    let n = overlay.inserts(u64::MAX, &mut inserts)?;
+    for &Insert { key, value, .. } in &inserts[..n] {
+        let does_not_fit = || Error::Corrupted {
+            page: None,
+            detail: "a value overlay's insert does not fit its leaf".into(),
+        };
+        let Err(at) = Node::parse(page, id, None)?.search_leaf(key)? else {
+            return Err(does_not_fit());
+        };
+        let header = leaf_cell_header(key.len(), value.len() as u64, false);
+        if !insert_cell_parts(page, at, &[&header, key, value]) {
+            return Err(does_not_fit());
+        }
     }
     Ok(())
 }
@@ -874,14 +893,15 @@ impl<'a> TreeWriter<'a> {
                 node_at(&src, pgno, txn, level, Reads::Search)?
             };
             if level == 1 {
-                let Ok(slot) = node.search_leaf(key)? else {
-                    return Ok(false);
-                };
-                if is_deleted(&src, &node, slot)? {
+                match node.search_leaf(key)? {
                     // Its overlay deleted the key: not in the tree.
-                    return Ok(false);
+                    Ok(slot) if is_deleted(&src, &node, slot)? => return Ok(false),
+                    Ok(slot) => path[d].slot = slot,
+                    // Its overlay inserts the key: in the copy, which takes
+                    // the insert (the slot is found there, below).
+                    Err(_) if inserted_value(&src, &node, key)?.is_some() => {}
+                    Err(_) => return Ok(false),
                 }
-                path[d].slot = slot;
             } else {
                 path[d].slot = node.search_branch(key)?;
                 (pgno, txn) = node.child(path[d].slot)?;
@@ -911,8 +931,9 @@ impl<'a> TreeWriter<'a> {
                 sum = node.child_sum(path[d].slot)?;
             } else if pgno & DIRTY_BIT == 0 && self.base.overlay_page(pgno).is_some() {
                 // The copy of a committed leaf took its overlay, whose
-                // deletes moved the slots after theirs: the key's slot is
-                // found again (it is there: the search above saw it live).
+                // deletes moved the slots after theirs and whose inserts
+                // added cells: the key's slot is found again (it is there:
+                // the search above saw it live).
                 let leaf = Node::parse(self.dirty.get(id), id, None)?;
                 path[d].slot = leaf.search_leaf(key)?.map_err(|_| Error::Corrupted {
                     page: None,

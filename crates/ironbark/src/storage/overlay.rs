@@ -1,6 +1,7 @@
 //! Value overlays: a same-size overwrite or a delete of a key in a
-//! committed leaf (a published arena page or a file page), recorded beside
-//! the leaf instead of in a copy of it.
+//! committed leaf (a published arena page or a file page), or an insert of
+//! a key the leaf lacks, recorded beside the leaf instead of in a copy of
+//! it.
 //!
 //! A logged commit that overwrites the value of a key with one of the same
 //! length, where the key's leaf is a committed page, would copy the
@@ -13,10 +14,15 @@
 //! value, its length field [`TOMBSTONE`]). A reader of snapshot `S` takes
 //! the last entry for its index with txn <= `S`; the leaf itself, its
 //! parents and the reader's page walk are unchanged (a cursor steps over
-//! the indexes its snapshot sees deleted). The next copy of the leaf (a
-//! change of its keys, a full overlay, a merge, a checkpoint) applies the
-//! overlay to the copy, values in place and tombstoned cells removed, so
-//! no page ever reaches the file with one. An index's cell holds an
+//! the indexes its snapshot sees deleted). An *insert* adds a key the
+//! leaf's cells lack: its index field is [`INSERTED`], its bytes the key's
+//! length (u16), the key and the value; a lookup that misses the cells
+//! takes the insert of its key its snapshot sees, and a cursor walks the
+//! merge of the cells and the inserts in key order. The next copy of the
+//! leaf (a change of its keys, a full overlay, a merge, a checkpoint)
+//! applies the overlay to the copy, values in place, tombstoned cells
+//! removed and inserted keys added, so no page ever reaches the file with
+//! one. An index's cell holds an
 //! inline value (a tombstone never stands for a blob's reference) and
 //! keeps at least one index of its leaf not deleted (the writer's rule,
 //! `txn::overlaid`), so a fold never leaves a leaf empty.
@@ -28,13 +34,15 @@
 //!
 //! An overlay page (the unit's bytes) starts with one cache line that
 //! an append reads and writes whole, and a lookup reads first: bytes
-//! 0..48 say, for each index below 48, which entry is its newest (entry
+//! 0..47 say, for each index below 47, which entry is its newest (entry
 //! number + 1, 0 for none; a reader of such an index reads that entry,
 //! and all of the list only if the entry is not its to read: newer than
-//! its snapshot, or cut off and reused for another index); bytes 48..56
+//! its snapshot, or cut off and reused for another index); byte 47 is 1
+//! once any entry is an insert (a lookup of a key the cells lack reads
+//! the list only then); bytes 48..56
 //! are the writer's word (the entry count: u16, the count of tombstones
 //! among them: u16, and where the values begin: u32; no reader reads
-//! them); bytes 56..64 a filter of the indexes from 48 up that have
+//! them); bytes 56..64 a filter of the indexes from 47 up that have
 //! entries (bit `index % 64`: a reader of an index whose bit is clear
 //! reads nothing else). Entry headers of 16 bytes follow from byte 64 up
 //! (txn: u64, index: u16, length: u16, value offset: u32), values packed
@@ -94,7 +102,17 @@ pub(crate) fn entries_fit(bytes: usize, n: usize, value_len: usize) -> bool {
 const WRITER_WORD_AT: usize = 48;
 const FILTER_AT: usize = 56;
 /// Indexes whose newest entry the first line names.
-const NEWEST_INDEXES: usize = 48;
+const NEWEST_INDEXES: usize = 47;
+/// The first line's byte that says whether any entry is an insert (1
+/// once one is appended, until the page is reused): a lookup of a key
+/// its leaf lacks reads the list only then.
+const HAS_INSERTS_AT: usize = 47;
+/// The index field of an *insert*: an entry that adds a key its leaf
+/// lacks, its bytes the key's length (u16), the key and the value. No
+/// leaf has this many entries.
+pub(crate) const INSERTED: u16 = u16::MAX - 1;
+/// Bytes of an insert before its key: the key's length.
+const INSERT_KEY_LEN: usize = 2;
 /// Bytes of each entry header.
 const ENTRY_HEADER: usize = 16;
 /// The length field of a tombstone: the entry deletes its index.
@@ -111,7 +129,7 @@ pub(crate) enum Overlaid<'a> {
 
 /// Entries an overlay holds at most, whatever its room for values: the
 /// entry numbers fit the first line's bytes, and a reader that must read
-/// the list (an older snapshot, an index from 48 up) reads a few lines.
+/// the list (an older snapshot, an index from 47 up) reads a few lines.
 pub(crate) const MAX_ENTRIES: usize = 32;
 
 /// Where the writer is in an overlay page: entries, the offset where the
@@ -171,6 +189,19 @@ impl<'a> OverlayPage<'a> {
         unsafe { &*(self.ptr.add(FILTER_AT) as *const AtomicU64) }
     }
 
+    fn has_inserts_byte(&self) -> &AtomicU8 {
+        // SAFETY: byte 47 of the page's first line, only ever accessed
+        // atomically.
+        unsafe { &*(self.ptr.add(HAS_INSERTS_AT) as *const AtomicU8) }
+    }
+
+    /// Whether any entry is an insert (of any txn: a reader that finds
+    /// one still reads only those of its snapshot).
+    #[inline]
+    pub(crate) fn has_inserts(&self) -> bool {
+        self.has_inserts_byte().load(Ordering::Acquire) != 0
+    }
+
     /// The newest entry of index `index` (< `NEWEST_INDEXES`), plus one.
     fn newest(&self, index: usize) -> &AtomicU8 {
         assert!(index < NEWEST_INDEXES);
@@ -189,6 +220,7 @@ impl<'a> OverlayPage<'a> {
         for index in 0..NEWEST_INDEXES {
             self.newest(index).store(0, Ordering::Relaxed);
         }
+        self.has_inserts_byte().store(0, Ordering::Relaxed);
         self.filter().store(0, Ordering::Release);
         self.txn_word(0)
             .expect("a page holds a header")
@@ -249,21 +281,56 @@ impl<'a> OverlayPage<'a> {
             Overlaid::Value(v) => (v, v.len() as u16),
             Overlaid::Deleted => (&[][..], TOMBSTONE),
         };
-        assert!(txn != 0 && value.len() <= MAX_OVERLAY_VALUE);
+        assert!(txn != 0 && value.len() <= MAX_OVERLAY_VALUE && index != INSERTED);
+        self.append_bytes(index, &[], value, len, txn)
+    }
+
+    /// Writer: appends an insert of `key` = `value` (a key its leaf lacks),
+    /// written by `txn`. False when the overlay has no room for it.
+    pub(crate) fn append_insert(&self, key: &[u8], value: &[u8], txn: u64) -> bool {
+        assert!(txn != 0 && key.len() <= usize::from(u16::MAX));
+        let len = INSERT_KEY_LEN + key.len() + value.len();
+        let Ok(len) = u16::try_from(len) else {
+            return false;
+        };
+        if len == TOMBSTONE {
+            return false;
+        }
+        let key_len = (key.len() as u16).to_le_bytes();
+        self.append_bytes(INSERTED, &[&key_len, key], value, len, txn)
+    }
+
+    /// Writer: appends an entry of index `index` whose bytes are `head`'s
+    /// slices then `value` (`len` of them, or `TOMBSTONE` for none).
+    fn append_bytes(&self, index: u16, head: &[&[u8]], value: &[u8], len: u16, txn: u64) -> bool {
+        let bytes = if len == TOMBSTONE {
+            0
+        } else {
+            usize::from(len)
+        };
+        assert_eq!(
+            head.iter().map(|h| h.len()).sum::<usize>() + value.len(),
+            bytes,
+            "an entry's bytes are its length"
+        );
         let m = self.mark();
         let entries = m.entries as usize;
         let headers_end = FIRST_HEADER + (entries + 2) * ENTRY_HEADER;
         let values_at = m.values_at as usize;
-        if self.is_full_of_entries() || values_at < headers_end + value.len() {
+        if self.is_full_of_entries() || values_at < headers_end + bytes {
             return false;
         }
-        let at = values_at - value.len();
+        let at = values_at - bytes;
         let header = FIRST_HEADER + entries * ENTRY_HEADER;
         // SAFETY: `at..values_at` and the header's fields lie in the page
         // (checked above) and belong to no entry a reader may read: they
         // are past the list's end (module doc).
         unsafe {
-            std::ptr::copy_nonoverlapping(value.as_ptr(), self.ptr.add(at), value.len());
+            let mut to = at;
+            for part in head.iter().chain([&value]) {
+                std::ptr::copy_nonoverlapping(part.as_ptr(), self.ptr.add(to), part.len());
+                to += part.len();
+            }
             let fields = self.ptr.add(header + 8);
             std::ptr::write_unaligned(fields as *mut u16, index);
             std::ptr::write_unaligned(fields.add(2) as *mut u16, len);
@@ -274,16 +341,20 @@ impl<'a> OverlayPage<'a> {
             .store(0, Ordering::Relaxed);
         // One writer: a load and a store, no read-modify-write, and none
         // when the bit is set (readers' copies of the line stay valid).
-        let at_or_past = usize::from(index) >= NEWEST_INDEXES;
+        let inserted = index == INSERTED;
+        let at_or_past = usize::from(index) >= NEWEST_INDEXES && !inserted;
         let filter = self.filter();
         let bits = filter.load(Ordering::Relaxed);
         if at_or_past && bits & 1 << (index % 64) == 0 {
             filter.store(bits | 1 << (index % 64), Ordering::Release);
         }
+        if inserted && !self.has_inserts() {
+            self.has_inserts_byte().store(1, Ordering::Release);
+        }
         self.txn_word(entries)
             .expect("room checked")
             .store(txn, Ordering::Release);
-        if !at_or_past {
+        if !at_or_past && !inserted {
             self.newest(usize::from(index))
                 .store(entries as u8 + 1, Ordering::Release);
         }
@@ -314,7 +385,14 @@ impl<'a> OverlayPage<'a> {
             if entry_txn == txn && before_txn.is_none() {
                 before_txn = Some(to.mark());
             }
-            if !to.append(index, what, entry_txn) {
+            let appended = match (index, what) {
+                (INSERTED, Overlaid::Value(bytes)) => {
+                    let (key, value) = split_insert(bytes).ok()?;
+                    to.append_insert(key, value, entry_txn)
+                }
+                _ => to.append(index, what, entry_txn),
+            };
+            if !appended {
                 return None;
             }
         }
@@ -432,6 +510,9 @@ impl<'a> OverlayPage<'a> {
     ) -> Result<usize> {
         let mut n = 0;
         self.visit(bound, |index, what| {
+            if index == INSERTED {
+                return Ok(());
+            }
             match out[..n].iter_mut().find(|e| e.0 == index) {
                 Some(e) => e.1 = what,
                 None => {
@@ -444,6 +525,62 @@ impl<'a> OverlayPage<'a> {
         Ok(n)
     }
 
+    /// The inserts visible at `bound`, in `out`, in the order appended;
+    /// returns how many. An insert whose bytes do not hold its key is
+    /// damage: `Err`.
+    pub(crate) fn inserts(&self, bound: u64, out: &mut [Insert<'a>; MAX_ENTRIES]) -> Result<usize> {
+        if !self.has_inserts() {
+            return Ok(0);
+        }
+        let mut n = 0;
+        for entry in 0..MAX_ENTRIES {
+            match self.entry(entry, bound)? {
+                Some((INSERTED, Overlaid::Value(bytes))) => {
+                    let (key, value) = split_insert(bytes)?;
+                    out[n] = Insert {
+                        entry: entry as u8,
+                        key,
+                        value,
+                    };
+                    n += 1;
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        Ok(n)
+    }
+
+    /// Insert `entry`, one [`OverlayPage::inserts`] gave a reader (visible
+    /// to it, so complete and unchanged since): its key and value.
+    pub(crate) fn insert_at(&self, entry: u8) -> Result<(&'a [u8], &'a [u8])> {
+        match self.entry(usize::from(entry), u64::MAX)? {
+            Some((INSERTED, Overlaid::Value(bytes))) => split_insert(bytes),
+            _ => Err(Error::Corrupted {
+                page: None,
+                detail: format!("overlay entry {entry} is not an insert"),
+            }),
+        }
+    }
+
+    /// The value of the insert of `key` visible at `bound`, if any.
+    pub(crate) fn inserted_value(&self, key: &[u8], bound: u64) -> Result<Option<&'a [u8]>> {
+        if !self.has_inserts() {
+            return Ok(None);
+        }
+        let mut found = None;
+        self.visit(bound, |index, what| {
+            if let (INSERTED, Overlaid::Value(bytes)) = (index, what) {
+                let (k, v) = split_insert(bytes)?;
+                if k == key {
+                    found = Some(v);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(found)
+    }
+
     /// How many indexes in `from..to` are deleted as seen at `bound`.
     pub(crate) fn deleted_between(&self, bound: u64, from: usize, to: usize) -> Result<usize> {
         let mut newest = [(0u16, Overlaid::Deleted); MAX_ENTRIES];
@@ -453,6 +590,31 @@ impl<'a> OverlayPage<'a> {
             .filter(|e| e.1 == Overlaid::Deleted && (from..to).contains(&usize::from(e.0)))
             .count())
     }
+}
+
+/// An insert a reader sees: its entry number in the overlay, its key and
+/// its value.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Insert<'a> {
+    pub(crate) entry: u8,
+    pub(crate) key: &'a [u8],
+    pub(crate) value: &'a [u8],
+}
+
+/// An insert's bytes as (key, value).
+fn split_insert(bytes: &[u8]) -> Result<(&[u8], &[u8])> {
+    let damaged = || Error::Corrupted {
+        page: None,
+        detail: "an overlay's insert does not hold its key".into(),
+    };
+    let (len, rest) = bytes
+        .split_first_chunk::<INSERT_KEY_LEN>()
+        .ok_or_else(damaged)?;
+    let key_len = usize::from(u16::from_le_bytes(*len));
+    if key_len > rest.len() {
+        return Err(damaged());
+    }
+    Ok(rest.split_at(key_len))
 }
 
 #[cfg(test)]
@@ -693,9 +855,9 @@ mod tests {
         assert_eq!(
             page.value(6, 3).unwrap(),
             None,
-            "6 is 70 % 64, but below 48: the first line names its newest entry"
+            "6 is 70 % 64, but below 47: the first line names its newest entry"
         );
-        // The first line names indexes below 48; 48 up go by the filter
+        // The first line names indexes below 47; 47 up go by the filter
         // (bit `index % 64`, which 50 and 114 share) and the list.
         assert!(page.append(47, Value(b"d"), 4));
         assert!(page.append(50, Value(b"e"), 4));
@@ -709,6 +871,70 @@ mod tests {
             "its filter bit, not its entry"
         );
         assert_eq!(page.value(48, 4).unwrap(), None);
+    }
+
+    /// Inserts: each snapshot sees those of its txns, a lookup by key
+    /// finds them, they never answer for an index (nor set its filter bit
+    /// or first-line byte), a cut takes them off, and a move to a larger
+    /// unit keeps them with their entry numbers.
+    #[test]
+    fn inserts_are_seen_by_their_snapshots_and_never_stand_for_an_index() {
+        use super::{Insert, INSERTED, MAX_ENTRIES};
+        let arena = Arena::new(4096, 64 * 4096).unwrap();
+        let mut space = ArenaSpace::default();
+        let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
+        let fresh = space.alloc_overlay(&arena, leaf, 100, 0, u64::MAX).unwrap();
+        let page = arena.attach_overlay(leaf, fresh);
+        assert!(!page.has_inserts());
+        assert!(page.append(3, Value(b"three"), 2));
+        assert!(page.append_insert(b"kb", b"vb", 2));
+        assert!(page.has_inserts());
+        let before_4 = page.mark();
+        assert!(page.append_insert(b"ka", b"va", 4));
+        assert!(page.append(3, Deleted, 4));
+        fn keys(page: &OverlayPage<'_>, bound: u64) -> Vec<(u8, Vec<u8>, Vec<u8>)> {
+            let mut found = [Insert::default(); MAX_ENTRIES];
+            let n = page.inserts(bound, &mut found).unwrap();
+            found[..n]
+                .iter()
+                .map(|i| (i.entry, i.key.to_vec(), i.value.to_vec()))
+                .collect()
+        }
+        assert_eq!(keys(&page, 1), vec![]);
+        assert_eq!(keys(&page, 2), vec![(1, b"kb".to_vec(), b"vb".to_vec())]);
+        assert_eq!(
+            keys(&page, 4),
+            vec![
+                (1, b"kb".to_vec(), b"vb".to_vec()),
+                (2, b"ka".to_vec(), b"va".to_vec())
+            ]
+        );
+        assert_eq!(page.inserted_value(b"ka", 3).unwrap(), None);
+        assert_eq!(page.inserted_value(b"ka", 4).unwrap(), Some(&b"va"[..]));
+        assert_eq!(page.inserted_value(b"kc", 9).unwrap(), None);
+        assert_eq!(page.insert_at(2).unwrap(), (&b"ka"[..], &b"va"[..]));
+        assert!(page.insert_at(0).is_err(), "entry 0 is a value");
+        // No index answers for an insert.
+        assert_eq!(page.value(usize::from(INSERTED), 9).unwrap(), None);
+        assert_eq!(page.value(3, 2).unwrap(), Some(Value(b"three")));
+        assert_eq!(page.value(3, 4).unwrap(), Some(Deleted));
+        let mut newest = [(0u16, Deleted); MAX_ENTRIES];
+        assert_eq!(page.newest_entries(9, &mut newest).unwrap(), 1);
+        assert_eq!(page.deleted_between(9, 0, 100).unwrap(), 1);
+        // A larger unit takes them, in order, with their txns.
+        let larger = space.alloc_overlay(&arena, 2, 100, 0, u64::MAX).unwrap();
+        let to = arena.overlay_in(larger).unwrap();
+        to.init();
+        let mark = page.copy_entries_to(&to, 4).unwrap();
+        assert_eq!(keys(&to, 2), keys(&page, 2));
+        assert_eq!(keys(&to, 4), keys(&page, 4));
+        assert!(to.has_inserts());
+        // Txn 4 given up: its insert is cut off.
+        to.cut(mark);
+        page.cut(before_4);
+        assert_eq!(keys(&page, 9), vec![(1, b"kb".to_vec(), b"vb".to_vec())]);
+        assert_eq!(keys(&to, 9), vec![(1, b"kb".to_vec(), b"vb".to_vec())]);
+        assert_eq!(page.inserted_value(b"ka", 9).unwrap(), None);
     }
 
     #[test]

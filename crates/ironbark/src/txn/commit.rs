@@ -120,12 +120,17 @@ pub(crate) fn commit(
                     }
                 }
                 Ok(Logged::Done) => {
+                    let inserted = overlays.inserted;
                     let kept = overlays.keep();
                     w.overlay_marks = overlays.take_buffer();
                     shared
                         .counters
                         .values_overlaid
                         .fetch_add(kept, Ordering::Relaxed);
+                    shared
+                        .counters
+                        .inserts_overlaid
+                        .fetch_add(inserted, Ordering::Relaxed);
                     w.dirty_spare = Some(dirty.emptied(shared.limits.page_size));
                     w.redo_buffer = redo;
                     w.freed_buffer = freed;
@@ -170,12 +175,17 @@ pub(crate) fn commit(
     );
     w.catalog_spare = Some(catalog);
     if published.is_ok() {
+        let inserted = overlays.inserted;
         let kept = overlays.keep();
         w.overlay_marks = overlays.take_buffer();
         shared
             .counters
             .values_overlaid
             .fetch_add(kept, Ordering::Relaxed);
+        shared
+            .counters
+            .inserts_overlaid
+            .fetch_add(inserted, Ordering::Relaxed);
     }
     published
 }

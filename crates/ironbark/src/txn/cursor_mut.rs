@@ -13,7 +13,7 @@
 //! Invariant: the cursor holds the transaction mutably, so its pages change
 //! only through the cursor's own edits, which drop the remembered leaf.
 
-use crate::btree::cursor::Cursor;
+use crate::btree::cursor::{Cursor, Landed};
 use crate::btree::page::Node;
 use crate::btree::search::{is_deleted, leaf_entry_seen, resolve_value};
 use crate::error::Result;
@@ -123,8 +123,13 @@ impl<'t, 'db> CursorMut<'t, 'db> {
             Position::End => return Ok(None),
             Position::On(Some((pgno, slot))) => {
                 let node = Node::parse(src.page(pgno)?, pgno, None)?;
-                if slot + 1 < node.count && !is_deleted(src, &node, slot + 1)? {
-                    Some((node, slot + 1))
+                // The next cell, unless the leaf's overlay inserts keys
+                // (one may lie between): then a seek, which merges them.
+                if slot + 1 < node.count
+                    && !is_deleted(src, &node, slot + 1)?
+                    && !src.has_inserts(pgno)
+                {
+                    Some(Landed::Cell(node, slot + 1))
                 } else {
                     seek(src, &self.tree, &self.key, true)?
                 }
@@ -132,9 +137,19 @@ impl<'t, 'db> CursorMut<'t, 'db> {
             Position::On(None) | Position::Deleted => seek(src, &self.tree, &self.key, true)?,
             Position::Before => seek(src, &self.tree, &self.key, false)?,
         };
-        let Some((node, slot)) = found else {
-            self.position = Position::End;
-            return Ok(None);
+        let (node, slot) = match found {
+            None => {
+                self.position = Position::End;
+                return Ok(None);
+            }
+            Some(Landed::Inserted(key, value)) => {
+                self.key.clear();
+                self.key.extend_from_slice(key);
+                // No cell to step on from: the next step seeks past the key.
+                self.position = Position::On(None);
+                return Ok(Some((key, value)));
+            }
+            Some(Landed::Cell(node, slot)) => (node, slot),
         };
         let Some((key, value)) = leaf_entry_seen(src, &node, slot)? else {
             // `seek` lands on live entries only.
@@ -264,19 +279,19 @@ impl<'t, 'db> CursorMut<'t, 'db> {
     }
 }
 
-/// The leaf and slot of the first entry `>= key` (`> key` with `after`).
+/// Where the first entry `>= key` (`> key` with `after`) is.
 fn seek<'a>(
     src: &'a WriteTxn<'_>,
     tree: &Tree,
     key: &[u8],
     after: bool,
-) -> Result<Option<(Node<'a>, usize)>> {
+) -> Result<Option<Landed<'a>>> {
     let mut cursor = Cursor::new(src, src.root(tree)?);
     cursor.seek_ge(key)?;
     if after && cursor.is_valid() && cursor.key()? == key {
         cursor.step_forward()?;
     }
-    Ok(cursor.leaf())
+    cursor.landed()
 }
 
 // Defined here, not in `write.rs`, so that the write transaction does not

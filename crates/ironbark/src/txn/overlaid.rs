@@ -1,4 +1,4 @@
-//! Same-size overwrites and deletes as value overlays: the write
+//! Same-size overwrites, deletes and inserts as value overlays: the write
 //! transaction's side of `storage::overlay`.
 //!
 //! A put whose key is in a committed leaf (a published arena page, or a
@@ -7,7 +7,12 @@
 //! leaf's overlay instead of copying the leaf and its path; a delete of such a key
 //! (holding an inline value of any length) appends a tombstone, unless
 //! that would leave the leaf with no entry (the copy that folds the
-//! overlay in must not be empty). It is tried only where it can pay: a
+//! overlay in must not be empty); a put of a key the leaf's cells lack
+//! appends an insert, if the leaf has room for it beside its cells and
+//! the overlay's other inserts (the copy that folds them in must not
+//! split: `overlay_insert`). A later change of a key the overlay inserted
+//! goes through a copy of the leaf, which takes the inserts in. It is
+//! tried only where it can pay: a
 //! transaction that may be logged (overlays live in the arena, which only
 //! logged commits use), with no savepoint taken (a rollback to one would
 //! have to cut overlays too), and for values up to `MAX_OVERLAY_VALUE`. A
@@ -20,16 +25,18 @@
 //! Invariant: every overlay entry this transaction appends is recorded
 //! in its `OverlayUndo` (`txn::overlay_undo`) before it returns, so that
 //! it is cut off again unless the transaction commits; a tombstone takes
-//! its entry off the tree's count in the transaction's catalog.
+//! its entry off the tree's count in the transaction's catalog, an
+//! insert adds one.
 
 use std::sync::Arc;
 
+use crate::btree::page::Node;
 use crate::btree::page::{LeafValue, Reads, DIRTY_BIT};
 use crate::btree::search::{leaf_ref, node_at};
 use crate::error::{Error, Result};
 use crate::pages::{MapSource, WriteSource};
 use crate::storage::arena::{FileOverlays, ARENA_BIT, WHOLE_SLOT_UNIT};
-use crate::storage::overlay::{Overlaid, MAX_OVERLAY_VALUE};
+use crate::storage::overlay::{Insert, Overlaid, OverlayPage, MAX_ENTRIES, MAX_OVERLAY_VALUE};
 use crate::txn::logged::{arena_bound, arena_memory_cap};
 use crate::txn::shared::Snapshot;
 use crate::txn::write::WriteTxn;
@@ -49,7 +56,16 @@ impl<'db> WriteTxn<'db> {
         if value.len() > MAX_OVERLAY_VALUE {
             return Ok(false);
         }
-        Ok(self.overlay_change(i, key, Overlaid::Value(value))? == Change::Overlaid)
+        match self.overlay_change(i, key, Overlaid::Value(value))? {
+            Change::Overlaid => Ok(true),
+            Change::Inserted => {
+                let state = &mut self.catalog.trees[i].state;
+                state.entries += 1;
+                self.overlays.inserted += 1;
+                Ok(true)
+            }
+            Change::Absent | Change::Declined => Ok(false),
+        }
     }
 
     /// `delete` of `key` from tree `i` as a tombstone in its leaf's
@@ -73,7 +89,7 @@ impl<'db> WriteTxn<'db> {
                 Ok(Some(true))
             }
             Change::Absent => Ok(Some(false)),
-            Change::Declined => Ok(None),
+            Change::Declined | Change::Inserted => Ok(None),
         }
     }
 
@@ -128,11 +144,27 @@ impl<'db> WriteTxn<'db> {
         let leaf = node_at(&src, pgno, txn, 1, Reads::Search)?;
         let mut index = None;
         let found = leaf.search_leaf(key)?;
-        if found.is_err() && change == Overlaid::Deleted {
-            // Whatever leaf it is, the key would be in it.
-            return Ok(Change::Absent);
+        let committed = leaf.pgno & DIRTY_BIT == 0 && leaf.is_leaf;
+        if found.is_err() {
+            // Not among the cells: an insert of the overlay's, or not in
+            // the tree at all (whatever leaf it is, the key would be in it).
+            let inserted = match &existing {
+                Some(page) if committed => page.inserted_value(key, u64::MAX)?.is_some(),
+                _ => false,
+            };
+            match change {
+                // A change of a key the overlay inserted goes by a copy,
+                // which folds the insert in first.
+                _ if inserted => return Ok(Change::Declined),
+                Overlaid::Deleted => return Ok(Change::Absent),
+                Overlaid::Value(value) if committed => {
+                    let (pgno, used) = (leaf.pgno, leaf.used_at_most());
+                    return self.overlay_insert(i, pgno, used, existing, existing_unit, key, value);
+                }
+                Overlaid::Value(_) => {}
+            }
         }
-        if leaf.pgno & DIRTY_BIT == 0 && leaf.is_leaf {
+        if committed {
             if let Ok(i) = found {
                 if let (_, LeafValue::Inline(old)) = leaf.leaf_entry(i)? {
                     if match change {
@@ -170,7 +202,73 @@ impl<'db> WriteTxn<'db> {
         } else if change == Overlaid::Deleted && leaf.count < 2 {
             return Ok(Change::Declined);
         }
-        let leaf_pgno = leaf.pgno;
+        let index = u16::try_from(index).expect("a leaf holds fewer than 2^16 entries");
+        self.append_entry(
+            i,
+            leaf.pgno,
+            existing,
+            existing_unit,
+            Entry::Change(index, change),
+        )
+    }
+
+    /// A put of `key`, which committed leaf `leaf` lacks, as an insert in
+    /// the leaf's overlay, if the value is inline and small, the overlay
+    /// does not insert the key already, and the leaf has room for the key
+    /// beside its cells and the overlay's other inserts (so that the copy
+    /// that folds them in never splits: `btree::write::apply_overlay`).
+    #[allow(clippy::too_many_arguments)]
+    fn overlay_insert(
+        &mut self,
+        i: usize,
+        leaf: u64,
+        leaf_used: usize,
+        existing: Option<OverlayPage<'db>>,
+        existing_unit: Option<u64>,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<Change> {
+        let limits = &self.shared.limits;
+        if key.len() > limits.max_key
+            || !limits.value_is_inline(key.len(), value.len())
+            || INSERT_BYTES + key.len() + value.len() > MAX_OVERLAY_VALUE
+        {
+            return Ok(self.missed_look());
+        }
+        let mut room = leaf_used + Node::leaf_cell_room(key.len(), value.len());
+        if let Some(page) = &existing {
+            let mut inserts = [Insert::default(); MAX_ENTRIES];
+            let n = page.inserts(u64::MAX, &mut inserts)?;
+            for insert in &inserts[..n] {
+                room += Node::leaf_cell_room(insert.key.len(), insert.value.len());
+            }
+        }
+        if room > limits.page_size {
+            return Ok(self.missed_look());
+        }
+        self.writer.overlay_misses = 0;
+        match self.append_entry(i, leaf, existing, existing_unit, Entry::Insert(key, value))? {
+            Change::Overlaid => Ok(Change::Inserted),
+            other => Ok(other),
+        }
+    }
+
+    /// Appends `entry` to the overlay of committed leaf `leaf_pgno`
+    /// (`existing`, in unit `existing_unit`, or a new one), moving a full
+    /// file leaf's unit to a larger one; `Declined` when no overlay can
+    /// take it.
+    fn append_entry(
+        &mut self,
+        i: usize,
+        leaf_pgno: u64,
+        existing: Option<OverlayPage<'db>>,
+        existing_unit: Option<u64>,
+        entry: Entry<'_>,
+    ) -> Result<Change> {
+        let shared: &'db crate::txn::shared::Shared = self.shared;
+        let Some(arena) = shared.arena.get().and_then(|a| a.as_deref()) else {
+            return Ok(Change::Declined);
+        };
         let (page, unit) = match (existing, existing_unit) {
             (Some(page), Some(unit)) => (page, unit),
             _ => {
@@ -187,13 +285,9 @@ impl<'db> WriteTxn<'db> {
                 };
                 let w = &mut *self.writer;
                 let file_born = files.as_ref().map_or(0, |f| f.born());
-                let value_len = match change {
-                    Overlaid::Value(v) => v.len(),
-                    Overlaid::Deleted => 0,
-                };
-                let Some(unit) = w
-                    .arena_space
-                    .alloc_overlay(arena, leaf_pgno, value_len, file_born, limit)
+                let Some(unit) =
+                    w.arena_space
+                        .alloc_overlay(arena, leaf_pgno, entry.bytes(), file_born, limit)
                 else {
                     return Ok(Change::Declined);
                 };
@@ -210,8 +304,7 @@ impl<'db> WriteTxn<'db> {
         let mark = page.mark();
         let txn = self.base.txn() + 1;
         let first = page.newest_txn() != Some(txn);
-        let index = u16::try_from(index).expect("a leaf holds fewer than 2^16 entries");
-        if page.append(index, change, txn) {
+        if entry.append_to(&page, txn) {
             self.overlays.record(arena, unit, mark, first);
             return Ok(Change::Overlaid);
         }
@@ -226,7 +319,7 @@ impl<'db> WriteTxn<'db> {
                 return Ok(Change::Declined);
             };
             unit = larger;
-            if page.append(index, change, txn) {
+            if entry.append_to(&page, txn) {
                 // `move_to_larger_unit` recorded the mark.
                 self.overlays.record(arena, unit, mark, false);
                 return Ok(Change::Overlaid);
@@ -329,11 +422,44 @@ impl<'db> WriteTxn<'db> {
     }
 }
 
+/// An entry for an overlay: a change of one of its leaf's cells, or a
+/// key the leaf lacks.
+#[derive(Clone, Copy)]
+enum Entry<'k> {
+    Change(u16, Overlaid<'k>),
+    Insert(&'k [u8], &'k [u8]),
+}
+
+/// Bytes an insert takes in an overlay besides its key and value: the
+/// key's length.
+const INSERT_BYTES: usize = 2;
+
+impl Entry<'_> {
+    /// Its bytes in the overlay, for the size of a new one.
+    fn bytes(&self) -> usize {
+        match *self {
+            Entry::Change(_, Overlaid::Value(v)) => v.len(),
+            Entry::Change(_, Overlaid::Deleted) => 0,
+            Entry::Insert(key, value) => INSERT_BYTES + key.len() + value.len(),
+        }
+    }
+
+    fn append_to(&self, page: &OverlayPage<'_>, txn: u64) -> bool {
+        match *self {
+            Entry::Change(index, change) => page.append(index, change, txn),
+            Entry::Insert(key, value) => page.append_insert(key, value, txn),
+        }
+    }
+}
+
 /// What a look for an overlay did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Change {
     /// Appended to the leaf's overlay: nothing else to do.
     Overlaid,
+    /// Appended an insert of a key its leaf lacked: the tree has one
+    /// entry more.
+    Inserted,
     /// A delete whose key is not in the tree: nothing to do.
     Absent,
     /// Nothing done: the caller changes the tree the usual way.

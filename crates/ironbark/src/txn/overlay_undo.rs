@@ -32,8 +32,10 @@ pub(crate) struct OverlayUndo<'db> {
     /// `Changes`) moves three words, where 16 marks kept inline made
     /// every single-put commit copy 384 bytes more at each of its moves.
     marks: Vec<(u64, Mark)>,
-    /// Values overlaid.
+    /// Values overlaid (inserts among them).
     pub(crate) overlaid: u64,
+    /// Keys inserted beside their leaves.
+    pub(crate) inserted: u64,
     misses: u64,
 }
 

@@ -386,6 +386,7 @@ pub(crate) fn seal_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::overlay::MAX_OVERLAY_VALUE;
 
     /// The pages of a placement, each with its references, for comparing
     /// two placements as sets.
@@ -495,7 +496,8 @@ mod tests {
         db.check().unwrap();
         let mut tx = db.begin_write().unwrap();
         let t = tx.tree("t").unwrap();
-        tx.put(&t, &key(1), b"one put").unwrap();
+        // Longer than an overlay takes: the put copies its path.
+        tx.put(&t, &key(1), &[5; MAX_OVERLAY_VALUE + 1]).unwrap();
         assert!(tx.root(&t).unwrap().depth >= 3);
         let mut p = Placement::default();
         assert!(order_by_hints(&tx.catalog, &tx.dirty, &mut p, false).unwrap());
@@ -518,6 +520,9 @@ mod tests {
             let mut tx = db.begin_write().unwrap();
             let t = tx.tree("t").unwrap();
             let ops = 100 + next() % 1_500;
+            // With a savepoint taken, no put is an overlay's (`txn::overlaid`):
+            // every change is a page copied.
+            let _copies = tx.savepoint().unwrap();
             let sp = (round % 6 == 0).then(|| tx.savepoint().unwrap());
             for op in 0..ops {
                 let k = key(next() % 120_000);

@@ -25,7 +25,7 @@ use crate::btree::write::{Finger, TreeState, TreeWriter, Value};
 use crate::catalog::{Catalog, TreeEntry};
 use crate::error::{Error, Result};
 use crate::options::Durability;
-use crate::pages::{DirtyPages, PageSource, WriteSource};
+use crate::pages::{DirtyPages, Inserts, PageSource, WriteSource};
 use crate::storage::freespace::Freed;
 use crate::storage::overlay::Overlaid;
 use crate::txn::logged::record_outweighs_pages;
@@ -1527,6 +1527,38 @@ impl PageSource for WriteTxn<'_> {
             dirty: &self.dirty,
         }
         .resolve_deleted_between(leaf, from, to)
+    }
+
+    fn inserted<'s>(&'s self, leaf: u64, out: &mut Inserts<'s>) -> Result<usize> {
+        WriteSource {
+            base: &self.base.source,
+            dirty: &self.dirty,
+        }
+        .resolve_inserted(leaf, out)
+    }
+
+    fn inserted_value(&self, leaf: u64, key: &[u8]) -> Result<Option<&[u8]>> {
+        WriteSource {
+            base: &self.base.source,
+            dirty: &self.dirty,
+        }
+        .resolve_inserted_value(leaf, key)
+    }
+
+    fn inserted_entry(&self, leaf: u64, entry: u8) -> Result<(&[u8], &[u8])> {
+        WriteSource {
+            base: &self.base.source,
+            dirty: &self.dirty,
+        }
+        .resolve_inserted_entry(leaf, entry)
+    }
+
+    fn has_inserts(&self, leaf: u64) -> bool {
+        WriteSource {
+            base: &self.base.source,
+            dirty: &self.dirty,
+        }
+        .resolve_has_inserts(leaf)
     }
 
     fn file_leaf_overlays(&self) -> bool {
