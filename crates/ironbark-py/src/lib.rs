@@ -414,6 +414,7 @@ impl PyDatabase {
         )?;
         d.set_item("checkpoint_roots_grown", s.counters.checkpoint_roots_grown)?;
         d.set_item("values_overlaid", s.counters.values_overlaid)?;
+        d.set_item("inserts_overlaid", s.counters.inserts_overlaid)?;
         d.set_item("commits", s.counters.commits)?;
         d.set_item("bytes_written", s.counters.bytes_written)?;
         d.set_item("log_bytes", s.counters.log_bytes)?;

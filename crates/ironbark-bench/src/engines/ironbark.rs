@@ -64,6 +64,7 @@ impl Engine for Ironbark {
             ("checkpoint_runs_spliced".into(), c.checkpoint_runs_spliced),
             ("checkpoint_roots_grown".into(), c.checkpoint_roots_grown),
             ("values_overlaid".into(), c.values_overlaid),
+            ("inserts_overlaid".into(), c.inserts_overlaid),
         ]
     }
 
