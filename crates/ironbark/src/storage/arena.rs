@@ -390,6 +390,30 @@ impl Arena {
         page
     }
 
+    /// Moves the overlay of arena leaf `pgno` from unit `from` to the
+    /// larger, fresh unit `to`, as `move_file_overlay` does for a file
+    /// leaf's: the entries copied in order, then the overlay table names
+    /// `to`. `None` if `to` cannot take them.
+    pub(crate) fn move_arena_overlay(
+        &self,
+        pgno: u64,
+        from: u64,
+        to: u64,
+        txn: u64,
+    ) -> Option<(OverlayPage<'_>, crate::storage::overlay::Mark)> {
+        let slot = pgno & !ARENA_BIT;
+        assert!(pgno & ARENA_BIT != 0 && self.overlays.get(slot) == Some(from));
+        assert!(
+            UnitSize::of(from) < UnitSize::of(to),
+            "a move to a larger unit"
+        );
+        let (old, new) = (self.overlay_in(from)?, self.overlay_in(to)?);
+        new.init();
+        let mark = old.copy_entries_to(&new, txn)?;
+        self.overlays.set(slot, to);
+        Some((new, mark))
+    }
+
     /// Forgets any overlay of `slot`, which is being handed out again.
     fn forget_overlay(&self, slot: u64) {
         self.overlays.clear(slot);
@@ -1114,6 +1138,29 @@ impl ArenaSpace {
         }
         let size = UnitSize::first_for_file_leaf(arena.page_size, value_len);
         self.alloc_unit(arena, size, file_born, limit)
+    }
+
+    /// A unit for the overlay of `leaf` whose first entry is an insert of
+    /// `bytes`: as `alloc_overlay` for a file leaf; for an arena leaf too
+    /// (not a whole slot: most leaves take a few inserts between
+    /// checkpoints, and a whole slot each doubled the arena's memory for
+    /// random inserts), born with the leaf, moving to a larger unit as it
+    /// fills (`Arena::move_overlay`).
+    pub(crate) fn alloc_insert_overlay(
+        &mut self,
+        arena: &Arena,
+        leaf: u64,
+        bytes: usize,
+        file_born: u64,
+        limit: u64,
+    ) -> Option<u64> {
+        let size = UnitSize::first_for_file_leaf(arena.page_size, bytes);
+        let born = if leaf & ARENA_BIT != 0 {
+            self.born_of(leaf)
+        } else {
+            file_born
+        };
+        self.alloc_unit(arena, size, born, limit)
     }
 
     /// A unit of the next size up for the overlay of a file leaf whose

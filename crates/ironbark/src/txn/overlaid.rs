@@ -285,10 +285,23 @@ impl<'db> WriteTxn<'db> {
                 };
                 let w = &mut *self.writer;
                 let file_born = files.as_ref().map_or(0, |f| f.born());
-                let Some(unit) =
-                    w.arena_space
-                        .alloc_overlay(arena, leaf_pgno, entry.bytes(), file_born, limit)
-                else {
+                let unit = match entry {
+                    Entry::Insert(..) => w.arena_space.alloc_insert_overlay(
+                        arena,
+                        leaf_pgno,
+                        entry.bytes(),
+                        file_born,
+                        limit,
+                    ),
+                    Entry::Change(..) => w.arena_space.alloc_overlay(
+                        arena,
+                        leaf_pgno,
+                        entry.bytes(),
+                        file_born,
+                        limit,
+                    ),
+                };
+                let Some(unit) = unit else {
                     return Ok(Change::Declined);
                 };
                 let page = match files {
@@ -327,17 +340,19 @@ impl<'db> WriteTxn<'db> {
         }
     }
 
-    /// Moves the full overlay of file leaf `leaf`, the unit `unit` (an
+    /// Moves the full overlay of leaf `leaf`, the unit `unit` (an
     /// eighth or a quarter of a slot), to a unit of the next size up
     /// (`Arena::move_file_overlay`): an eighth holds 3 values of 100 bytes,
     /// a quarter 8, a whole slot 31 entries, and a leaf changed that often
     /// would otherwise be copied (with its path) well before a whole slot
     /// would have filled. Returns the new overlay, its unit and its mark
     /// before txn `txn`'s entries, which the undo list records in place of
-    /// the old unit's (`OverlayUndo::moved`); `None` for an arena leaf's
-    /// overlay (a whole slot already) or a whole slot's, for a unit that
-    /// holds as many entries as a whole slot may (not its bytes: its
-    /// count), or when the arena has no room.
+    /// the old unit's (`OverlayUndo::moved`); `None` for a whole slot's
+    /// (an arena leaf's overlay is one unless it began with an insert),
+    /// for a unit that holds as many entries as a whole slot may (not its
+    /// bytes: its count), or when the arena has no room. An arena leaf's
+    /// moves the same way (`Arena::move_arena_overlay`), born with the
+    /// leaf.
     fn move_to_larger_unit(
         &mut self,
         arena: &'db crate::storage::arena::Arena,
@@ -349,19 +364,33 @@ impl<'db> WriteTxn<'db> {
         u64,
         crate::storage::overlay::Mark,
     )> {
-        if leaf & ARENA_BIT != 0 || unit & WHOLE_SLOT_UNIT != 0 {
+        if unit & WHOLE_SLOT_UNIT != 0 {
             return None;
         }
         if arena.overlay_in(unit)?.is_full_of_entries() {
             return None;
         }
-        let files = self.base.source.file_overlays.clone()?;
+        // An arena leaf's overlay is in a unit below a whole slot only if
+        // it began with an insert (`ArenaSpace::alloc_insert_overlay`).
+        let files = if leaf & ARENA_BIT == 0 {
+            Some(self.base.source.file_overlays.clone()?)
+        } else {
+            None
+        };
         let limit = self.overlay_limit()?;
         let w = &mut *self.writer;
+        let born = match &files {
+            Some(files) => files.born(),
+            None => w.arena_space.born_of(leaf),
+        };
         let to = w
             .arena_space
-            .alloc_larger_overlay(arena, unit, files.born(), limit)?;
-        match arena.move_file_overlay(&files, leaf, unit, to, txn) {
+            .alloc_larger_overlay(arena, unit, born, limit)?;
+        let moved = match &files {
+            Some(files) => arena.move_file_overlay(files, leaf, unit, to, txn),
+            None => arena.move_arena_overlay(leaf, unit, to, txn),
+        };
+        match moved {
             Some((page, mark)) => {
                 // No snapshot from this transaction's on reads it.
                 w.arena_space.retire_overlay(unit, txn);
