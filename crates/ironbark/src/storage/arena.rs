@@ -366,6 +366,20 @@ impl Arena {
         txn: u64,
     ) -> Option<(OverlayPage<'_>, crate::storage::overlay::Mark)> {
         assert!(pgno < files.table.slots && files.table.get(pgno) == Some(from));
+        let moved = self.copy_overlay(from, to, txn)?;
+        files.table.set(pgno, to);
+        Some(moved)
+    }
+
+    /// The entries of overlay unit `from` copied in order into the larger,
+    /// fresh unit `to`, and `to`'s mark before txn `txn`'s; `None` if they
+    /// are damaged or `to` cannot take them. No table names `to` yet.
+    fn copy_overlay(
+        &self,
+        from: u64,
+        to: u64,
+        txn: u64,
+    ) -> Option<(OverlayPage<'_>, crate::storage::overlay::Mark)> {
         assert!(
             UnitSize::of(from) < UnitSize::of(to),
             "a move to a larger unit"
@@ -373,7 +387,6 @@ impl Arena {
         let (old, new) = (self.overlay_in(from)?, self.overlay_in(to)?);
         new.init();
         let mark = old.copy_entries_to(&new, txn)?;
-        files.table.set(pgno, to);
         Some((new, mark))
     }
 
@@ -403,15 +416,9 @@ impl Arena {
     ) -> Option<(OverlayPage<'_>, crate::storage::overlay::Mark)> {
         let slot = pgno & !ARENA_BIT;
         assert!(pgno & ARENA_BIT != 0 && self.overlays.get(slot) == Some(from));
-        assert!(
-            UnitSize::of(from) < UnitSize::of(to),
-            "a move to a larger unit"
-        );
-        let (old, new) = (self.overlay_in(from)?, self.overlay_in(to)?);
-        new.init();
-        let mark = old.copy_entries_to(&new, txn)?;
+        let moved = self.copy_overlay(from, to, txn)?;
         self.overlays.set(slot, to);
-        Some((new, mark))
+        Some(moved)
     }
 
     /// Forgets any overlay of `slot`, which is being handed out again.
