@@ -40,11 +40,13 @@
 //! its snapshot, or cut off and reused for another index); byte 47 is 1
 //! once any entry is an insert (a lookup of a key the cells lack reads
 //! the list only then); bytes 48..56
-//! are the writer's word (the entry count: u16, the count of tombstones
-//! among them: u16, and where the values begin: u32; no reader reads
-//! them); bytes 56..64 a filter of the indexes from 47 up that have
-//! entries (bit `index % 64`: a reader of an index whose bit is clear
-//! reads nothing else). Entry headers of 16 bytes follow from byte 64 up
+//! are the writer's word (the entry count, the count of tombstones among
+//! them and the count of inserts: u8 each; the bytes the values take: u16;
+//! the bytes the inserts take: u16; no reader reads them); bytes 56..64 a
+//! filter of the indexes from 47 up that have entries (bit `index % 64`: a
+//! reader of an index whose bit is clear reads nothing else) and of the
+//! keys inserted (bit [`insert_bit`] of the key: a lookup of a key whose
+//! bit is clear reads no insert, nor does the writer's look for one). Entry headers of 16 bytes follow from byte 64 up
 //! (txn: u64, index: u16, length: u16, value offset: u32), values packed
 //! from the page's end down. After the last entry a header whose txn is
 //! 0 ends the list. The newest-entry bytes and the filter are only ever
@@ -96,9 +98,10 @@ pub(crate) fn entries_fit(bytes: usize, n: usize, value_len: usize) -> bool {
     n < MAX_ENTRIES && FIRST_HEADER + (n + 1) * ENTRY_HEADER + n * value_len <= bytes
 }
 
-/// Where the writer's word lies (entries: u16, tombstones: u16, where the
-/// values begin: u32), and the filter of indexes from [`NEWEST_INDEXES`]
-/// up.
+/// Where the writer's word lies (entries, tombstones, inserts: u8 each;
+/// one spare byte; bytes the values take, bytes the inserts take: u16
+/// each), and the filter of indexes from [`NEWEST_INDEXES`] up and of the
+/// keys inserted.
 const WRITER_WORD_AT: usize = 48;
 const FILTER_AT: usize = 56;
 /// Indexes whose newest entry the first line names.
@@ -141,6 +144,29 @@ pub(crate) struct Mark {
     pub(crate) entries: u32,
     pub(crate) values_at: u32,
     pub(crate) tombstones: u32,
+    /// How many of the entries are inserts, and the bytes they take (each
+    /// its key's length, its key and its value): what the leaf must find
+    /// room for when a copy folds them in, without a scan of the list.
+    pub(crate) inserts: u32,
+    pub(crate) insert_bytes: u32,
+}
+
+/// The bit of the overlay's filter that an insert of `key` sets: a lookup
+/// of a key whose bit is clear knows, with one load, that no insert holds
+/// it. The bits of indexes (`index % 64`) and of keys share the word: a
+/// bit set by either only makes the other's lookup read the list.
+#[inline]
+pub(crate) fn insert_bit(key: &[u8]) -> u64 {
+    let mut h = key.len() as u64;
+    let mut chunks = key.chunks_exact(8);
+    for c in &mut chunks {
+        let word = u64::from_le_bytes(c.try_into().expect("chunks of 8"));
+        h = (h ^ word).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    let mut tail = [0u8; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    h = (h ^ u64::from_le_bytes(tail)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    1 << (h >> 58)
 }
 
 /// One overlay page in the arena: `ptr` to its `page_size` bytes (an
@@ -216,6 +242,8 @@ impl<'a> OverlayPage<'a> {
             entries: 0,
             values_at: self.page_size as u32,
             tombstones: 0,
+            inserts: 0,
+            insert_bytes: 0,
         });
         for index in 0..NEWEST_INDEXES {
             self.newest(index).store(0, Ordering::Relaxed);
@@ -231,33 +259,42 @@ impl<'a> OverlayPage<'a> {
     pub(crate) fn mark(&self) -> Mark {
         // SAFETY: bytes 48..56 of the page (which is longer); the writer's
         // word is read and written by the one writer only (module doc).
-        let (entries, tombstones, values_at) = unsafe {
-            let at = self.ptr.add(WRITER_WORD_AT);
-            (
-                std::ptr::read_unaligned(at as *const u16),
-                std::ptr::read_unaligned(at.add(2) as *const u16),
-                std::ptr::read_unaligned(at.add(4) as *const u32),
-            )
-        };
+        let word = unsafe { std::ptr::read_unaligned(self.ptr.add(WRITER_WORD_AT) as *const u64) };
+        let value_bytes = (word >> 32) as u16;
         Mark {
-            entries: u32::from(entries),
-            values_at,
-            tombstones: u32::from(tombstones),
+            entries: (word & 0xFF) as u32,
+            tombstones: (word >> 8 & 0xFF) as u32,
+            inserts: (word >> 16 & 0xFF) as u32,
+            values_at: self.page_size as u32 - u32::from(value_bytes),
+            insert_bytes: u32::from((word >> 48) as u16),
         }
     }
 
     fn set_mark(&self, m: Mark) {
         assert!(
-            m.entries as usize <= MAX_ENTRIES && m.tombstones <= m.entries,
+            m.entries as usize <= MAX_ENTRIES
+                && m.tombstones + m.inserts <= m.entries
+                && m.values_at as usize <= self.page_size
+                && m.insert_bytes as usize + m.values_at as usize <= self.page_size,
             "an overlay's counts within its bound"
         );
+        // The values take less than the page, which is at most 64 KiB.
+        let value_bytes = u64::from(self.page_size as u32 - m.values_at);
+        let word = u64::from(m.entries)
+            | u64::from(m.tombstones) << 8
+            | u64::from(m.inserts) << 16
+            | value_bytes << 32
+            | u64::from(m.insert_bytes) << 48;
         // SAFETY: as for `mark`.
-        unsafe {
-            let at = self.ptr.add(WRITER_WORD_AT);
-            std::ptr::write_unaligned(at as *mut u16, m.entries as u16);
-            std::ptr::write_unaligned(at.add(2) as *mut u16, m.tombstones as u16);
-            std::ptr::write_unaligned(at.add(4) as *mut u32, m.values_at);
-        };
+        unsafe { std::ptr::write_unaligned(self.ptr.add(WRITER_WORD_AT) as *mut u64, word) };
+    }
+
+    /// Writer: how many of the entries are inserts, and the bytes of their
+    /// keys and values (all of them: the writer's bound).
+    pub(crate) fn inserted_cells(&self) -> (usize, usize) {
+        let m = self.mark();
+        let inserts = m.inserts as usize;
+        (inserts, m.insert_bytes as usize - inserts * INSERT_KEY_LEN)
     }
 
     /// Writer: the txn of the newest entry, if any (a transaction whose own
@@ -282,7 +319,12 @@ impl<'a> OverlayPage<'a> {
             Overlaid::Deleted => (&[][..], TOMBSTONE),
         };
         assert!(txn != 0 && value.len() <= MAX_OVERLAY_VALUE && index != INSERTED);
-        self.append_bytes(index, &[], value, len, txn)
+        let filter_bit = if usize::from(index) >= NEWEST_INDEXES {
+            1 << (index % 64)
+        } else {
+            0
+        };
+        self.append_bytes(index, &[], value, len, txn, filter_bit)
     }
 
     /// Writer: appends an insert of `key` = `value` (a key its leaf lacks),
@@ -297,12 +339,21 @@ impl<'a> OverlayPage<'a> {
             return false;
         }
         let key_len = (key.len() as u16).to_le_bytes();
-        self.append_bytes(INSERTED, &[&key_len, key], value, len, txn)
+        self.append_bytes(INSERTED, &[&key_len, key], value, len, txn, insert_bit(key))
     }
 
     /// Writer: appends an entry of index `index` whose bytes are `head`'s
-    /// slices then `value` (`len` of them, or `TOMBSTONE` for none).
-    fn append_bytes(&self, index: u16, head: &[&[u8]], value: &[u8], len: u16, txn: u64) -> bool {
+    /// slices then `value` (`len` of them, or `TOMBSTONE` for none), and
+    /// sets `filter_bit` (0 for none) in the filter.
+    fn append_bytes(
+        &self,
+        index: u16,
+        head: &[&[u8]],
+        value: &[u8],
+        len: u16,
+        txn: u64,
+        filter_bit: u64,
+    ) -> bool {
         let bytes = if len == TOMBSTONE {
             0
         } else {
@@ -345,8 +396,8 @@ impl<'a> OverlayPage<'a> {
         let at_or_past = usize::from(index) >= NEWEST_INDEXES && !inserted;
         let filter = self.filter();
         let bits = filter.load(Ordering::Relaxed);
-        if at_or_past && bits & 1 << (index % 64) == 0 {
-            filter.store(bits | 1 << (index % 64), Ordering::Release);
+        if bits & filter_bit != filter_bit {
+            filter.store(bits | filter_bit, Ordering::Release);
         }
         if inserted && !self.has_inserts() {
             self.has_inserts_byte().store(1, Ordering::Release);
@@ -362,6 +413,8 @@ impl<'a> OverlayPage<'a> {
             entries: entries as u32 + 1,
             values_at: at as u32,
             tombstones: m.tombstones + u32::from(len == TOMBSTONE),
+            inserts: m.inserts + u32::from(inserted),
+            insert_bytes: m.insert_bytes + if inserted { bytes as u32 } else { 0 },
         });
         true
     }
@@ -563,9 +616,19 @@ impl<'a> OverlayPage<'a> {
         }
     }
 
+    /// Whether an insert of `key` may be in the list: false when no entry
+    /// is an insert, or the filter's bit for the key is clear. The bit is
+    /// set before any entry of the key is published: one that a snapshot
+    /// sees was published before the snapshot was taken, and so was the
+    /// bit.
+    #[inline]
+    pub(crate) fn may_have_inserted(&self, key: &[u8]) -> bool {
+        self.has_inserts() && self.filter().load(Ordering::Acquire) & insert_bit(key) != 0
+    }
+
     /// The value of the insert of `key` visible at `bound`, if any.
     pub(crate) fn inserted_value(&self, key: &[u8], bound: u64) -> Result<Option<&'a [u8]>> {
-        if !self.has_inserts() {
+        if !self.may_have_inserted(key) {
             return Ok(None);
         }
         let mut found = None;
@@ -935,6 +998,70 @@ mod tests {
         assert_eq!(keys(&page, 9), vec![(1, b"kb".to_vec(), b"vb".to_vec())]);
         assert_eq!(keys(&to, 9), vec![(1, b"kb".to_vec(), b"vb".to_vec())]);
         assert_eq!(page.inserted_value(b"ka", 9).unwrap(), None);
+        // The writer's counts follow the cut, in both units.
+        assert_eq!(page.inserted_cells(), (1, 4));
+        assert_eq!(to.inserted_cells(), (1, 4));
+    }
+
+    /// The writer's count of inserts and their bytes agrees with the list
+    /// through appends of every kind, cuts and a move to a larger unit;
+    /// the filter never hides an insert, and a key never inserted is found
+    /// absent without a hit in the list.
+    #[test]
+    fn insert_counts_and_the_key_filter_agree_with_the_list() {
+        use super::{Insert, MAX_ENTRIES};
+        fn by_scan(page: &OverlayPage<'_>) -> (usize, usize) {
+            let mut found = [Insert::default(); MAX_ENTRIES];
+            let n = page.inserts(u64::MAX, &mut found).unwrap();
+            let bytes = found[..n].iter().map(|i| i.key.len() + i.value.len()).sum();
+            (n, bytes)
+        }
+        let arena = Arena::new(4096, 64 * 4096).unwrap();
+        let mut space = ArenaSpace::default();
+        let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
+        let unit = space
+            .alloc_insert_overlay(&arena, leaf, 40, 0, u64::MAX)
+            .unwrap();
+        let page = arena.attach_overlay(leaf, unit);
+        assert_eq!(page.inserted_cells(), (0, 0));
+        let mut marks = Vec::new();
+        let mut txn = 1;
+        for i in 0..40u32 {
+            let key = format!("key{:05}", i * 7919 % 1000);
+            let value = vec![b'v'; (i % 5) as usize];
+            marks.push(page.mark());
+            let appended = match i % 4 {
+                0 | 1 => page.append_insert(key.as_bytes(), &value, txn),
+                2 => page.append((i % 60) as u16, Value(&value), txn),
+                _ => page.append((i % 60) as u16, Deleted, txn),
+            };
+            if !appended {
+                marks.pop();
+                break;
+            }
+            assert_eq!(page.inserted_cells(), by_scan(&page), "after entry {i}");
+            if i % 4 <= 1 {
+                let found = page.inserted_value(key.as_bytes(), u64::MAX).unwrap();
+                assert_eq!(found, Some(&value[..]), "{key} inserted");
+            }
+            txn += u64::from(i % 3 == 0);
+        }
+        assert!(marks.len() > 4, "the unit took several entries");
+        // Keys never inserted: absent, whatever the filter says.
+        for i in 0..2000 {
+            let key = format!("other{i}");
+            assert_eq!(page.inserted_value(key.as_bytes(), u64::MAX).unwrap(), None);
+        }
+        let larger = space.alloc_overlay(&arena, 2, 4000, 0, u64::MAX).unwrap();
+        let to = arena.overlay_in(larger).unwrap();
+        to.init();
+        page.copy_entries_to(&to, txn).unwrap();
+        assert_eq!(to.inserted_cells(), page.inserted_cells());
+        while let Some(mark) = marks.pop() {
+            page.cut(mark);
+            assert_eq!(page.inserted_cells(), by_scan(&page));
+        }
+        assert_eq!(page.inserted_cells(), (0, 0));
     }
 
     #[test]

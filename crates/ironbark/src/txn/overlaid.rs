@@ -36,7 +36,7 @@ use crate::btree::search::{leaf_ref, node_at};
 use crate::error::{Error, Result};
 use crate::pages::{MapSource, WriteSource};
 use crate::storage::arena::{FileOverlays, ARENA_BIT, WHOLE_SLOT_UNIT};
-use crate::storage::overlay::{Insert, Overlaid, OverlayPage, MAX_ENTRIES, MAX_OVERLAY_VALUE};
+use crate::storage::overlay::{Overlaid, OverlayPage, MAX_OVERLAY_VALUE};
 use crate::txn::logged::{arena_bound, arena_memory_cap};
 use crate::txn::shared::Snapshot;
 use crate::txn::write::WriteTxn;
@@ -138,9 +138,12 @@ impl<'db> WriteTxn<'db> {
         // The overlay's look-up and first lines load while the leaf does.
         let existing_unit = self.base.source.overlay_unit(pgno);
         let existing = existing_unit.and_then(|u| arena.overlay_in(u));
-        if let Some(page) = &existing {
+        // Read now, not after the leaf's search: the load's miss overlaps
+        // the leaf's (a prefetch alone was found still waited on there).
+        let may_have_inserted = existing.as_ref().is_some_and(|page| {
             page.prefetch();
-        }
+            page.may_have_inserted(key)
+        });
         let leaf = node_at(&src, pgno, txn, 1, Reads::Search)?;
         let mut index = None;
         let found = leaf.search_leaf(key)?;
@@ -149,7 +152,9 @@ impl<'db> WriteTxn<'db> {
             // Not among the cells: an insert of the overlay's, or not in
             // the tree at all (whatever leaf it is, the key would be in it).
             let inserted = match &existing {
-                Some(page) if committed => page.inserted_value(key, u64::MAX)?.is_some(),
+                Some(page) if committed && may_have_inserted => {
+                    page.inserted_value(key, u64::MAX)?.is_some()
+                }
                 _ => false,
             };
             match change {
@@ -237,11 +242,10 @@ impl<'db> WriteTxn<'db> {
         }
         let mut room = leaf_used + Node::leaf_cell_room(key.len(), value.len());
         if let Some(page) = &existing {
-            let mut inserts = [Insert::default(); MAX_ENTRIES];
-            let n = page.inserts(u64::MAX, &mut inserts)?;
-            for insert in &inserts[..n] {
-                room += Node::leaf_cell_room(insert.key.len(), insert.value.len());
-            }
+            // Each insert's cell room is its key and value plus a cell's
+            // and a slot's fixed bytes (`leaf_cell_room`, linear in them).
+            let (inserts, key_value_bytes) = page.inserted_cells();
+            room += key_value_bytes + inserts * Node::leaf_cell_room(0, 0);
         }
         if room > limits.page_size {
             return Ok(self.missed_look());
