@@ -297,6 +297,23 @@ impl<'a> OverlayPage<'a> {
         (inserts, m.insert_bytes as usize - inserts * INSERT_KEY_LEN)
     }
 
+    /// Writer: how many of the entries are tombstones and how many are
+    /// inserts, if every entry is visible at `bound` (the newest one's txn
+    /// is at or below it): what the lists read at `bound` would count, from
+    /// the writer's word and one header. Each tombstone deletes an index
+    /// no other tombstone does (`txn::overlaid` declines a change of a
+    /// deleted index), so it is the number of indexes deleted.
+    pub(crate) fn counts_seen_at(&self, bound: u64) -> Option<(usize, usize)> {
+        let m = self.mark();
+        if m.entries > 0 {
+            let newest = self.txn_word(m.entries as usize - 1)?.load(Ordering::Acquire);
+            if newest == 0 || newest > bound {
+                return None;
+            }
+        }
+        Some((m.tombstones as usize, m.inserts as usize))
+    }
+
     /// Writer: the txn of the newest entry, if any (a transaction whose own
     /// entry is newest has recorded this overlay in its undo list).
     pub(crate) fn newest_txn(&self) -> Option<u64> {
@@ -1040,6 +1057,10 @@ mod tests {
                 break;
             }
             assert_eq!(page.inserted_cells(), by_scan(&page), "after entry {i}");
+            let deleted = page.deleted_between(u64::MAX, 0, 100).unwrap();
+            let counts = (deleted, by_scan(&page).0);
+            assert_eq!(page.counts_seen_at(txn), Some(counts), "after entry {i}");
+            assert_eq!(page.counts_seen_at(txn - 1), None, "entries past the bound");
             if i % 4 <= 1 {
                 let found = page.inserted_value(key.as_bytes(), u64::MAX).unwrap();
                 assert_eq!(found, Some(&value[..]), "{key} inserted");

@@ -66,6 +66,24 @@ use crate::storage::arena::ARENA_BIT;
 use crate::storage::freespace::{Extent, Freed};
 use crate::storage::meta::Meta;
 
+/// `live_entries` of leaf `node` of the newest commit, for the writer at a
+/// checkpoint, when no overlay holds an entry newer than that commit: its
+/// overlay's counts of tombstones and inserts (one line), not its lists.
+fn live_entries_at_checkpoint(src: &MapSource, node: &Node<'_>) -> Result<usize> {
+    if let Some((tombstones, inserts)) = src
+        .overlay_page(node.pgno)
+        .and_then(|page| page.counts_seen_at(src.overlay_txn))
+    {
+        return (node.count + inserts)
+            .checked_sub(tombstones)
+            .ok_or_else(|| crate::error::Error::Corrupted {
+                page: Some(node.pgno),
+                detail: "an overlay deletes more entries than its leaf holds".into(),
+            });
+    }
+    live_entries(src, node)
+}
+
 /// Of a checkpoint that needs more pages than this share of the file (and
 /// than the free pages it has), each step writes about that many pages: the
 /// file grows by about one step's pages instead of all of them. 16: a
@@ -726,7 +744,7 @@ impl<'a> Splicer<'a> {
             if node.is_leaf {
                 self.delta.leaf_pages += 1;
                 // Its overlay's deletes leave the file with its copy.
-                self.delta.entries += live_entries(self.source, &node)? as i64;
+                self.delta.entries += live_entries_at_checkpoint(self.source, &node)? as i64;
                 let cells = if self.newest_has_blobs { node.count } else { 0 };
                 for i in 0..cells {
                     if let LeafValue::Overflow { pgno: run, .. } = node.leaf_entry(i)?.1 {
