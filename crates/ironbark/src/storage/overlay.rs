@@ -306,7 +306,9 @@ impl<'a> OverlayPage<'a> {
     pub(crate) fn counts_seen_at(&self, bound: u64) -> Option<(usize, usize)> {
         let m = self.mark();
         if m.entries > 0 {
-            let newest = self.txn_word(m.entries as usize - 1)?.load(Ordering::Acquire);
+            let newest = self
+                .txn_word(m.entries as usize - 1)?
+                .load(Ordering::Acquire);
             if newest == 0 || newest > bound {
                 return None;
             }
@@ -442,31 +444,98 @@ impl<'a> OverlayPage<'a> {
         self.mark().entries as usize + 1 >= MAX_ENTRIES
     }
 
-    /// Writer: appends every entry of `self` (all of them, the writer's
-    /// bound) to the empty overlay `to`, in order and with its txn, and
-    /// returns `to`'s mark before the first entry of txn `txn` (the
-    /// transaction under way: what giving it up cuts `to` back to), or
-    /// `None` if `to` has no room for them.
+    /// Writer: copies every entry of `self` (all of them, the writer's
+    /// bound) into the empty overlay `to`, at least as large, with its entry
+    /// number and txn, and returns `to`'s mark before the first entry of
+    /// txn `txn` (the transaction under way: what giving it up cuts `to`
+    /// back to), or `None` if an entry is damaged or `to` is smaller. One
+    /// copy of the values and of the first line, and a pass over the
+    /// headers that moves each value's offset by the size difference: the
+    /// values stay packed against the page's end, in order, so the entries
+    /// read as they did. No reader reaches `to` until the table names it.
     pub(crate) fn copy_entries_to(&self, to: &OverlayPage<'_>, txn: u64) -> Option<Mark> {
+        let m = self.mark();
+        let entries = m.entries as usize;
+        let value_bytes = self.page_size - m.values_at as usize;
+        let headers_end = FIRST_HEADER + (entries + 1) * ENTRY_HEADER;
+        if to.page_size < self.page_size
+            || to.mark().entries != 0
+            || headers_end + value_bytes > to.page_size
+        {
+            return None;
+        }
+        let shift = to.page_size - self.page_size;
         let mut before_txn = None;
-        for entry in 0..self.mark().entries as usize {
+        let mut counts = Mark {
+            values_at: to.page_size as u32,
+            ..Mark::default()
+        };
+        for entry in 0..entries {
             let entry_txn = self.txn_word(entry)?.load(Ordering::Acquire);
-            let (index, what) = self.entry(entry, u64::MAX).ok()??;
-            if entry_txn == txn && before_txn.is_none() {
-                before_txn = Some(to.mark());
-            }
-            let appended = match (index, what) {
-                (INSERTED, Overlaid::Value(bytes)) => {
-                    let (key, value) = split_insert(bytes).ok()?;
-                    to.append_insert(key, value, entry_txn)
-                }
-                _ => to.append(index, what, entry_txn),
+            let header = FIRST_HEADER + entry * ENTRY_HEADER;
+            // SAFETY: the header lies in both pages (`headers_end` checked
+            // for `to`; `self` holds `entries` headers); `self`'s entries
+            // are the writer's to read, `to`'s past its (empty) list are
+            // the writer's to write.
+            let (index, len, at) = unsafe {
+                let fields = self.ptr.add(header + 8);
+                (
+                    std::ptr::read_unaligned(fields as *const u16),
+                    std::ptr::read_unaligned(fields.add(2) as *const u16),
+                    std::ptr::read_unaligned(fields.add(4) as *const u32) as usize,
+                )
             };
-            if !appended {
+            let bytes = if len == TOMBSTONE {
+                0
+            } else {
+                usize::from(len)
+            };
+            if entry_txn == 0 || at < m.values_at as usize || at + bytes > self.page_size {
                 return None;
             }
+            if entry_txn == txn && before_txn.is_none() {
+                before_txn = Some(counts);
+            }
+            // SAFETY: as above.
+            unsafe {
+                let fields = to.ptr.add(header + 8);
+                std::ptr::write_unaligned(fields as *mut u16, index);
+                std::ptr::write_unaligned(fields.add(2) as *mut u16, len);
+                std::ptr::write_unaligned(fields.add(4) as *mut u32, (at + shift) as u32);
+            }
+            to.txn_word(entry)?.store(entry_txn, Ordering::Relaxed);
+            let inserted = index == INSERTED;
+            counts = Mark {
+                entries: counts.entries + 1,
+                values_at: (at + shift) as u32,
+                tombstones: counts.tombstones + u32::from(len == TOMBSTONE),
+                inserts: counts.inserts + u32::from(inserted),
+                insert_bytes: counts.insert_bytes + if inserted { bytes as u32 } else { 0 },
+            };
         }
-        Some(before_txn.unwrap_or_else(|| to.mark()))
+        if counts.tombstones != m.tombstones
+            || counts.inserts != m.inserts
+            || counts.insert_bytes != m.insert_bytes
+            || counts.values_at as usize != to.page_size - value_bytes
+        {
+            return None;
+        }
+        // SAFETY: the values lie at the end of both pages (checked), and
+        // the first line's bytes before the writer's word (the newest
+        // entries and the insert byte) in both; `to` is not yet visible.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.ptr.add(m.values_at as usize),
+                to.ptr.add(counts.values_at as usize),
+                value_bytes,
+            );
+            std::ptr::copy_nonoverlapping(self.ptr, to.ptr, WRITER_WORD_AT);
+        }
+        to.txn_word(entries)?.store(0, Ordering::Relaxed);
+        to.filter()
+            .store(self.filter().load(Ordering::Relaxed), Ordering::Release);
+        to.set_mark(counts);
+        Some(before_txn.unwrap_or(counts))
     }
 
     /// Writer: cuts the entries off back to `m` (a transaction given up).
@@ -960,10 +1029,11 @@ mod tests {
     #[test]
     fn inserts_are_seen_by_their_snapshots_and_never_stand_for_an_index() {
         use super::{Insert, INSERTED, MAX_ENTRIES};
+        use crate::storage::arena::UnitSize;
         let arena = Arena::new(4096, 64 * 4096).unwrap();
         let mut space = ArenaSpace::default();
         let leaf = space.alloc(&arena, 1, u64::MAX, 1, false).unwrap().pgno();
-        let fresh = space.alloc_overlay(&arena, leaf, 100, 0, u64::MAX).unwrap();
+        let fresh = space.alloc_insert_overlay(&arena, leaf, 100, 0, u64::MAX).unwrap();
         let page = arena.attach_overlay(leaf, fresh);
         assert!(!page.has_inserts());
         assert!(page.append(3, Value(b"three"), 2));
@@ -1002,7 +1072,8 @@ mod tests {
         assert_eq!(page.newest_entries(9, &mut newest).unwrap(), 1);
         assert_eq!(page.deleted_between(9, 0, 100).unwrap(), 1);
         // A larger unit takes them, in order, with their txns.
-        let larger = space.alloc_overlay(&arena, 2, 100, 0, u64::MAX).unwrap();
+        let larger = space.alloc_overlay(&arena, leaf, 100, 0, u64::MAX).unwrap();
+        assert!(UnitSize::of(larger) > UnitSize::of(fresh));
         let to = arena.overlay_in(larger).unwrap();
         to.init();
         let mark = page.copy_entries_to(&to, 4).unwrap();
@@ -1076,8 +1147,45 @@ mod tests {
         let larger = space.alloc_overlay(&arena, 2, 4000, 0, u64::MAX).unwrap();
         let to = arena.overlay_in(larger).unwrap();
         to.init();
-        page.copy_entries_to(&to, txn).unwrap();
+        let before_last = page.copy_entries_to(&to, txn).unwrap();
         assert_eq!(to.inserted_cells(), page.inserted_cells());
+        assert_eq!(to.mark().entries, page.mark().entries);
+        assert!(before_last.entries < to.mark().entries);
+        // Every snapshot reads the same entries, values and lookups there.
+        fn listed(page: &OverlayPage<'_>, bound: u64) -> Vec<(u16, Option<Vec<u8>>)> {
+            let mut all = Vec::new();
+            page.visit(bound, |index, what| {
+                all.push(match what {
+                    Value(v) => (index, Some(v.to_vec())),
+                    Deleted => (index, None),
+                });
+                Ok(())
+            })
+            .unwrap();
+            all
+        }
+        for bound in 0..=txn {
+            assert_eq!(listed(&to, bound), listed(&page, bound), "at {bound}");
+            for index in 0..64 {
+                assert_eq!(
+                    to.value(index, bound).unwrap(),
+                    page.value(index, bound).unwrap()
+                );
+            }
+            for i in 0..40u32 {
+                let key = format!("key{:05}", i * 7919 % 1000);
+                let (a, b) = (
+                    to.inserted_value(key.as_bytes(), bound),
+                    page.inserted_value(key.as_bytes(), bound),
+                );
+                assert_eq!(a.unwrap(), b.unwrap(), "{key} at {bound}");
+            }
+        }
+        // The copy appends as the original would.
+        assert!(to.append_insert(b"late", b"v", txn));
+        assert_eq!(to.inserted_value(b"late", txn).unwrap(), Some(&b"v"[..]));
+        to.cut(before_last);
+        assert_eq!(listed(&to, u64::MAX).len(), before_last.entries as usize);
         while let Some(mark) = marks.pop() {
             page.cut(mark);
             assert_eq!(page.inserted_cells(), by_scan(&page));
