@@ -256,6 +256,9 @@ impl DataFile {
     /// this file from [`DataFile::map_writable`]): to the hooks and to the
     /// page cache the same as [`DataFile::write_vectored_at`], but a memory
     /// copy instead of a system call. A later `sync_data` makes it durable.
+    /// Inlined into the log's append, whose parts it then copies without a
+    /// loop over a slice (a call cost about 90 instructions a commit).
+    #[inline]
     pub(crate) fn write_mapped(
         &self,
         map: &mut WriteMap,
