@@ -46,7 +46,8 @@
 //! filter of the indexes from 47 up that have entries (bit `index % 64`: a
 //! reader of an index whose bit is clear reads nothing else) and of the
 //! keys inserted (bit [`insert_bit`] of the key: a lookup of a key whose
-//! bit is clear reads no insert, nor does the writer's look for one). Entry headers of 16 bytes follow from byte 64 up
+//! bit is clear reads no insert, nor does the writer's look for one).
+//! Entry headers of 16 bytes follow from byte 64 up
 //! (txn: u64, index: u16, length: u16, value offset: u32), values packed
 //! from the page's end down. After the last entry a header whose txn is
 //! 0 ends the list. The newest-entry bytes and the filter are only ever
@@ -710,7 +711,7 @@ impl<'a> OverlayPage<'a> {
     /// sees was published before the snapshot was taken, and so was the
     /// bit.
     #[inline]
-    pub(crate) fn may_have_inserted(&self, key: &[u8]) -> bool {
+    fn may_have_inserted(&self, key: &[u8]) -> bool {
         self.has_inserts() && self.filter().load(Ordering::Acquire) & insert_bit(key) != 0
     }
 

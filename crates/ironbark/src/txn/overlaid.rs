@@ -138,12 +138,9 @@ impl<'db> WriteTxn<'db> {
         // The overlay's look-up and first lines load while the leaf does.
         let existing_unit = self.base.source.overlay_unit(pgno);
         let existing = existing_unit.and_then(|u| arena.overlay_in(u));
-        // Read now, not after the leaf's search: the load's miss overlaps
-        // the leaf's (a prefetch alone was found still waited on there).
-        let may_have_inserted = existing.as_ref().is_some_and(|page| {
+        if let Some(page) = &existing {
             page.prefetch();
-            page.may_have_inserted(key)
-        });
+        }
         let leaf = node_at(&src, pgno, txn, 1, Reads::Search)?;
         let mut index = None;
         let found = leaf.search_leaf(key)?;
@@ -152,9 +149,7 @@ impl<'db> WriteTxn<'db> {
             // Not among the cells: an insert of the overlay's, or not in
             // the tree at all (whatever leaf it is, the key would be in it).
             let inserted = match &existing {
-                Some(page) if committed && may_have_inserted => {
-                    page.inserted_value(key, u64::MAX)?.is_some()
-                }
+                Some(page) if committed => page.inserted_value(key, u64::MAX)?.is_some(),
                 _ => false,
             };
             match change {
