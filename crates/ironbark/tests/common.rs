@@ -373,3 +373,27 @@ pub fn role_command(
         .stdout(Stdio::piped());
     c
 }
+
+/// Deletes `lo..hi` from `tree` in `tx` and from `staged`, the model of
+/// what `tx` sees, asserting that both deleted the same number of keys.
+pub fn delete_range_in_both(
+    tx: &mut WriteTxn<'_>,
+    tree: &ironbark::Tree,
+    staged: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+    lo: &[u8],
+    hi: &[u8],
+    what: &str,
+) {
+    let doomed: Vec<Vec<u8>> = staged
+        .range(lo.to_vec()..hi.to_vec())
+        .map(|(k, _)| k.clone())
+        .collect();
+    for d in &doomed {
+        staged.remove(d);
+    }
+    assert_eq!(
+        tx.delete_range(tree, lo..hi).unwrap(),
+        doomed.len() as u64,
+        "{what}: delete_range"
+    );
+}

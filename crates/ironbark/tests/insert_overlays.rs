@@ -16,7 +16,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
-use common::{temp_db, Images, Rng};
+use common::{delete_range_in_both, temp_db, Images, Rng};
 use ironbark::{Database, Durability, Options, ReadTxn, Tree};
 
 type Entries = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -306,18 +306,7 @@ fn changes_of_inserted_keys_agree_with_a_model() {
                 }
                 70..=74 => {
                     let hi = key(i + 1 + rng.below(6));
-                    let doomed: Vec<Vec<u8>> = staged
-                        .range(k.clone()..hi.clone())
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    for d in &doomed {
-                        staged.remove(d);
-                    }
-                    assert_eq!(
-                        tx.delete_range(&tree, &k[..]..&hi[..]).unwrap(),
-                        doomed.len() as u64,
-                        "{what}: delete_range"
-                    );
+                    delete_range_in_both(&mut tx, &tree, &mut staged, &k, &hi, &what);
                 }
                 75..=84 => {
                     let want = staged

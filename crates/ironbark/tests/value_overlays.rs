@@ -13,7 +13,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{temp_db, Images, Rng};
+use common::{delete_range_in_both, temp_db, Images, Rng};
 use ironbark::{Database, Durability, Options, ReadTxn, Tree};
 
 /// A tree's entries, as a model.
@@ -841,18 +841,7 @@ fn random_small_transactions(seed: u64) {
                         + 1
                         + rng.below(6) as u32)
                     .to_vec();
-                    let doomed: Vec<Vec<u8>> = staged
-                        .range(k.clone()..hi.clone())
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    for d in &doomed {
-                        staged.remove(d);
-                    }
-                    assert_eq!(
-                        tx.delete_range(&tree, &k[..]..&hi[..]).unwrap(),
-                        doomed.len() as u64,
-                        "{what}: delete_range"
-                    );
+                    delete_range_in_both(&mut tx, &tree, &mut staged, &k, &hi, &what);
                 }
                 72..=75 => {
                     let want = staged
