@@ -397,3 +397,132 @@ pub fn delete_range_in_both(
         "{what}: delete_range"
     );
 }
+
+/// Every way a reader reaches entries, checked against `model`: full
+/// scans both ways, `len`, `first`, `last`; `get` and `contains_key` of
+/// `key_of(i)` for every `i` below `span`; then, `rounds` times from a
+/// random such key, the four nearest-key lookups, ranges to another
+/// random key with either end included, both ways and from both ends at
+/// once, and the prefix of the key less its last byte.
+#[allow(clippy::too_many_arguments)]
+pub fn assert_reads_agree(
+    rx: &ReadTxn,
+    tree: &ironbark::Tree,
+    model: &Entries,
+    key_of: impl Fn(u64) -> Vec<u8>,
+    span: u64,
+    rounds: usize,
+    rng: &mut Rng,
+    what: &str,
+) {
+    use std::ops::Bound::{self, Excluded, Included, Unbounded};
+    fn entries<'a>(
+        r: impl Iterator<Item = ironbark::Result<(&'a [u8], &'a [u8])>>,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
+        r.map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+            .collect()
+    }
+    let all: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(entries(rx.iter(tree).unwrap()), all, "{what}: forward scan");
+    let mut back = entries(rx.iter(tree).unwrap().rev());
+    back.reverse();
+    assert_eq!(back, all, "{what}: backward scan");
+    assert_eq!(rx.len(tree).unwrap(), model.len() as u64, "{what}: len");
+    let pair = |e: Option<(&[u8], &[u8])>| e.map(|(k, v)| (k.to_vec(), v.to_vec()));
+    let owned = |e: Option<(&Vec<u8>, &Vec<u8>)>| e.map(|(k, v)| (k.clone(), v.clone()));
+    assert_eq!(
+        pair(rx.first(tree).unwrap()),
+        owned(model.iter().next()),
+        "{what}: first"
+    );
+    assert_eq!(
+        pair(rx.last(tree).unwrap()),
+        owned(model.iter().next_back()),
+        "{what}: last"
+    );
+    for i in 0..span {
+        let k = key_of(i);
+        assert_eq!(
+            rx.get(tree, &k).unwrap(),
+            model.get(&k).map(|v| &v[..]),
+            "{what}: get {i}"
+        );
+        assert_eq!(
+            rx.contains_key(tree, &k).unwrap(),
+            model.contains_key(&k),
+            "{what}: contains {i}"
+        );
+    }
+    for _ in 0..rounds {
+        let k = key_of(rng.below(span));
+        assert_eq!(
+            pair(rx.get_ge(tree, &k).unwrap()),
+            owned(model.range(k.clone()..).next()),
+            "{what}: ge"
+        );
+        assert_eq!(
+            pair(rx.get_gt(tree, &k).unwrap()),
+            owned(model.range((Excluded(k.clone()), Unbounded)).next()),
+            "{what}: gt"
+        );
+        assert_eq!(
+            pair(rx.get_le(tree, &k).unwrap()),
+            owned(model.range(..=k.clone()).next_back()),
+            "{what}: le"
+        );
+        assert_eq!(
+            pair(rx.get_lt(tree, &k).unwrap()),
+            owned(model.range(..k.clone()).next_back()),
+            "{what}: lt"
+        );
+        let hi = key_of(rng.below(span));
+        if hi >= k {
+            type Ends<'k> = (Bound<&'k [u8]>, Bound<&'k [u8]>);
+            let ends: [Ends<'_>; 2] = [
+                (Included(&k[..]), Excluded(&hi[..])),
+                (Excluded(&k[..]), Included(&hi[..])),
+            ];
+            for range in ends {
+                let expected: Vec<(Vec<u8>, Vec<u8>)> = model
+                    .range::<[u8], _>(range)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert_eq!(
+                    entries(rx.range(tree, range).unwrap()),
+                    expected,
+                    "{what}: range {range:?}"
+                );
+                let mut back = entries(rx.range(tree, range).unwrap().rev());
+                back.reverse();
+                assert_eq!(back, expected, "{what}: range {range:?} backward");
+                // Forward and backward at once, meeting in the middle.
+                let mut r = rx.range(tree, range).unwrap();
+                let mut met = Vec::new();
+                let mut tail = Vec::new();
+                while let Some(e) = r.next() {
+                    met.push(e.map(|(k, _)| k.to_vec()).unwrap());
+                    match r.next_back() {
+                        Some(e) => tail.push(e.map(|(k, _)| k.to_vec()).unwrap()),
+                        None => break,
+                    }
+                }
+                tail.reverse();
+                met.extend(tail);
+                let keys: Vec<Vec<u8>> = expected.into_iter().map(|(k, _)| k).collect();
+                assert_eq!(met, keys, "{what}: range {range:?} from both ends");
+            }
+        }
+        let prefix = &k[..k.len() - 1];
+        let expected: Vec<Vec<u8>> = model
+            .range(prefix.to_vec()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let got: Vec<Vec<u8>> = rx
+            .prefix(tree, prefix)
+            .unwrap()
+            .map(|e| e.map(|(k, _)| k.to_vec()).unwrap())
+            .collect();
+        assert_eq!(got, expected, "{what}: prefix");
+    }
+}

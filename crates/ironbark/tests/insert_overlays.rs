@@ -14,9 +14,9 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::ops::Bound::{Excluded, Included, Unbounded};
+use std::ops::Bound::{Excluded, Unbounded};
 
-use common::{delete_range_in_both, temp_db, Images, Rng};
+use common::{assert_reads_agree, delete_range_in_both, temp_db, Images, Rng};
 use ironbark::{Database, Durability, Options, ReadTxn, Tree};
 
 type Entries = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -66,111 +66,10 @@ fn loaded(path: &std::path::Path, rng: &mut Rng) -> (Database, Tree, Entries) {
     (db, tree, model)
 }
 
-/// Asserts that `rx` sees exactly `model`, by every lookup and scan.
+/// Asserts that `rx` sees exactly `model`, by every lookup and scan,
+/// for keys around and between the loaded ones.
 fn assert_sees(rx: &ReadTxn, tree: &Tree, model: &Entries, rng: &mut Rng, what: &str) {
-    fn entries<'a>(
-        r: impl Iterator<Item = ironbark::Result<(&'a [u8], &'a [u8])>>,
-    ) -> Vec<(Vec<u8>, Vec<u8>)> {
-        r.map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
-            .collect()
-    }
-    let all: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    assert_eq!(entries(rx.iter(tree).unwrap()), all, "{what}: forward scan");
-    let mut back = entries(rx.iter(tree).unwrap().rev());
-    back.reverse();
-    assert_eq!(back, all, "{what}: backward scan");
-    assert_eq!(rx.len(tree).unwrap(), model.len() as u64, "{what}: len");
-    let pair = |e: Option<(&[u8], &[u8])>| e.map(|(k, v)| (k.to_vec(), v.to_vec()));
-    let owned = |e: Option<(&Vec<u8>, &Vec<u8>)>| e.map(|(k, v)| (k.clone(), v.clone()));
-    assert_eq!(
-        pair(rx.first(tree).unwrap()),
-        owned(model.iter().next()),
-        "{what}: first"
-    );
-    assert_eq!(
-        pair(rx.last(tree).unwrap()),
-        owned(model.iter().next_back()),
-        "{what}: last"
-    );
-    for i in 0..4 * LOADED + 8 {
-        let k = key(i);
-        assert_eq!(
-            rx.get(tree, &k).unwrap(),
-            model.get(&k).map(|v| &v[..]),
-            "{what}: get {i}"
-        );
-    }
-    for _ in 0..300 {
-        let k = key(rng.below(4 * LOADED + 8));
-        assert_eq!(
-            rx.contains_key(tree, &k).unwrap(),
-            model.contains_key(&k),
-            "{what}: contains"
-        );
-        assert_eq!(
-            pair(rx.get_ge(tree, &k).unwrap()),
-            owned(model.range(k.clone()..).next()),
-            "{what}: ge"
-        );
-        assert_eq!(
-            pair(rx.get_gt(tree, &k).unwrap()),
-            owned(model.range((Excluded(k.clone()), Unbounded)).next()),
-            "{what}: gt"
-        );
-        assert_eq!(
-            pair(rx.get_le(tree, &k).unwrap()),
-            owned(model.range(..=k.clone()).next_back()),
-            "{what}: le"
-        );
-        assert_eq!(
-            pair(rx.get_lt(tree, &k).unwrap()),
-            owned(model.range(..k.clone()).next_back()),
-            "{what}: lt"
-        );
-        let hi = key(rng.below(4 * LOADED + 8));
-        if hi >= k {
-            let expected: Vec<(Vec<u8>, Vec<u8>)> = model
-                .range((Included(k.clone()), Excluded(hi.clone())))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            let range = (Included(&k[..]), Excluded(&hi[..]));
-            assert_eq!(
-                entries(rx.range(tree, range).unwrap()),
-                expected,
-                "{what}: range"
-            );
-            let mut back = entries(rx.range(tree, range).unwrap().rev());
-            back.reverse();
-            assert_eq!(back, expected, "{what}: range backward");
-            // Forward and backward at once, meeting in the middle.
-            let mut r = rx.range(tree, range).unwrap();
-            let mut met = Vec::new();
-            let mut tail = Vec::new();
-            while let Some(e) = r.next() {
-                met.push(e.map(|(k, _)| k.to_vec()).unwrap());
-                match r.next_back() {
-                    Some(e) => tail.push(e.map(|(k, _)| k.to_vec()).unwrap()),
-                    None => break,
-                }
-            }
-            tail.reverse();
-            met.extend(tail);
-            let keys: Vec<Vec<u8>> = expected.into_iter().map(|(k, _)| k).collect();
-            assert_eq!(met, keys, "{what}: range from both ends");
-        }
-        let prefix = &k[..k.len() - 1];
-        let expected: Vec<Vec<u8>> = model
-            .range(prefix.to_vec()..)
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(k, _)| k.clone())
-            .collect();
-        let got: Vec<Vec<u8>> = rx
-            .prefix(tree, prefix)
-            .unwrap()
-            .map(|e| e.map(|(k, _)| k.to_vec()).unwrap())
-            .collect();
-        assert_eq!(got, expected, "{what}: prefix");
-    }
+    assert_reads_agree(rx, tree, model, key, 4 * LOADED + 8, 300, rng, what);
 }
 
 /// Single-put inserts between the loaded keys (their leaves are file

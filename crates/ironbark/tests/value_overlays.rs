@@ -380,88 +380,20 @@ fn a_merge_with_an_overlaid_sibling_keeps_the_overlaid_values() {
     );
 }
 
-/// Every way a reader reaches entries, checked against `model` for keys
-/// around those of the tree: `get`, `contains_key`, `len`, full scans
-/// both ways, ranges from random bounds both ways, `first`, `last` and
-/// the four nearest-key lookups.
+/// Every way a reader reaches entries (`common::assert_reads_agree`),
+/// checked against `model` for keys around those of the tree.
 fn assert_reads_agree(rx: &ReadTxn, tree: &Tree, model: &Entries, rng: &mut Rng, what: &str) {
-    fn entries<'a>(
-        r: impl Iterator<Item = ironbark::Result<(&'a [u8], &'a [u8])>>,
-    ) -> Vec<(Vec<u8>, Vec<u8>)> {
-        r.map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
-            .collect()
-    }
-    let all: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    assert_eq!(entries(rx.iter(tree).unwrap()), all, "{what}: forward scan");
-    let mut back = entries(rx.iter(tree).unwrap().rev());
-    back.reverse();
-    assert_eq!(back, all, "{what}: backward scan");
-    assert_eq!(rx.len(tree).unwrap(), model.len() as u64, "{what}: len");
-    let pair = |e: Option<(&[u8], &[u8])>| e.map(|(k, v)| (k.to_vec(), v.to_vec()));
-    let owned = |e: Option<(&Vec<u8>, &Vec<u8>)>| e.map(|(k, v)| (k.clone(), v.clone()));
-    assert_eq!(
-        pair(rx.first(tree).unwrap()),
-        owned(model.iter().next()),
-        "{what}: first"
+    let key_of = |i: u64| key(i as u32).to_vec();
+    common::assert_reads_agree(
+        rx,
+        tree,
+        model,
+        key_of,
+        u64::from(KEYS) + 50,
+        200,
+        rng,
+        what,
     );
-    assert_eq!(
-        pair(rx.last(tree).unwrap()),
-        owned(model.iter().next_back()),
-        "{what}: last"
-    );
-    for i in 0..KEYS + 50 {
-        let k = key(i).to_vec();
-        assert_eq!(
-            rx.get(tree, &k).unwrap(),
-            model.get(&k).map(|v| &v[..]),
-            "{what}: get {i}"
-        );
-        assert_eq!(
-            rx.contains_key(tree, &k).unwrap(),
-            model.contains_key(&k),
-            "{what}: contains {i}"
-        );
-    }
-    for _ in 0..200 {
-        let k = key(rng.below(u64::from(KEYS) + 50) as u32).to_vec();
-        use std::ops::Bound::{Excluded, Included, Unbounded};
-        assert_eq!(
-            pair(rx.get_ge(tree, &k).unwrap()),
-            owned(model.range(k.clone()..).next()),
-            "{what}: ge"
-        );
-        assert_eq!(
-            pair(rx.get_gt(tree, &k).unwrap()),
-            owned(model.range((Excluded(k.clone()), Unbounded)).next()),
-            "{what}: gt"
-        );
-        assert_eq!(
-            pair(rx.get_le(tree, &k).unwrap()),
-            owned(model.range(..=k.clone()).next_back()),
-            "{what}: le"
-        );
-        assert_eq!(
-            pair(rx.get_lt(tree, &k).unwrap()),
-            owned(model.range(..k.clone()).next_back()),
-            "{what}: lt"
-        );
-        let hi = key(rng.below(u64::from(KEYS) + 50) as u32).to_vec();
-        if hi >= k {
-            let expected: Vec<(Vec<u8>, Vec<u8>)> = model
-                .range((Excluded(k.clone()), Included(hi.clone())))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            let range = (Excluded(&k[..]), Included(&hi[..]));
-            assert_eq!(
-                entries(rx.range(tree, range).unwrap()),
-                expected,
-                "{what}: range"
-            );
-            let mut back = entries(rx.range(tree, range).unwrap().rev());
-            back.reverse();
-            assert_eq!(back, expected, "{what}: range backward");
-        }
-    }
 }
 
 /// Deletes of keys in published arena leaves are tombstones in the
