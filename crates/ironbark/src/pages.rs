@@ -113,6 +113,19 @@ impl MapSource {
         self.arena.as_ref()?.overlay_in(self.overlay_unit(leaf)?)
     }
 
+    /// Starts loading the table word `overlay_unit(leaf)` reads.
+    #[inline]
+    pub(crate) fn prefetch_overlay_word(&self, leaf: u64) {
+        let Some(arena) = self.arena.as_ref() else {
+            return;
+        };
+        if leaf & ARENA_BIT != 0 {
+            arena.prefetch_overlay_word(leaf);
+        } else if let Some(files) = &self.file_overlays {
+            files.prefetch_word(leaf);
+        }
+    }
+
     /// The overlay unit of `overlay_page`'s overlay
     /// (`storage::arena::OVERLAY_UNITS_PER_SLOT`).
     #[inline]

@@ -85,12 +85,24 @@ impl Session for IronbarkSession<'_> {
     fn write(&mut self, ops: &[Op<'_>], append: bool) -> Result<()> {
         let t = &self.e.tree;
         let mut tx = self.e.db.begin_write()?;
-        for op in ops {
+        fn puts<'o>(op: &Op<'o>) -> Option<(&'o [u8], &'o [u8])> {
             match *op {
-                Op::Put(k, v) if append => tx.append(t, k, v)?,
-                Op::Put(k, v) => tx.put(t, k, v)?,
-                Op::Delete(k) => {
-                    tx.delete(t, k)?;
+                Op::Put(k, v) => Some((k, v)),
+                Op::Delete(_) => None,
+            }
+        }
+        if !append && ops.len() > 1 && ops.iter().all(|op| puts(op).is_some()) {
+            // A batch of puts, as the LSM engines take theirs in a
+            // `WriteBatch`: `put_many` walks their paths together.
+            tx.put_many(t, ops.iter().filter_map(puts))?;
+        } else {
+            for op in ops {
+                match *op {
+                    Op::Put(k, v) if append => tx.append(t, k, v)?,
+                    Op::Put(k, v) => tx.put(t, k, v)?,
+                    Op::Delete(k) => {
+                        tx.delete(t, k)?;
+                    }
                 }
             }
         }

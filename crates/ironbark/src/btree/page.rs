@@ -37,7 +37,7 @@
 use crate::checksum::checksum;
 use crate::error::{Error, Result};
 use crate::storage::arena::ARENA_BIT;
-use crate::storage::map::prefetch;
+use crate::storage::map::{prefetch, prefetch_line};
 
 pub(crate) const HEADER_LEN: usize = 32;
 /// Marks a provisional page number: an index into the write transaction's
@@ -103,6 +103,12 @@ pub(crate) enum Reads {
     /// lie anywhere in the page, in no order, and each step would miss on
     /// its own), a page the write path copies or frees.
     Whole,
+    /// What `Search` asks for, the header's line included: a page a batch
+    /// of descents will search later, after other keys' work
+    /// (`btree::search::prefetch_descents`).
+    Ahead,
+    /// What `Ahead` asked for earlier: nothing more to ask.
+    Asked,
 }
 
 /// Starts loading what `reads` says of `page` into the cache.
@@ -110,7 +116,12 @@ pub(crate) enum Reads {
 pub(crate) fn prefetch_page(page: &[u8], reads: Reads) {
     match reads {
         Reads::Search => prefetch(&page[..page.len().min(SEARCH_PREFETCH_BYTES)]),
+        Reads::Ahead => {
+            prefetch_line(page.as_ptr());
+            prefetch(&page[..page.len().min(SEARCH_PREFETCH_BYTES)]);
+        }
         Reads::Whole => prefetch(page),
+        Reads::Asked => {}
     }
 }
 
@@ -424,26 +435,8 @@ impl<'a> Node<'a> {
         }
         let p = self.prefix_len();
         let h = key_head(key, p);
-        // The first slot whose head is not below `h`, by a binary search
-        // written as a select, not a branch, on the comparison: its outcome
-        // is a coin toss the branch predictor loses half the time. LLVM's
-        // x86 backend may still make the select a branch in a loop;
-        // `std::hint::select_unpredictable` would keep it, but needs Rust
-        // 1.88, above the MSRV.
-        // The probes index the slot array sliced once, with `u32` indices
-        // (a count is a `u16`): their offsets cannot overflow, so each costs
-        // one bounds check against the array's length, not two against the
-        // page's.
         let slots = self.slots();
-        let mut base = first as u32;
-        let mut size = (count - first) as u32;
-        while size > 1 {
-            let half = size / 2;
-            let mid = base + half;
-            base = if slot_head(slots, mid) < h { mid } else { base };
-            size -= half;
-        }
-        let lo = base as usize + usize::from(slot_head(slots, base) < h);
+        let lo = self.first_head_not_below(first, h);
         if self.is_leaf && lo < count && slot_head(slots, lo as u32) == h {
             // The lines of cell `lo` past its first, where its head is the
             // key's (a lookup that will find its key there reads the value
@@ -488,6 +481,51 @@ impl<'a> Node<'a> {
             }
         }
         Ok(Ok((lo, end)))
+    }
+
+    /// The first slot from `first` (below the count) whose head is not
+    /// below `h`, by a binary search of the slot array written as a
+    /// select, not a branch, on the comparison: its outcome is a coin toss
+    /// the branch predictor loses half the time. LLVM's x86 backend may
+    /// still make the select a branch in a loop;
+    /// `std::hint::select_unpredictable` would keep it, but needs Rust
+    /// 1.88, above the MSRV. The probes index the slot array sliced once,
+    /// with `u32` indices (a count is a `u16`): their offsets cannot
+    /// overflow, so each costs one bounds check against the array's
+    /// length, not two against the page's.
+    #[inline(always)]
+    fn first_head_not_below(&self, first: usize, h: u32) -> usize {
+        debug_assert!(first < self.count);
+        let slots = self.slots();
+        let mut base = first as u32;
+        let mut size = (self.count - first) as u32;
+        while size > 1 {
+            let half = size / 2;
+            let mid = base + half;
+            base = if slot_head(slots, mid) < h { mid } else { base };
+            size -= half;
+        }
+        base as usize + usize::from(slot_head(slots, base) < h)
+    }
+
+    /// Asks for the lines of leaf cells `search_leaf(key)` will read,
+    /// reading only the header and the slot array: the cell where the
+    /// heads say the key is or would go, whose key the search compares
+    /// (for a batch of descents that searches the leaf later:
+    /// `btree::search::prefetch_descents`).
+    #[inline]
+    pub(crate) fn prefetch_search(&self, key: &[u8]) {
+        if self.count == 0 {
+            return;
+        }
+        let at = self
+            .first_head_not_below(0, key_head(key, self.prefix_len()))
+            .min(self.count - 1);
+        if let Ok(off) = self.cell_offset(at) {
+            let end = (off + CELL_PREFETCH_BYTES).min(self.bytes.len());
+            prefetch_line(self.bytes[off..].as_ptr());
+            prefetch(&self.bytes[off..end]);
+        }
     }
 
     /// Checks every cell and the slot array against the keys, in one pass:

@@ -37,6 +37,12 @@ pub(crate) fn node_at<'a, S: PageSource + ?Sized>(
 ) -> Result<Node<'a>> {
     let page = src.page(pgno)?;
     prefetch_page(page, reads);
+    node_in(page, pgno, txn, level)
+}
+
+/// `node_at` of a page already resolved (and asked for).
+#[inline(always)]
+fn node_in(page: &[u8], pgno: u64, txn: u64, level: u32) -> Result<Node<'_>> {
     let node = Node::parse(page, pgno, expected_txn(pgno, txn))?;
     if node.is_leaf != (level == 1) {
         return Err(Error::corrupted_page(
@@ -90,6 +96,75 @@ pub(crate) fn leaf_ref<S: PageSource + ?Sized>(
         (pgno, txn) = node.child(i)?;
     }
     Ok((pgno, txn))
+}
+
+/// The most keys whose descents [`prefetch_descents`] walks together: a
+/// level of 16 keys has as many misses in flight as the core's fill
+/// buffers take (10-16 on x86), and their pages' lines stay well within
+/// the L1 and L2 caches until the keys' own descents read them.
+pub(crate) const DESCENT_BATCH: usize = 16;
+
+/// Walks the descents of `keys` (at most [`DESCENT_BATCH`]) into the tree
+/// at `root` a level at a time, each level for every key before the next,
+/// asking for each page a level before it is read (`Reads::Ahead`): the
+/// keys' cache misses then overlap, where descents made one after another
+/// wait for each in turn. Each leaf's slot array is searched for its key
+/// too, to ask for the cell the search will read; `leaf_known` gets each leaf's
+/// number as soon as the level above gives it, and `at_leaf` in the
+/// leaves' round, so that the caller may ask for what else it will read
+/// of the leaf. Sets `leaves[i]` to the (page number, txn) of `keys[i]`'s
+/// leaf, as `leaf_ref` would give it, or `None` where a page on the way
+/// did not parse (the key's own descent reports the damage). Reads only:
+/// what follows is the same with or without it.
+pub(crate) fn prefetch_descents<S: PageSource + ?Sized>(
+    src: &S,
+    root: Root,
+    keys: &[&[u8]],
+    leaves: &mut [Option<(u64, u64)>],
+    leaf_known: impl Fn(u64),
+    at_leaf: impl Fn(u64),
+) {
+    let n = keys.len().min(leaves.len()).min(DESCENT_BATCH);
+    leaves[..n].fill(None);
+    let Ok(root_page) = check_root(root).and_then(|()| src.page(root.pgno)) else {
+        return;
+    };
+    prefetch_page(root_page, Reads::Search);
+    // Each key's next page, resolved once: asked for in one round, read
+    // in the next.
+    let mut pages = [root_page; DESCENT_BATCH];
+    leaves[..n].fill(Some((root.pgno, root.txn)));
+    if root.depth == 1 {
+        leaf_known(root.pgno);
+    }
+    for level in (2..=root.depth).rev() {
+        for ((key, at), page) in keys[..n].iter().zip(&mut leaves[..n]).zip(&mut pages) {
+            let Some((pgno, txn)) = *at else {
+                continue;
+            };
+            let child = node_in(page, pgno, txn, level)
+                .and_then(|node| node.child(node.search_branch(key)?));
+            *at = None;
+            if let Ok((child, child_txn)) = child {
+                if let Ok(child_page) = src.page(child) {
+                    prefetch_page(child_page, Reads::Ahead);
+                    *page = child_page;
+                    *at = Some((child, child_txn));
+                    if level == 2 {
+                        leaf_known(child);
+                    }
+                }
+            }
+        }
+    }
+    for ((key, at), page) in keys[..n].iter().zip(&leaves[..n]).zip(&pages) {
+        if let Some((pgno, txn)) = *at {
+            at_leaf(pgno);
+            if let Ok(leaf) = node_in(page, pgno, txn, 1) {
+                leaf.prefetch_search(key);
+            }
+        }
+    }
 }
 
 /// The value stored under `key`, borrowed from the source.

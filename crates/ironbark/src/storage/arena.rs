@@ -284,6 +284,14 @@ impl Arena {
         self.overlay_in(self.overlay_unit(pgno)?)
     }
 
+    /// Starts loading the table word `overlay_unit` of leaf `pgno` reads.
+    #[inline]
+    pub(crate) fn prefetch_overlay_word(&self, pgno: u64) {
+        if pgno & ARENA_BIT != 0 {
+            self.overlays.prefetch_word(pgno & !ARENA_BIT);
+        }
+    }
+
     /// The overlay unit (see [`OVERLAY_UNITS_PER_SLOT`]) of leaf `pgno`'s
     /// value overlay, if it has one (in the reservation: the table's words
     /// are the writer's, checked anyway).
@@ -573,6 +581,15 @@ impl OverlayTable {
         })
     }
 
+    /// Starts loading the word of `slot` (none for a slot out of range,
+    /// or while no word is set).
+    #[inline]
+    fn prefetch_word(&self, slot: u64) {
+        if slot < self.slots && self.attached.load(Ordering::Relaxed) != 0 {
+            crate::storage::map::prefetch_line(self.ptr.wrapping_add(slot as usize).cast());
+        }
+    }
+
     fn word(&self, slot: u64) -> &AtomicU32 {
         assert!(slot < self.slots, "overlay table index out of range");
         // SAFETY: in bounds (asserted); the mapping lives as long as `self`
@@ -677,6 +694,12 @@ impl FileOverlays {
             0 => None,
             v => Some(u64::from(v) - 1),
         }
+    }
+
+    /// Starts loading the table word `unit_of(pgno)` reads.
+    #[inline]
+    pub(crate) fn prefetch_word(&self, pgno: u64) {
+        self.table.prefetch_word(pgno);
     }
 
     /// When the span's overlays count as born (see the field).

@@ -314,6 +314,22 @@ impl Drop for WriteMap {
     }
 }
 
+/// Asks the CPU to start loading the cache line at `at` without waiting
+/// for it: for memory the caller reads later, after other work (a batch of
+/// descents: `btree::search::prefetch_descents`). A hint only.
+#[inline(always)]
+pub(crate) fn prefetch_line(at: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has (it is
+    // in the target's baseline). A prefetch dereferences nothing and cannot
+    // fault, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at.cast::<i8>())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
+}
+
 /// Asks the CPU to start loading every cache line of `bytes` (past the
 /// first, which the caller reads at once) without waiting for them. A hint
 /// only: nothing is read, and no value depends on it.

@@ -32,10 +32,11 @@ use std::sync::Arc;
 
 use crate::btree::page::Node;
 use crate::btree::page::{LeafValue, Reads, DIRTY_BIT};
-use crate::btree::search::{leaf_ref, node_at};
+use crate::btree::search::{leaf_ref, node_at, prefetch_descents, DESCENT_BATCH};
 use crate::error::{Error, Result};
 use crate::pages::{MapSource, WriteSource};
 use crate::storage::arena::{FileOverlays, ARENA_BIT, WHOLE_SLOT_UNIT};
+use crate::storage::freespace::Freed;
 use crate::storage::overlay::{Overlaid, OverlayPage, MAX_OVERLAY_VALUE};
 use crate::txn::logged::{arena_bound, arena_memory_cap};
 use crate::txn::shared::Snapshot;
@@ -47,16 +48,92 @@ use crate::txn::write::WriteTxn;
 const MISSES_BEFORE_SAMPLING: u64 = 64;
 const OVERLAY_SAMPLE: u64 = 16;
 
+/// The leaf of a key of tree `tree`, (page number, txn) as `leaf_ref`
+/// gives it, found by a look ahead (`WriteTxn::look_ahead`) when the
+/// transaction had freed `freed_at` pages.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LeafHint {
+    tree: usize,
+    leaf: (u64, u64),
+    freed_at: usize,
+}
+
+/// Whether `hint` still names the leaf a descent of its key into tree `i`
+/// reaches: no page the transaction freed since names the leaf. A
+/// committed leaf stays where the key leads until a put copies it (the
+/// copy frees it): a key changes leaves only when its leaf splits, which
+/// a put does to a copy, and puts merge nothing; a dirty leaf stays dirty
+/// (a put that finds one copies nothing into the overlay, whichever dirty
+/// leaf it is).
+fn leaf_hint_holds(hint: &LeafHint, i: usize, freed: &[Freed]) -> bool {
+    hint.tree == i
+        && freed
+            .get(hint.freed_at..)
+            .is_some_and(|since| since.iter().all(|f| f.extent.start != hint.leaf.0))
+}
+
 impl<'db> WriteTxn<'db> {
+    /// Walks the descents of `keys`, puts about to be made into tree `i`
+    /// one after another (`WriteTxn::put_many`), together
+    /// (`btree::search::prefetch_descents`), asking for each key's pages
+    /// and its leaf's overlay lines before the first put reads them: their
+    /// cache misses overlap instead of following one another. Sets
+    /// `hints[j]` to the leaf it found for `keys[j]`, which that key's
+    /// put takes instead of descending again while it holds
+    /// (`leaf_hint_holds`).
+    pub(crate) fn look_ahead(&self, i: usize, keys: &[&[u8]], hints: &mut [Option<LeafHint>]) {
+        let root = self.catalog.trees[i].state.root;
+        let base = &self.base.source;
+        let src = WriteSource {
+            base,
+            dirty: &self.dirty,
+        };
+        let mut leaves = [None; DESCENT_BATCH];
+        prefetch_descents(
+            &src,
+            root,
+            keys,
+            &mut leaves,
+            |leaf| {
+                if leaf & DIRTY_BIT == 0 {
+                    base.prefetch_overlay_word(leaf);
+                }
+            },
+            |leaf| {
+                if let Some(page) = (leaf & DIRTY_BIT == 0)
+                    .then(|| base.overlay_page(leaf))
+                    .flatten()
+                {
+                    page.prefetch();
+                }
+            },
+        );
+        let freed_at = self.freed.len();
+        for (hint, leaf) in hints.iter_mut().zip(leaves) {
+            *hint = leaf.map(|leaf| LeafHint {
+                tree: i,
+                leaf,
+                freed_at,
+            });
+        }
+    }
+
     /// `put` of `value` into tree `i` (the catalog's index) as a value
     /// overlay, if `key` holds an inline value of the same length in a
     /// committed leaf: `Ok(true)`, no page copied. `Ok(false)`, with
     /// nothing changed, when it does not (the caller puts as usual).
-    pub(crate) fn put_overlaid(&mut self, i: usize, key: &[u8], value: &[u8]) -> Result<bool> {
+    /// `hint`: the key's leaf as a look ahead found it (`look_ahead`).
+    pub(crate) fn put_overlaid(
+        &mut self,
+        i: usize,
+        key: &[u8],
+        value: &[u8],
+        hint: Option<LeafHint>,
+    ) -> Result<bool> {
         if value.len() > MAX_OVERLAY_VALUE {
             return Ok(false);
         }
-        match self.overlay_change(i, key, Overlaid::Value(value))? {
+        match self.overlay_change(i, key, Overlaid::Value(value), hint)? {
             Change::Overlaid => Ok(true),
             Change::Inserted => {
                 let state = &mut self.catalog.trees[i].state;
@@ -76,7 +153,7 @@ impl<'db> WriteTxn<'db> {
     /// `None`, with nothing changed, otherwise (the caller deletes as
     /// usual).
     pub(crate) fn delete_overlaid(&mut self, i: usize, key: &[u8]) -> Result<Option<bool>> {
-        match self.overlay_change(i, key, Overlaid::Deleted)? {
+        match self.overlay_change(i, key, Overlaid::Deleted, None)? {
             Change::Overlaid => {
                 let state = &mut self.catalog.trees[i].state;
                 state.entries = state
@@ -95,7 +172,13 @@ impl<'db> WriteTxn<'db> {
 
     /// Appends `change` for `key` of tree `i` to its leaf's overlay, if
     /// the rules in the module doc allow it.
-    fn overlay_change(&mut self, i: usize, key: &[u8], change: Overlaid<'_>) -> Result<Change> {
+    fn overlay_change(
+        &mut self,
+        i: usize,
+        key: &[u8],
+        change: Overlaid<'_>,
+        hint: Option<LeafHint>,
+    ) -> Result<Change> {
         if !self.logging || !self.savepoints.is_empty() || self.overlays.gave_up() {
             return Ok(Change::Declined);
         }
@@ -128,7 +211,26 @@ impl<'db> WriteTxn<'db> {
             base: &self.base.source,
             dirty: &self.dirty,
         };
-        let (pgno, txn) = leaf_ref(&src, root, key)?;
+        let hint = hint.filter(|h| leaf_hint_holds(h, i, &self.freed));
+        let (pgno, txn) = match hint {
+            Some(h) => {
+                // The leaf a descent finds, or (for a dirty one, which a put
+                // only declines) a dirty leaf too.
+                debug_assert!(
+                    leaf_ref(&src, root, key)
+                        .is_ok_and(|real| real == h.leaf || (real.0 & h.leaf.0 & DIRTY_BIT != 0)),
+                    "a look ahead's leaf no longer holds its key"
+                );
+                h.leaf
+            }
+            None => leaf_ref(&src, root, key)?,
+        };
+        // A look ahead asked for the leaf's lines already.
+        let reads = if hint.is_some() {
+            Reads::Asked
+        } else {
+            Reads::Search
+        };
         if pgno & DIRTY_BIT != 0 && change != Overlaid::Deleted {
             // Not a committed leaf: no overlay, and a put has nothing to
             // learn from the leaf's search (a delete does: it may find its
@@ -141,7 +243,7 @@ impl<'db> WriteTxn<'db> {
         if let Some(page) = &existing {
             page.prefetch();
         }
-        let leaf = node_at(&src, pgno, txn, 1, Reads::Search)?;
+        let leaf = node_at(&src, pgno, txn, 1, reads)?;
         let mut index = None;
         let found = leaf.search_leaf(key)?;
         let committed = leaf.pgno & DIRTY_BIT == 0 && leaf.is_leaf;

@@ -18,9 +18,11 @@ use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::bounds::KeyRange;
 use crate::btree::cursor::{count_between, edge, nearest, Nearest, Range};
-use crate::btree::search::{self, Root};
+use crate::btree::search::{self, Root, DESCENT_BATCH};
 use crate::btree::write::{Finger, TreeState, TreeWriter, Value};
 use crate::catalog::{Catalog, TreeEntry};
 use crate::error::{Error, Result};
@@ -29,6 +31,7 @@ use crate::pages::{DirtyPages, Inserts, PageSource, WriteSource};
 use crate::storage::freespace::Freed;
 use crate::storage::overlay::Overlaid;
 use crate::txn::logged::record_outweighs_pages;
+use crate::txn::overlaid::LeafHint;
 use crate::txn::redo::{self, RedoOp};
 use crate::txn::shared::{Shared, Snapshot, WriterGuard};
 use crate::txn::Tree;
@@ -519,7 +522,65 @@ impl<'db> WriteTxn<'db> {
     /// # }
     /// ```
     pub fn put(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
-        self.store(tree, key, Value::Bytes(value), Store::Put)
+        self.store(tree, key, Value::Bytes(value), Store::Put, None)
+    }
+
+    /// Stores each `(key, value)` of `pairs` in `tree`, in order, as
+    /// [`put`](Self::put) would one pair at a time (of two pairs with one
+    /// key, the later wins), and stops at the first error, with the pairs
+    /// before it stored. Faster than `put` in a loop for keys scattered
+    /// over a tree larger than the CPU's caches: it walks the paths of up
+    /// to 16 keys at once, a level of the tree at a time, so that their
+    /// cache misses overlap instead of following one another, and each
+    /// put then finds its pages in cache. The nearest thing in LevelDB and
+    /// RocksDB is a `WriteBatch`.
+    ///
+    /// ```
+    /// # fn main() -> ironbark::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = ironbark::Database::open(dir.path().join("data.ib"))?;
+    /// let mut tx = db.begin_write()?;
+    /// let t = tx.open_tree("t")?;
+    /// tx.put_many(&t, [(&b"b"[..], &b"2"[..]), (b"a", b"1"), (b"b", b"3")])?;
+    /// tx.commit()?;
+    /// let rx = db.begin_read()?;
+    /// assert_eq!(rx.get(&t, b"a")?, Some(&b"1"[..]));
+    /// assert_eq!(rx.get(&t, b"b")?, Some(&b"3"[..]));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn put_many<K, V>(
+        &mut self,
+        tree: &Tree,
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<()>
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let i = self.index_of(tree)?;
+        let mut pairs = pairs.into_iter();
+        loop {
+            let batch: SmallVec<[(K, V); DESCENT_BATCH]> =
+                pairs.by_ref().take(DESCENT_BATCH).collect();
+            let mut hints = [None; DESCENT_BATCH];
+            // A look ahead pays for scattered puts, which are logged; a
+            // sorted load (not logged past its first puts) finds its pages
+            // in cache, and would pay for a second descent per put.
+            if batch.len() > 1 && self.logging {
+                let mut keys: [&[u8]; DESCENT_BATCH] = [&[]; DESCENT_BATCH];
+                for (key, (k, _)) in keys.iter_mut().zip(&batch) {
+                    *key = k.as_ref();
+                }
+                self.look_ahead(i, &keys[..batch.len()], &mut hints);
+            }
+            for ((k, v), hint) in batch.iter().zip(hints) {
+                self.store(tree, k.as_ref(), Value::Bytes(v.as_ref()), Store::Put, hint)?;
+            }
+            if batch.len() < DESCENT_BATCH {
+                return Ok(());
+            }
+        }
     }
 
     /// Stores `value` under `key`, which must be greater than every key of
@@ -548,7 +609,7 @@ impl<'db> WriteTxn<'db> {
     /// # }
     /// ```
     pub fn append(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
-        self.store(tree, key, Value::Bytes(value), Store::Append)
+        self.store(tree, key, Value::Bytes(value), Store::Append, None)
     }
 
     /// Stores a value of `len` bytes under `key` and returns the space for
@@ -593,7 +654,7 @@ impl<'db> WriteTxn<'db> {
             Some(z) => Value::Bytes(z),
             None => Value::Zeros(len),
         };
-        self.store(tree, key, value, Store::Reserve)?;
+        self.store(tree, key, value, Store::Reserve, None)?;
         let state = self.catalog.trees[self.index_of(tree)?].state;
         let found = self.tree_writer()?.value_at(&state, key);
         let (page, at) = self.note_failure(found)?;
@@ -631,13 +692,21 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// `put`, an append (which may refuse the key), or the put of a
-    /// reservation (see `Store`).
-    fn store(&mut self, tree: &Tree, key: &[u8], value: Value<'_>, how: Store) -> Result<()> {
+    /// reservation (see `Store`); `hint`, the key's leaf as a look ahead
+    /// found it (`put_many`).
+    fn store(
+        &mut self,
+        tree: &Tree,
+        key: &[u8],
+        value: Value<'_>,
+        how: Store,
+        hint: Option<LeafHint>,
+    ) -> Result<()> {
         let i = self.index_of(tree)?;
         let append = how == Store::Append;
         if let (Store::Put, Value::Bytes(v)) = (how, value) {
             self.flush_reserved();
-            let overlaid = self.put_overlaid(i, key, v);
+            let overlaid = self.put_overlaid(i, key, v, hint);
             if overlaid.as_ref().is_ok_and(|&done| done) {
                 self.changed = true;
                 self.record_put(tree, key, value);
