@@ -87,6 +87,9 @@ pub(crate) fn put_u64(b: &mut [u8], at: usize, v: u64) {
 /// otherwise fetch one dependent cache miss per probe.
 const SEARCH_PREFETCH_BYTES: usize = 512;
 
+/// Bytes of a leaf `Reads::LeafAhead` asks for.
+const LEAF_AHEAD_BYTES: usize = 256;
+
 /// What a descent is about to read of a tree page, so that the lines it
 /// will need are requested together, as soon as the page is known: their
 /// misses then overlap instead of queueing behind each other.
@@ -107,6 +110,10 @@ pub(crate) enum Reads {
     /// of descents will search later, after other keys' work
     /// (`btree::search::prefetch_descents`).
     Ahead,
+    /// `Ahead` of a leaf: the header and the slots of a leaf of about 35
+    /// entries (a leaf's binary search probes a few of its slots; the
+    /// lines a longer slot array needs past these, it misses on).
+    LeafAhead,
     /// What `Ahead` asked for earlier: nothing more to ask.
     Asked,
 }
@@ -121,6 +128,10 @@ pub(crate) fn prefetch_page(page: &[u8], reads: Reads) {
             prefetch(&page[..page.len().min(SEARCH_PREFETCH_BYTES)]);
         }
         Reads::Whole => prefetch(page),
+        Reads::LeafAhead => {
+            prefetch_line(page.as_ptr());
+            prefetch(&page[..page.len().min(LEAF_AHEAD_BYTES)]);
+        }
         Reads::Asked => {}
     }
 }

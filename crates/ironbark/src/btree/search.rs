@@ -147,7 +147,12 @@ pub(crate) fn prefetch_descents<S: PageSource + ?Sized>(
             *at = None;
             if let Ok((child, child_txn)) = child {
                 if let Ok(child_page) = src.page(child) {
-                    prefetch_page(child_page, Reads::Ahead);
+                    let reads = if level == 2 {
+                        Reads::LeafAhead
+                    } else {
+                        Reads::Ahead
+                    };
+                    prefetch_page(child_page, reads);
                     *page = child_page;
                     *at = Some((child, child_txn));
                     if level == 2 {

@@ -426,13 +426,14 @@ impl<'db> WriteTxn<'db> {
         // size up (until one has room for the value: at small pages a
         // quarter may not); any other overlay makes the put copy the leaf,
         // applying it.
-        let mut unit = unit;
+        let (mut unit, mut recorded) = (unit, !first);
         loop {
-            let Some((page, larger, mark)) = self.move_to_larger_unit(arena, leaf_pgno, unit, txn)
+            let Some((page, larger, mark)) =
+                self.move_to_larger_unit(arena, leaf_pgno, unit, txn, recorded)
             else {
                 return Ok(Change::Declined);
             };
-            unit = larger;
+            (unit, recorded) = (larger, true);
             if entry.append_to(&page, txn) {
                 // `move_to_larger_unit` recorded the mark.
                 self.overlays.record(arena, unit, mark, false);
@@ -453,13 +454,15 @@ impl<'db> WriteTxn<'db> {
     /// for a unit that holds as many entries as a whole slot may (not its
     /// bytes: its count), or when the arena has no room. An arena leaf's
     /// moves the same way (`Arena::move_arena_overlay`), born with the
-    /// leaf.
+    /// leaf. `recorded`: whether the undo list holds a mark of `unit`
+    /// (the transaction appended to it before).
     fn move_to_larger_unit(
         &mut self,
         arena: &'db crate::storage::arena::Arena,
         leaf: u64,
         unit: u64,
         txn: u64,
+        recorded: bool,
     ) -> Option<(
         crate::storage::overlay::OverlayPage<'db>,
         u64,
@@ -495,7 +498,7 @@ impl<'db> WriteTxn<'db> {
             Some((page, mark)) => {
                 // No snapshot from this transaction's on reads it.
                 w.arena_space.retire_overlay(unit, txn);
-                self.overlays.moved(arena, unit, to, mark);
+                self.overlays.moved(arena, unit, to, mark, recorded);
                 Some((page, to, mark))
             }
             None => {

@@ -66,7 +66,8 @@ impl<'db> OverlayUndo<'db> {
     /// `first` when the transaction had appended nothing to it before (the
     /// caller knows in one load: the overlay's newest entry was not the
     /// transaction's, `OverlayPage::newest_txn`), whose mark is the one to
-    /// cut back to.
+    /// cut back to. The order of the marks does not matter: each names
+    /// another unit.
     pub(crate) fn record(&mut self, arena: &'db Arena, unit: u64, mark: Mark, first: bool) {
         self.arena = Some(arena);
         if first {
@@ -81,11 +82,26 @@ impl<'db> OverlayUndo<'db> {
     /// transaction up cuts `to` back to it. `from` is forgotten: it
     /// retired, so its slot may be handed out again before this
     /// transaction ends, and no snapshot from this transaction's on reads
-    /// it, so its entries of this transaction need no cut.
-    pub(crate) fn moved(&mut self, arena: &'db Arena, from: u64, to: u64, mark: Mark) {
+    /// it, so its entries of this transaction need no cut. `recorded`:
+    /// whether the list holds a mark of `from` (the transaction appended to
+    /// it before); looked for from the end, where a unit moved up again
+    /// in the same put lies (a scan of every mark at each move made a
+    /// random fill's commits of 1,000 puts quadratic in their overlays).
+    pub(crate) fn moved(
+        &mut self,
+        arena: &'db Arena,
+        from: u64,
+        to: u64,
+        mark: Mark,
+        recorded: bool,
+    ) {
         self.arena = Some(arena);
-        self.marks.retain(|m| m.0 != from);
-        debug_assert!(!self.marks.iter().any(|m| m.0 == to));
+        if recorded {
+            if let Some(i) = self.marks.iter().rposition(|m| m.0 == from) {
+                self.marks.swap_remove(i);
+            }
+        }
+        debug_assert!(!self.marks.iter().any(|m| m.0 == from || m.0 == to));
         self.marks.push((to, mark));
     }
 
