@@ -58,6 +58,58 @@ pub(crate) struct LeafHint {
     freed_at: usize,
 }
 
+/// Leaves the looks ahead found lately, one page number per slot chosen
+/// by a hash of it (a miss evicts): a batch whose leaves were nearly all
+/// found lately touches leaves that are in cache (a region the puts keep
+/// returning to: seed 003's first transactions, a small tree, sorted
+/// keys), where a look ahead costs instructions and hides no miss. After
+/// such a batch the next few go without one.
+#[derive(Default)]
+pub(crate) struct RecentLeaves {
+    /// Empty until the first look ahead (no memory for a writer that
+    /// never batches).
+    slots: Vec<u64>,
+    /// Batches to go without a look ahead.
+    skip: u32,
+}
+
+/// Slots of [`RecentLeaves`]: 256 leaves are 1 MiB of 4 KiB pages, about
+/// what a core's L2 cache holds.
+const RECENT_LEAVES: usize = 256;
+
+/// Batches a look ahead that found its leaves recent skips after it.
+const RECENT_SKIP: u32 = 7;
+
+impl RecentLeaves {
+    /// Whether the next batch goes without a look ahead (counted).
+    fn skips(&mut self) -> bool {
+        let skip = self.skip > 0;
+        self.skip = self.skip.saturating_sub(1);
+        skip
+    }
+
+    /// Records a look ahead's leaves; if half of them were found lately,
+    /// the next `RECENT_SKIP` batches go without one. Half: a put whose
+    /// pages are in cache pays about 540 instructions for a look ahead, one
+    /// that misses saves a chain of misses worth about twice that.
+    fn found(&mut self, leaves: &[Option<(u64, u64)>]) {
+        if self.slots.is_empty() {
+            self.slots = vec![0; RECENT_LEAVES];
+        }
+        let mut recent = 0;
+        for &(pgno, _) in leaves.iter().flatten() {
+            // Fibonacci hashing: page numbers are dense, arena ones carry
+            // a high bit.
+            let slot = (pgno.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize;
+            recent += usize::from(self.slots[slot] == pgno);
+            self.slots[slot] = pgno;
+        }
+        if recent * 2 >= leaves.len() {
+            self.skip = RECENT_SKIP;
+        }
+    }
+}
+
 /// Whether `hint` still names the leaf a descent of its key into tree `i`
 /// reaches: no page the transaction freed since names the leaf. A
 /// committed leaf stays where the key leads until a put copies it (the
@@ -81,7 +133,10 @@ impl<'db> WriteTxn<'db> {
     /// `hints[j]` to the leaf it found for `keys[j]`, which that key's
     /// put takes instead of descending again while it holds
     /// (`leaf_hint_holds`).
-    pub(crate) fn look_ahead(&self, i: usize, keys: &[&[u8]], hints: &mut [Option<LeafHint>]) {
+    pub(crate) fn look_ahead(&mut self, i: usize, keys: &[&[u8]], hints: &mut [Option<LeafHint>]) {
+        if self.writer.recent_leaves.skips() {
+            return;
+        }
         let root = self.catalog.trees[i].state.root;
         let base = &self.base.source;
         let src = WriteSource {
@@ -108,6 +163,9 @@ impl<'db> WriteTxn<'db> {
                 }
             },
         );
+        self.writer
+            .recent_leaves
+            .found(&leaves[..keys.len().min(DESCENT_BATCH)]);
         let freed_at = self.freed.len();
         for (hint, leaf) in hints.iter_mut().zip(leaves) {
             *hint = leaf.map(|leaf| LeafHint {

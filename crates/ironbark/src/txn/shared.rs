@@ -122,6 +122,10 @@ pub(crate) struct WriterState {
     /// in the arena (a file larger than the working set between
     /// checkpoints) do not pay a second descent each.
     pub(crate) overlay_misses: u64,
+    /// The leaves `put_many`'s looks ahead found lately
+    /// (`txn::overlaid::RecentLeaves`): where they keep finding the same
+    /// leaves, which are then in cache, they stop for a while.
+    pub(crate) recent_leaves: crate::txn::overlaid::RecentLeaves,
     /// When the reader table was last searched for slots of dead processes.
     pub(crate) stale_checked: Option<Instant>,
     /// The redo log (`None` for an instance that cannot write).
@@ -188,6 +192,7 @@ impl WriterState {
             allocated_to: file_len,
             poisoned: false,
             overlay_misses: 0,
+            recent_leaves: Default::default(),
             stale_checked: None,
             log,
             arena_space: ArenaSpace::default(),
