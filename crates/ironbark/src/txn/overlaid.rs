@@ -825,4 +825,42 @@ mod tests {
             other => panic!("expected Corrupted, got {other:?}"),
         }
     }
+
+    /// A batch whose leaves were half found lately makes the next
+    /// `RECENT_SKIP` batches go without a look ahead, then one looks
+    /// again; batches of new leaves never skip.
+    #[test]
+    fn batches_in_a_recent_region_skip_their_look_ahead_for_a_while() {
+        use super::{RecentLeaves, RECENT_SKIP};
+        let mut recent = RecentLeaves::default();
+        let leaves = |from: u64| -> Vec<Option<(u64, u64)>> {
+            (from..from + 16).map(|p| Some((p, 1))).collect()
+        };
+        // New leaves, batch after batch: always a look.
+        for batch in 0..50 {
+            assert!(!recent.skips(), "batch {batch}");
+            recent.found(&leaves(1_000 + 16 * batch));
+        }
+        // Half of them seen before (in the last batch): the next
+        // RECENT_SKIP batches skip.
+        let last = 1_000 + 16 * 49;
+        let mut half = leaves(last);
+        half[8..].copy_from_slice(&leaves(90_000)[8..]);
+        assert!(!recent.skips());
+        recent.found(&half);
+        for batch in 0..RECENT_SKIP {
+            assert!(recent.skips(), "batch {batch} after a recent one");
+        }
+        assert!(!recent.skips(), "a look again after the skipped batches");
+        // Fewer than half seen before: no skip. Leaves whose walk failed
+        // (`None`) count as not found lately.
+        let mut few = leaves(last);
+        few[7..].copy_from_slice(&leaves(200_000)[7..]);
+        recent.found(&few);
+        assert!(!recent.skips());
+        let mut failed = leaves(last);
+        failed[7..].fill(None);
+        recent.found(&failed);
+        assert!(!recent.skips());
+    }
 }
