@@ -210,6 +210,27 @@ impl<'a> OverlayPage<'a> {
         }
     }
 
+    /// Writer: starts loading the lines the next append writes (its
+    /// entry's header, and the two lines below the values, where a value
+    /// of up to 128 bytes goes), from the writer's word: for a caller
+    /// whose first line is in cache already (a look ahead asked for it:
+    /// `WriteTxn::look_ahead`), so that the append's stores do not wait.
+    #[inline(always)]
+    pub(crate) fn prefetch_append(&self) {
+        let m = self.mark();
+        let header = FIRST_HEADER + m.entries as usize * ENTRY_HEADER;
+        let values_at = m.values_at as usize;
+        for at in [
+            header,
+            values_at.saturating_sub(1),
+            values_at.saturating_sub(65),
+        ] {
+            if at < self.page_size {
+                crate::storage::map::prefetch_line(self.ptr.wrapping_add(at));
+            }
+        }
+    }
+
     fn filter(&self) -> &AtomicU64 {
         // SAFETY: bytes 56..64 of the page (which is longer, and 8-aligned),
         // only ever accessed atomically.

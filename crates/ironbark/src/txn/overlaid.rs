@@ -299,7 +299,13 @@ impl<'db> WriteTxn<'db> {
         let existing_unit = self.base.source.overlay_unit(pgno);
         let existing = existing_unit.and_then(|u| arena.overlay_in(u));
         if let Some(page) = &existing {
-            page.prefetch();
+            if hint.is_some() {
+                // Its first line is in cache: ask for the lines its
+                // append will write, while the leaf is searched.
+                page.prefetch_append();
+            } else {
+                page.prefetch();
+            }
         }
         let leaf = node_at(&src, pgno, txn, 1, reads)?;
         let mut index = None;
