@@ -190,6 +190,21 @@ int ironbark_put(ironbark_txn *txn, const ironbark_tree *tree,
                  const uint8_t *key, size_t key_len,
                  const uint8_t *val, size_t val_len);
 
+/* Stores count pairs, vals[i] (val_lens[i] bytes) under keys[i]
+ * (key_lens[i] bytes), in order, as ironbark_put would one pair at a time
+ * (of two pairs with one key, the later wins): faster than ironbark_put in
+ * a loop for keys scattered over a large tree, whose paths it walks 16 at
+ * a time. The arguments are checked first: a null array with count > 0,
+ * or a null key or value with a non-zero length, is IRONBARK_EINVAL and
+ * stores nothing. Then the first pair that fails (IRONBARK_EKEYSIZE...)
+ * ends the call with its code, the pairs before it stored. No key or value
+ * may be one found in this transaction (by ironbark_get...): the pairs
+ * stored before it may move it. Write transactions only. */
+int ironbark_put_many(ironbark_txn *txn, const ironbark_tree *tree,
+                      const uint8_t *const *keys, const size_t *key_lens,
+                      const uint8_t *const *vals, const size_t *val_lens,
+                      size_t count);
+
 /* Removes key: IRONBARK_OK if it was there, IRONBARK_NOTFOUND if not. */
 int ironbark_delete(ironbark_txn *txn, const ironbark_tree *tree,
                     const uint8_t *key, size_t key_len);

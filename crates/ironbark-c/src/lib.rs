@@ -481,6 +481,39 @@ unsafe fn bytes<'a>(ptr: *const u8, len: usize, what: &str) -> Result<&'a [u8], 
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
 
+/// The array `ptr[..count]`; a null `ptr` is the empty array if `count`
+/// is 0 and `EINVAL` otherwise, as is a misaligned one.
+///
+/// # Safety
+/// A non-null `ptr` must point to `count` initialised `T`s that stay
+/// unchanged for `'a`.
+unsafe fn array<'a, T>(ptr: *const T, count: usize, what: &str) -> Result<&'a [T], Failure> {
+    if ptr.is_null() {
+        return if count == 0 {
+            Ok(&[])
+        } else {
+            Err(Failure::invalid(format!(
+                "{what} is null with count {count}"
+            )))
+        };
+    }
+    if !ptr.is_aligned() {
+        return Err(Failure::invalid(format!("{what} is misaligned")));
+    }
+    if count
+        .checked_mul(size_of::<T>())
+        .is_none_or(|n| n > isize::MAX as usize)
+    {
+        return Err(Failure::invalid(format!(
+            "{what} count {count} is too large"
+        )));
+    }
+    // SAFETY: `ptr` is non-null, aligned and, by the caller's contract,
+    // points to `count` (spanning <= isize::MAX bytes) initialised `T`s
+    // that live and stay unchanged for `'a`.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, count) })
+}
+
 /// The NUL-terminated UTF-8 string at `ptr`.
 ///
 /// # Safety
@@ -1038,6 +1071,73 @@ pub unsafe extern "C" fn ironbark_put(
         let cell = writer(txn, "put")?;
         let mut w = cell.txn.try_borrow_mut().map_err(|_| ended())?;
         w.as_mut().ok_or_else(ended)?.put(tree, key, val)?;
+        Ok(IRONBARK_OK)
+    })
+}
+
+/// The pairs of `ironbark_put_many`: its four arrays, of one length.
+struct PairArrays<'a> {
+    keys: &'a [*const u8],
+    key_lens: &'a [usize],
+    vals: &'a [*const u8],
+    val_lens: &'a [usize],
+}
+
+impl<'a> PairArrays<'a> {
+    /// Pair `i`, or `EINVAL` naming it.
+    ///
+    /// # Safety
+    /// As for [`bytes`], for the key and the value of pair `i`.
+    unsafe fn pair(&self, i: usize) -> Result<(&'a [u8], &'a [u8]), Failure> {
+        let at = |f: Failure| Failure::invalid(format!("{} (pair {i})", f.message));
+        // SAFETY: by the caller's contract, each is null or its length of
+        // readable bytes that stay unchanged for `'a`.
+        unsafe {
+            Ok((
+                bytes(self.keys[i], self.key_lens[i], "key").map_err(at)?,
+                bytes(self.vals[i], self.val_lens[i], "val").map_err(at)?,
+            ))
+        }
+    }
+}
+
+/// Stores many values, their descents walked together.
+#[no_mangle]
+pub unsafe extern "C" fn ironbark_put_many(
+    txn: *mut Txn,
+    tree: *const TreeHandle,
+    keys: *const *const u8,
+    key_lens: *const usize,
+    vals: *const *const u8,
+    val_lens: *const usize,
+    count: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `txn` is null or a live handle from `ironbark_txn_begin`.
+        let txn = unsafe { reference(txn, "txn") }?;
+        // SAFETY: `tree` is null or a live handle from `ironbark_tree_open`.
+        let tree = unsafe { reference(tree, "tree") }?.plain()?;
+        // SAFETY: each array is null or `count` readable elements (header).
+        let pairs = unsafe {
+            PairArrays {
+                keys: array(keys, count, "keys")?,
+                key_lens: array(key_lens, count, "key_lens")?,
+                vals: array(vals, count, "vals")?,
+                val_lens: array(val_lens, count, "val_lens")?,
+            }
+        };
+        // Every pair is checked before the first is stored, so that a bad
+        // argument stores nothing, as for `ironbark_put`.
+        for i in 0..count {
+            // SAFETY: pair `i`'s key and value are null or their lengths of
+            // readable bytes (header).
+            unsafe { pairs.pair(i) }?;
+        }
+        let cell = writer(txn, "put_many")?;
+        let mut w = cell.txn.try_borrow_mut().map_err(|_| ended())?;
+        // SAFETY: as above; every pair converts, as checked there.
+        let checked = (0..count).map_while(|i| unsafe { pairs.pair(i) }.ok());
+        w.as_mut().ok_or_else(ended)?.put_many(tree, checked)?;
         Ok(IRONBARK_OK)
     })
 }

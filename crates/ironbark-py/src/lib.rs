@@ -24,9 +24,9 @@ use ironbark::{
     Database, Durability, Error as EngineError, IntWidth, Options, Range, ReadTxn, Savepoint, Tree,
     WriteTxn,
 };
-use pyo3::exceptions::{PyBufferError, PyException, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyException, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyMemoryView, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyIterator, PyMemoryView, PyTuple};
 use pyo3::{create_exception, ffi};
 
 /// The tree that calls without `tree=` use: LMDB's unnamed main database,
@@ -629,6 +629,70 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 /// A `(key, value)` entry as Python sees it.
 type PyEntry<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>);
 
+/// A key or value of `put_many`, read in place: a `bytes` never changes,
+/// and the reference keeps it alive while the engine holds the pair.
+struct InPlace<'py>(Bound<'py, PyBytes>);
+
+impl AsRef<[u8]> for InPlace<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+/// The pairs of `put_many`, converted as the engine takes them (16 at a
+/// time) rather than all first, so a large iterable is never copied into
+/// a list. An item that does not convert, or an exception of the iterable
+/// itself, ends them and waits in `error`, to be raised once the pairs
+/// before it are stored.
+struct PairsOf<'py> {
+    /// `None` once ended: a Python iterator may yield again after its end.
+    items: Option<Bound<'py, PyIterator>>,
+    taken: usize,
+    error: Option<PyErr>,
+}
+
+impl<'py> Iterator for PairsOf<'py> {
+    type Item = (InPlace<'py>, InPlace<'py>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let items = self.items.as_mut()?;
+        let next = items
+            .next()
+            .map(|item| item.and_then(|item| pair_of(&item, self.taken)));
+        match next {
+            Some(Ok(pair)) => {
+                self.taken += 1;
+                return Some(pair);
+            }
+            Some(Err(e)) => self.error = Some(e),
+            None => {}
+        }
+        self.items = None;
+        None
+    }
+}
+
+/// The item `index` of `put_many`'s pairs as a key and a value, or the
+/// `TypeError` that `put` raises for an argument that is not `bytes`.
+fn pair_of<'py>(item: &Bound<'py, PyAny>, index: usize) -> PyResult<(InPlace<'py>, InPlace<'py>)> {
+    let pair = item
+        .cast::<PyTuple>()
+        .map_err(|e| PyTypeError::new_err(format!("put_many: pair {index}: {e}")))?;
+    if pair.len() != 2 {
+        return Err(PyTypeError::new_err(format!(
+            "put_many: pair {index} is a tuple of {} items, not (key, value)",
+            pair.len()
+        )));
+    }
+    let part = |i: usize, what: &str| {
+        pair.get_item(i)?
+            .cast_into::<PyBytes>()
+            .map(InPlace)
+            .map_err(|e| PyTypeError::new_err(format!("put_many: the {what} of pair {index}: {e}")))
+    };
+    Ok((part(0, "key")?, part(1, "value")?))
+}
+
 /// The edge and nearest-key lookups, which read alike in both kinds of
 /// transaction.
 #[derive(Clone, Copy)]
@@ -843,6 +907,28 @@ impl PyTransaction {
         }
         w.put(&t, key, value).or_raise()?;
         Ok(true)
+    }
+
+    /// Stores each `(key, value)` of the iterable `pairs` in the tree
+    /// (created if needed), in order, as `put` would one pair at a time
+    /// (of two pairs with one key, the later wins); faster for keys
+    /// scattered over a large tree. The first pair that fails (a key too
+    /// large, an item that is not a tuple of two `bytes`) raises, with the
+    /// pairs before it stored.
+    #[pyo3(signature = (pairs, *, tree=None))]
+    fn put_many(&mut self, pairs: &Bound<'_, PyAny>, tree: Option<&str>) -> PyResult<()> {
+        let items = pairs.try_iter()?;
+        let w = self.writer("put_many")?;
+        let t = w.open_tree(tree.unwrap_or(DEFAULT_TREE)).or_raise()?;
+        let mut pairs = PairsOf {
+            items: Some(items),
+            taken: 0,
+            error: None,
+        };
+        // An engine error comes first: the pair it failed on was taken
+        // before the item that ended the pairs.
+        w.put_many(&t, &mut pairs).or_raise()?;
+        pairs.error.map_or(Ok(()), Err)
     }
 
     /// Stores `value` under `key`, which must be greater than every key of

@@ -4,6 +4,7 @@ the exceptions, threads and stats. Run by scripts/test.sh with pytest after
 installing the package from source."""
 
 import pathlib
+import random
 import threading
 import time
 
@@ -105,6 +106,153 @@ def test_append_takes_keys_in_order_only(db):
         with pytest.raises(ironbark.ReadOnlyError):
             txn.append(b"zzz", b"v", tree="log")
     assert issubclass(ironbark.KeyOutOfOrderError, ironbark.Error)
+
+
+def _scattered_pairs(rng, n):
+    """n pairs of random keys, some of them repeated within a batch of 16
+    (the engine's) and across batches, and some empty values."""
+    pairs = []
+    for i in range(n):
+        if pairs and rng.random() < 0.15:
+            key = rng.choice(pairs[-16:])[0]
+        else:
+            key = rng.randbytes(rng.randint(1, 40))
+        pairs.append((key, rng.randbytes(rng.choice([0, 3, 100, 600])) + b"#%d" % i))
+    pairs.append((pairs[-1][0], b"the later wins"))
+    return pairs
+
+
+def test_put_many_stores_what_puts_one_at_a_time_store(tmp_path):
+    rng = random.Random(20240611)
+    # Commits of a batch each, the later ones replacing some earlier keys.
+    batches = [_scattered_pairs(rng, n) for n in (700, 1, 300)]
+    batches[2] += rng.sample(batches[0], 50)
+    one_by_one, together = tmp_path / "one_by_one.ib", tmp_path / "together.ib"
+    with ironbark.open(one_by_one) as a, ironbark.open(together) as b:
+        for batch in batches:
+            with a.begin(write=True) as txn:
+                for key, value in batch:
+                    assert txn.put(key, value)
+            with b.begin(write=True) as txn:
+                assert txn.put_many(batch) is None
+                # The transaction sees its own puts.
+                assert txn.get(batch[-1][0]) == batch[-1][1]
+        with a.begin() as ra, b.begin() as rb:
+            expected = list(ra)
+            assert list(rb) == expected
+    assert len(expected) > 500
+    with ironbark.open(together, create=False) as b:
+        with b.begin() as txn:
+            assert list(txn) == expected
+            assert txn.trees() == ["main"]
+
+
+def test_put_many_stops_at_a_bad_pair_with_the_pairs_before_it_stored(db):
+    good = [(b"k%03d" % i, b"v%d" % i) for i in range(100)]
+    bad_items = [
+        ("text", b"v"),  # a key that is not bytes
+        (b"k", 42),  # a value that is not bytes
+        (b"k", None),
+        [b"k", b"v"],  # not a tuple
+        (b"k",),  # a tuple of another length
+        (b"k", b"v", b"w"),
+        None,
+    ]
+    for at, bad in zip([0, 3, 15, 16, 17, 40, 99], bad_items):
+        with db.begin(write=True) as txn:
+            with pytest.raises(TypeError, match="put_many"):
+                txn.put_many(good[:at] + [bad] + good[at:])
+            assert [k for k, _ in txn] == [k for k, _ in good[:at]], (at, bad)
+            txn.abort()
+    # put raises the same exception for a bad argument.
+    with db.begin(write=True) as txn:
+        with pytest.raises(TypeError):
+            txn.put("text", b"v")
+        with pytest.raises(TypeError):
+            txn.put_many(42)  # not iterable
+        # An engine error stops the pairs the same way; the transaction
+        # goes on and commits what was stored.
+        too_long = (b"x" * (db.max_key_len + 1), b"v")
+        with pytest.raises(ironbark.KeyTooLargeError):
+            txn.put_many(good[:20] + [too_long] + good[20:])
+        assert txn.count() == 20
+        txn.put_many([(b"after", b"the error")])
+    with db.begin() as txn:
+        assert txn.count() == 21
+        assert txn.get(b"k019") == b"v19" and txn.get(b"k020") is None
+        assert txn.get(b"after") == b"the error"
+        with pytest.raises(ironbark.ReadOnlyError, match="put_many in a read transaction"):
+            txn.put_many(good)
+
+
+def test_put_many_takes_a_generator_and_converts_it_as_it_goes(db):
+    taken = 0
+
+    def pairs(n, bad_at=None):
+        nonlocal taken
+        for i in range(n):
+            taken += 1
+            yield (b"bad" if i == bad_at else b"g%04d" % i, b"v%d" % i if i != bad_at else "text")
+
+    with db.begin(write=True) as txn:
+        txn.put_many(pairs(500))
+        assert taken == 500
+        assert txn.count() == 500
+        # Not gathered into a list first: nothing after the bad pair is taken.
+        taken = 0
+        with pytest.raises(TypeError, match="value of pair 250"):
+            txn.put_many(pairs(1000, bad_at=250))
+        assert taken == 251
+        txn.put_many(iter([]))
+        txn.put_many({b"from": b"a dict's items"}.items())
+    with db.begin() as txn:
+        assert txn.count() == 501
+        assert txn.get(b"g0499") == b"v499"
+        assert txn.get(b"from") == b"a dict's items"
+
+    # An exception of the iterable itself propagates, after the pairs
+    # before it are stored.
+    def failing():
+        yield (b"first", b"1")
+        yield (b"second", b"2")
+        raise LookupError("the source failed")
+
+    with db.begin(write=True) as txn:
+        with pytest.raises(LookupError, match="the source failed"):
+            txn.put_many(failing())
+        assert txn.get(b"first") == b"1" and txn.get(b"second") == b"2"
+
+    # An iterable that uses the transaction while put_many holds it is
+    # refused, not let in.
+    with db.begin(write=True) as txn:
+
+        def meddling():
+            yield (b"m1", b"1")
+            txn.get(b"m1")
+            yield (b"m2", b"2")
+
+        with pytest.raises(RuntimeError):
+            txn.put_many(meddling())
+        assert txn.get(b"m1") == b"1" and txn.get(b"m2") is None
+
+
+def test_put_many_with_the_tree_keyword(db):
+    with db.begin(write=True) as txn:
+        txn.put_many([(b"k", b"in users"), (b"j", b"too")], tree="users")
+        txn.put_many([(b"k", b"in main")])
+        txn.put_many([], tree="created")  # creates the tree, as put would
+        with pytest.raises(ironbark.InvalidTreeNameError):
+            txn.put_many([(b"k", b"v")], tree="")
+        txn.put_dup(b"k", b"v", tree="multi")
+        with pytest.raises(ironbark.WrongTreeKindError):
+            txn.put_many([(b"k", b"v")], tree="multi")
+        with pytest.raises(TypeError):
+            txn.put_many([(b"k", b"v")], "users")  # the tree is a keyword
+    with db.begin() as txn:
+        assert txn.trees() == ["created", "main", "multi", "users"]
+        assert list(txn.range(tree="users")) == [(b"j", b"too"), (b"k", b"in users")]
+        assert list(txn) == [(b"k", b"in main")]
+        assert txn.count(tree="created") == 0
 
 
 def test_the_block_commits_on_success_and_aborts_on_an_exception(db):

@@ -28,6 +28,7 @@ def test_a_typical_program_type_checks(tmp_path):
                 with ironbark.open(path, durability="none") as db:
                     with db.begin(write=True) as txn:
                         txn.put(b"k", b"v", tree="t")
+                        txn.put_many(((b"k%d" % i, b"v") for i in range(3)), tree="t")
                         deleted: bool = txn.delete(b"gone")
                     with db.begin(buffers=True) as txn:
                         value: Optional[Union[bytes, memoryview]] = txn.get(b"k", tree="t")

@@ -134,6 +134,7 @@ static void test_null_handles(void) {
     CHECK_RC(ironbark_tree_count(NULL, NULL, &count), IRONBARK_EINVAL);
     CHECK_RC(ironbark_get(NULL, NULL, B("k"), 1, &v, &n), IRONBARK_EINVAL);
     CHECK_RC(ironbark_put(NULL, NULL, B("k"), 1, B("v"), 1), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_put_many(NULL, NULL, NULL, NULL, NULL, NULL, 0), IRONBARK_EINVAL);
     CHECK_RC(ironbark_delete(NULL, NULL, B("k"), 1), IRONBARK_EINVAL);
     CHECK_RC(ironbark_cursor_open(NULL, NULL, NULL, 0, NULL, 0, 0, &cur), IRONBARK_EINVAL);
     CHECK_RC(ironbark_cursor_next(NULL, &v, &n, &v, &n), IRONBARK_EINVAL);
@@ -427,6 +428,185 @@ static void test_main_flow(const char *dir) {
     CHECK(bytes_eq(v, vl, "changed"));
     ironbark_tree_close(users);
     ironbark_txn_abort(r);
+    ironbark_close(db);
+}
+
+/* The same on every run: a 64-bit linear congruential generator. */
+static uint64_t rand_state = 20240611;
+static uint64_t next_rand(void) {
+    rand_state = rand_state * 6364136223846793005ull + 1442695040888963407ull;
+    return rand_state >> 33;
+}
+
+/* Whether trees a and b hold the same entries; *count is how many. */
+static int same_entries(ironbark_txn *txn, ironbark_tree *a, ironbark_tree *b, uint64_t *count) {
+    ironbark_cursor *ca = NULL, *cb = NULL;
+    const uint8_t *ka, *va, *kb, *vb;
+    size_t ka_len, va_len, kb_len, vb_len;
+    int same = 1, ra, rb;
+    *count = 0;
+    CHECK_RC(ironbark_cursor_open(txn, a, NULL, 0, NULL, 0, 0, &ca), IRONBARK_OK);
+    CHECK_RC(ironbark_cursor_open(txn, b, NULL, 0, NULL, 0, 0, &cb), IRONBARK_OK);
+    do {
+        ra = ironbark_cursor_next(ca, &ka, &ka_len, &va, &va_len);
+        rb = ironbark_cursor_next(cb, &kb, &kb_len, &vb, &vb_len);
+        if (ra != rb) {
+            same = 0;
+        } else if (ra == IRONBARK_OK) {
+            same &= ka_len == kb_len && va_len == vb_len && memcmp(ka, kb, ka_len) == 0 &&
+                    (va_len == 0 || memcmp(va, vb, va_len) == 0);
+            (*count)++;
+        }
+    } while (same && ra == IRONBARK_OK);
+    CHECK_RC(ra, IRONBARK_NOTFOUND);
+    ironbark_cursor_close(ca);
+    ironbark_cursor_close(cb);
+    return same;
+}
+
+#define MANY 700
+
+static void test_put_many(const char *dir) {
+    static char key_buf[MANY][24], val_buf[MANY][24];
+    static const uint8_t *keys[MANY], *vals[MANY];
+    static size_t key_lens[MANY], val_lens[MANY];
+    ironbark_db *db = NULL;
+    ironbark_txn *w = NULL, *r = NULL;
+    ironbark_tree *one = NULL, *many = NULL, *errs = NULL, *m = NULL;
+    size_t maxkey = 0;
+    uint64_t count = 0, entries = 0;
+
+    /* Scattered keys of several lengths, some repeated within a run of 16
+     * (the later value wins), some empty values (null with length 0). */
+    for (int i = 0; i < MANY; i++) {
+        if (i > 0 && next_rand() % 6 == 0) {
+            int earlier = i - 1 - (int)(next_rand() % (i < 15 ? (uint64_t)i : 15));
+            key_lens[i] = key_lens[earlier];
+            memcpy(key_buf[i], key_buf[earlier], key_lens[i]);
+        } else {
+            uint64_t mask = (1ull << (4 * (1 + next_rand() % 12))) - 1;
+            key_lens[i] = (size_t)snprintf(key_buf[i], sizeof key_buf[i], "k%llx",
+                                           (unsigned long long)(next_rand() & mask));
+        }
+        keys[i] = B(key_buf[i]);
+        if (i % 50 == 7) {
+            vals[i] = NULL;
+            val_lens[i] = 0;
+        } else {
+            val_lens[i] = (size_t)snprintf(val_buf[i], sizeof val_buf[i], "v%d", i);
+            vals[i] = B(val_buf[i]);
+        }
+    }
+
+    CHECK_RC(ironbark_open(db_path(dir, "put_many.ib"), NULL, &db), IRONBARK_OK);
+    CHECK_RC(ironbark_max_key_len(db, &maxkey), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_begin(db, 0, &w), IRONBARK_OK);
+    CHECK_RC(ironbark_tree_open(w, "one", IRONBARK_TREE_CREATE, &one), IRONBARK_OK);
+    CHECK_RC(ironbark_tree_open(w, "many", IRONBARK_TREE_CREATE, &many), IRONBARK_OK);
+    for (int i = 0; i < MANY; i++) {
+        CHECK_RC(ironbark_put(w, one, keys[i], key_lens[i], vals[i], val_lens[i]), IRONBARK_OK);
+    }
+    /* Calls of several sizes, around the batches of 16. */
+    size_t sizes[] = {0, 1, 15, 16, 17, 33, 100, MANY - 182};
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        CHECK_RC(ironbark_put_many(w, many, keys + at, key_lens + at, vals + at, val_lens + at,
+                                   sizes[i]),
+                 IRONBARK_OK);
+        at += sizes[i];
+    }
+    CHECK(at == MANY);
+    CHECK(same_entries(w, one, many, &entries));
+    CHECK(entries > 400 && entries < MANY);
+    CHECK_RC(ironbark_txn_commit(w), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_READ_ONLY, &r), IRONBARK_OK);
+    CHECK(same_entries(r, one, many, &count));
+    CHECK(count == entries);
+    /* Writes belong to write transactions. */
+    CHECK_RC(ironbark_put_many(r, many, keys, key_lens, vals, val_lens, 1), IRONBARK_EREADONLY);
+    CHECK(strstr(ironbark_last_error(), "put_many in a read transaction") != NULL);
+    ironbark_txn_abort(r);
+    ironbark_tree_close(one);
+    ironbark_tree_close(many);
+    ironbark_close(db);
+
+    /* And after a reopen. */
+    CHECK_RC(ironbark_open(db_path(dir, "put_many.ib"), NULL, &db), IRONBARK_OK);
+    CHECK_RC(ironbark_txn_begin(db, 0, &w), IRONBARK_OK);
+    CHECK_RC(ironbark_tree_open(w, "one", 0, &one), IRONBARK_OK);
+    CHECK_RC(ironbark_tree_open(w, "many", 0, &many), IRONBARK_OK);
+    CHECK(same_entries(w, one, many, &count));
+    CHECK(count == entries);
+
+    /* Null arrays are the empty batch with count 0 only; a bad argument
+     * stores nothing, even after good pairs. */
+    CHECK_RC(ironbark_tree_open(w, "errs", IRONBARK_TREE_CREATE, &errs), IRONBARK_OK);
+    CHECK_RC(ironbark_put_many(w, errs, NULL, NULL, NULL, NULL, 0), IRONBARK_OK);
+    CHECK_RC(ironbark_put_many(w, errs, NULL, key_lens, vals, val_lens, 3), IRONBARK_EINVAL);
+    CHECK(strstr(ironbark_last_error(), "keys is null with count 3") != NULL);
+    CHECK_RC(ironbark_put_many(w, errs, keys, NULL, vals, val_lens, 3), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_put_many(w, errs, keys, key_lens, NULL, val_lens, 3), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_put_many(w, errs, keys, key_lens, vals, NULL, 3), IRONBARK_EINVAL);
+    CHECK_RC(ironbark_put_many(w, errs, keys, key_lens, vals, val_lens, SIZE_MAX),
+             IRONBARK_EINVAL);
+    CHECK(strstr(ironbark_last_error(), "too large") != NULL);
+    CHECK_RC(ironbark_put_many(w, NULL, keys, key_lens, vals, val_lens, 3), IRONBARK_EINVAL);
+    const uint8_t *saved = keys[5];
+    keys[5] = NULL;
+    CHECK_RC(ironbark_put_many(w, errs, keys, key_lens, vals, val_lens, 10), IRONBARK_EINVAL);
+    CHECK(strstr(ironbark_last_error(), "key is null with length") != NULL);
+    CHECK(strstr(ironbark_last_error(), "(pair 5)") != NULL);
+    keys[5] = saved;
+    saved = vals[9];
+    vals[9] = NULL;
+    CHECK_RC(ironbark_put_many(w, errs, keys, key_lens, vals, val_lens, 10), IRONBARK_EINVAL);
+    CHECK(strstr(ironbark_last_error(), "(pair 9)") != NULL);
+    vals[9] = saved;
+    CHECK_RC(ironbark_tree_count(w, errs, &count), IRONBARK_OK);
+    CHECK(count == 0);
+
+    /* A pair the engine refuses ends the call: the pairs before it are
+     * stored, those after it are not, and the transaction goes on. */
+    static const uint8_t *err_keys[40], *err_vals[40];
+    static size_t err_key_lens[40], err_val_lens[40];
+    static char err_buf[40][8];
+    uint8_t *big = calloc(maxkey + 1, 1);
+    for (int i = 0; i < 40; i++) {
+        err_key_lens[i] = (size_t)snprintf(err_buf[i], sizeof err_buf[i], "e%02d", i);
+        err_keys[i] = B(err_buf[i]);
+        err_vals[i] = B("x");
+        err_val_lens[i] = 1;
+    }
+    err_keys[20] = big;
+    err_key_lens[20] = maxkey + 1;
+    CHECK_RC(ironbark_put_many(w, errs, err_keys, err_key_lens, err_vals, err_val_lens, 40),
+             IRONBARK_EKEYSIZE);
+    CHECK(strstr(ironbark_last_error(), "larger than the limit of 1317") != NULL);
+    free(big);
+    CHECK_RC(ironbark_tree_count(w, errs, &count), IRONBARK_OK);
+    CHECK(count == 20);
+    CHECK_RC(ironbark_contains_key(w, errs, B("e19"), 3), IRONBARK_OK);
+    CHECK_RC(ironbark_contains_key(w, errs, B("e21"), 3), IRONBARK_NOTFOUND);
+    CHECK_RC(ironbark_put_many(w, errs, err_keys + 21, err_key_lens + 21, err_vals + 21,
+                               err_val_lens + 21, 19),
+             IRONBARK_OK);
+
+    /* Plain trees only. */
+    CHECK_RC(ironbark_tree_open(w, "m", IRONBARK_TREE_CREATE | IRONBARK_TREE_MULTIMAP, &m),
+             IRONBARK_OK);
+    CHECK_RC(ironbark_put_many(w, m, keys, key_lens, vals, val_lens, 1), IRONBARK_EWRONGKIND);
+    CHECK_RC(ironbark_txn_commit(w), IRONBARK_OK);
+
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_READ_ONLY, &r), IRONBARK_OK);
+    CHECK_RC(ironbark_tree_count(r, errs, &count), IRONBARK_OK);
+    CHECK(count == 39);
+    CHECK_RC(ironbark_tree_count(r, m, &count), IRONBARK_OK);
+    CHECK(count == 0);
+    ironbark_txn_abort(r);
+    ironbark_tree_close(m);
+    ironbark_tree_close(errs);
+    ironbark_tree_close(one);
+    ironbark_tree_close(many);
     ironbark_close(db);
 }
 
@@ -1094,6 +1274,7 @@ int main(int argc, char **argv) {
     test_open_errors(argv[1]);
     test_null_handles();
     test_main_flow(argv[1]);
+    test_put_many(argv[1]);
     test_read_only_and_readers(argv[1]);
     test_thread_and_handle_misuse(argv[1]);
     test_more_calls(argv[1]);

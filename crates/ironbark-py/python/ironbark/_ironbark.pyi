@@ -3,7 +3,7 @@
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
-from typing import Dict, Iterator, List, Literal, Optional, Tuple, Type, TypeVar, Union, final, overload
+from typing import Dict, Iterable, Iterator, List, Literal, Optional, Tuple, Type, TypeVar, Union, final, overload
 
 _T = TypeVar("_T")
 # bytes from write transactions and by default; memoryview with buffers=True.
@@ -131,6 +131,7 @@ class Transaction:
     def put(
         self, key: bytes, value: bytes, *, tree: Optional[str] = None, overwrite: bool = True
     ) -> bool: ...
+    def put_many(self, pairs: Iterable[Tuple[bytes, bytes]], *, tree: Optional[str] = None) -> None: ...
     def append(self, key: bytes, value: bytes, *, tree: Optional[str] = None) -> None: ...
     def delete(self, key: bytes, *, tree: Optional[str] = None) -> bool: ...
     def insert(self, key: bytes, value: bytes, *, tree: Optional[str] = None) -> Optional[bytes]: ...
