@@ -1,7 +1,7 @@
 //! `WriteTxn::put_many`: a batch of puts whose descents are walked
 //! together, a level at a time, before the puts are made (each put then
 //! takes the leaf the walk found while no put of the batch has copied
-//! that leaf since: `txn::overlaid::leaf_hint_holds`, asserted against a
+//! that leaf since: `txn::leaf_hints::LeafHint::holds`, asserted against a
 //! fresh descent in debug builds). What is checked: a batch stores exactly
 //! what the same puts one at a time store, in every state a tree passes
 //! through (file leaves, arena leaves, overlays with values and inserts,

@@ -10,6 +10,7 @@
 pub(crate) mod checkpoint_steps;
 pub(crate) mod commit;
 pub(crate) mod cursor_mut;
+pub(crate) mod leaf_hints;
 pub(crate) mod logged;
 pub(crate) mod overlaid;
 pub(crate) mod overlay_undo;

@@ -36,8 +36,8 @@ use crate::btree::search::{leaf_ref, node_at, prefetch_descents, DESCENT_BATCH};
 use crate::error::{Error, Result};
 use crate::pages::{MapSource, WriteSource};
 use crate::storage::arena::{FileOverlays, ARENA_BIT, WHOLE_SLOT_UNIT};
-use crate::storage::freespace::Freed;
 use crate::storage::overlay::{Overlaid, OverlayPage, MAX_OVERLAY_VALUE};
+use crate::txn::leaf_hints::LeafHint;
 use crate::txn::logged::{arena_bound, arena_memory_cap};
 use crate::txn::shared::Snapshot;
 use crate::txn::write::WriteTxn;
@@ -48,82 +48,6 @@ use crate::txn::write::WriteTxn;
 const MISSES_BEFORE_SAMPLING: u64 = 64;
 const OVERLAY_SAMPLE: u64 = 16;
 
-/// The leaf of a key of tree `tree`, (page number, txn) as `leaf_ref`
-/// gives it, found by a look ahead (`WriteTxn::look_ahead`) when the
-/// transaction had freed `freed_at` pages.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct LeafHint {
-    tree: usize,
-    leaf: (u64, u64),
-    freed_at: usize,
-}
-
-/// Leaves the looks ahead found lately, one page number per slot chosen
-/// by a hash of it (a miss evicts): a batch whose leaves were nearly all
-/// found lately touches leaves that are in cache (a region the puts keep
-/// returning to: seed 003's first transactions, a small tree, sorted
-/// keys), where a look ahead costs instructions and hides no miss. After
-/// such a batch the next few go without one.
-#[derive(Default)]
-pub(crate) struct RecentLeaves {
-    /// Empty until the first look ahead (no memory for a writer that
-    /// never batches).
-    slots: Vec<u64>,
-    /// Batches to go without a look ahead.
-    skip: u32,
-}
-
-/// Slots of [`RecentLeaves`]: 256 leaves are 1 MiB of 4 KiB pages, about
-/// what a core's L2 cache holds.
-const RECENT_LEAVES: usize = 256;
-
-/// Batches a look ahead that found its leaves recent skips after it.
-const RECENT_SKIP: u32 = 7;
-
-impl RecentLeaves {
-    /// Whether the next batch goes without a look ahead (counted).
-    fn skips(&mut self) -> bool {
-        let skip = self.skip > 0;
-        self.skip = self.skip.saturating_sub(1);
-        skip
-    }
-
-    /// Records a look ahead's leaves; if half of them were found lately,
-    /// the next `RECENT_SKIP` batches go without one. Half: a put whose
-    /// pages are in cache pays about 540 instructions for a look ahead, one
-    /// that misses saves a chain of misses worth about twice that.
-    fn found(&mut self, leaves: &[Option<(u64, u64)>]) {
-        if self.slots.is_empty() {
-            self.slots = vec![0; RECENT_LEAVES];
-        }
-        let mut recent = 0;
-        for &(pgno, _) in leaves.iter().flatten() {
-            // Fibonacci hashing: page numbers are dense, arena ones carry
-            // a high bit.
-            let slot = (pgno.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize;
-            recent += usize::from(self.slots[slot] == pgno);
-            self.slots[slot] = pgno;
-        }
-        if recent * 2 >= leaves.len() {
-            self.skip = RECENT_SKIP;
-        }
-    }
-}
-
-/// Whether `hint` still names the leaf a descent of its key into tree `i`
-/// reaches: no page the transaction freed since names the leaf. A
-/// committed leaf stays where the key leads until a put copies it (the
-/// copy frees it): a key changes leaves only when its leaf splits, which
-/// a put does to a copy, and puts merge nothing; a dirty leaf stays dirty
-/// (a put that finds one copies nothing into the overlay, whichever dirty
-/// leaf it is).
-fn leaf_hint_holds(hint: &LeafHint, i: usize, freed: &[Freed]) -> bool {
-    hint.tree == i
-        && freed
-            .get(hint.freed_at..)
-            .is_some_and(|since| since.iter().all(|f| f.extent.start != hint.leaf.0))
-}
-
 impl<'db> WriteTxn<'db> {
     /// Walks the descents of `keys`, puts about to be made into tree `i`
     /// one after another (`WriteTxn::put_many`), together
@@ -132,7 +56,7 @@ impl<'db> WriteTxn<'db> {
     /// cache misses overlap instead of following one another. Sets
     /// `hints[j]` to the leaf it found for `keys[j]`, which that key's
     /// put takes instead of descending again while it holds
-    /// (`leaf_hint_holds`).
+    /// (`LeafHint::holds`).
     pub(crate) fn look_ahead(&mut self, i: usize, keys: &[&[u8]], hints: &mut [Option<LeafHint>]) {
         if self.writer.recent_leaves.skips() {
             return;
@@ -168,11 +92,7 @@ impl<'db> WriteTxn<'db> {
             .found(&leaves[..keys.len().min(DESCENT_BATCH)]);
         let freed_at = self.freed.len();
         for (hint, leaf) in hints.iter_mut().zip(leaves) {
-            *hint = leaf.map(|leaf| LeafHint {
-                tree: i,
-                leaf,
-                freed_at,
-            });
+            *hint = leaf.map(|leaf| LeafHint::new(i, leaf, freed_at));
         }
     }
 
@@ -269,17 +189,18 @@ impl<'db> WriteTxn<'db> {
             base: &self.base.source,
             dirty: &self.dirty,
         };
-        let hint = hint.filter(|h| leaf_hint_holds(h, i, &self.freed));
+        let hint = hint.filter(|h| h.holds(i, &self.freed));
         let (pgno, txn) = match hint {
             Some(h) => {
                 // The leaf a descent finds, or (for a dirty one, which a put
                 // only declines) a dirty leaf too.
                 debug_assert!(
-                    leaf_ref(&src, root, key)
-                        .is_ok_and(|real| real == h.leaf || (real.0 & h.leaf.0 & DIRTY_BIT != 0)),
+                    leaf_ref(&src, root, key).is_ok_and(
+                        |real| real == h.leaf() || (real.0 & h.leaf().0 & DIRTY_BIT != 0)
+                    ),
                     "a look ahead's leaf no longer holds its key"
                 );
-                h.leaf
+                h.leaf()
             }
             None => leaf_ref(&src, root, key)?,
         };
@@ -830,43 +751,5 @@ mod tests {
             }
             other => panic!("expected Corrupted, got {other:?}"),
         }
-    }
-
-    /// A batch whose leaves were half found lately makes the next
-    /// `RECENT_SKIP` batches go without a look ahead, then one looks
-    /// again; batches of new leaves never skip.
-    #[test]
-    fn batches_in_a_recent_region_skip_their_look_ahead_for_a_while() {
-        use super::{RecentLeaves, RECENT_SKIP};
-        let mut recent = RecentLeaves::default();
-        let leaves = |from: u64| -> Vec<Option<(u64, u64)>> {
-            (from..from + 16).map(|p| Some((p, 1))).collect()
-        };
-        // New leaves, batch after batch: always a look.
-        for batch in 0..50 {
-            assert!(!recent.skips(), "batch {batch}");
-            recent.found(&leaves(1_000 + 16 * batch));
-        }
-        // Half of them seen before (in the last batch): the next
-        // RECENT_SKIP batches skip.
-        let last = 1_000 + 16 * 49;
-        let mut half = leaves(last);
-        half[8..].copy_from_slice(&leaves(90_000)[8..]);
-        assert!(!recent.skips());
-        recent.found(&half);
-        for batch in 0..RECENT_SKIP {
-            assert!(recent.skips(), "batch {batch} after a recent one");
-        }
-        assert!(!recent.skips(), "a look again after the skipped batches");
-        // Fewer than half seen before: no skip. Leaves whose walk failed
-        // (`None`) count as not found lately.
-        let mut few = leaves(last);
-        few[7..].copy_from_slice(&leaves(200_000)[7..]);
-        recent.found(&few);
-        assert!(!recent.skips());
-        let mut failed = leaves(last);
-        failed[7..].fill(None);
-        recent.found(&failed);
-        assert!(!recent.skips());
     }
 }

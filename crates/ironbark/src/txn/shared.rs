@@ -123,9 +123,9 @@ pub(crate) struct WriterState {
     /// checkpoints) do not pay a second descent each.
     pub(crate) overlay_misses: u64,
     /// The leaves `put_many`'s looks ahead found lately
-    /// (`txn::overlaid::RecentLeaves`): where they keep finding the same
+    /// (`txn::leaf_hints::RecentLeaves`): where they keep finding the same
     /// leaves, which are then in cache, they stop for a while.
-    pub(crate) recent_leaves: crate::txn::overlaid::RecentLeaves,
+    pub(crate) recent_leaves: crate::txn::leaf_hints::RecentLeaves,
     /// When the reader table was last searched for slots of dead processes.
     pub(crate) stale_checked: Option<Instant>,
     /// The redo log (`None` for an instance that cannot write).
