@@ -18,7 +18,7 @@ use crate::state;
 use crate::storage::log::{log_path, RedoLog};
 use crate::storage::meta::{Meta, META_LEN};
 use crate::txn::shared::{Following, Shared, Snapshot, WriterGuard, WriterState};
-use crate::txn::write::{ReplayTrees, WriteTxn};
+use crate::txn::write::WriteTxn;
 
 /// Replays the log on the durable file commit and commits the result as a
 /// durable checkpoint (which releases the write lock), with the txn id of
@@ -99,10 +99,7 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
     let result = (|| {
         let mut txn = WriteTxn::begin(shared, w, Durability::Immediate)?;
         txn.logging = false;
-        let mut trees = ReplayTrees::default();
-        for r in &records {
-            txn.apply_redo(&r.payload, &mut trees)?;
-        }
+        txn.apply_redo(records.iter().map(|r| &r.payload[..]))?;
         // Even with nothing to replay, a checkpoint above `top` is what
         // readers of this process can load.
         txn.changed = true;
@@ -261,10 +258,7 @@ fn apply_records(
     let base = Arc::new(base);
     let mut t = WriteTxn::begin_on(shared, w, base.clone(), Durability::None)?;
     t.logging = false;
-    let mut trees = ReplayTrees::default();
-    for r in records {
-        t.apply_redo(&r.payload, &mut trees)?;
-    }
+    t.apply_redo(records.iter().map(|r| &r.payload[..]))?;
     let WriteTxn {
         mut writer,
         mut catalog,

@@ -558,6 +558,22 @@ impl<'db> WriteTxn<'db> {
         K: AsRef<[u8]>,
         V: AsRef<[u8]>,
     {
+        self.put_batch(tree, pairs, false)
+    }
+
+    /// `put_many`; `scattered`: the puts were scattered (a replay of
+    /// logged commits, which logs nothing itself), so the look ahead runs
+    /// whether the transaction logs or not.
+    fn put_batch<K, V>(
+        &mut self,
+        tree: &Tree,
+        pairs: impl IntoIterator<Item = (K, V)>,
+        scattered: bool,
+    ) -> Result<()>
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
         let i = self.index_of(tree)?;
         let mut pairs = pairs.into_iter();
         loop {
@@ -567,7 +583,7 @@ impl<'db> WriteTxn<'db> {
             // A look ahead pays for scattered puts, which are logged; a
             // sorted load (not logged past its first puts) finds its pages
             // in cache, and would pay for a second descent per put.
-            if batch.len() > 1 && self.logging {
+            if batch.len() > 1 && (self.logging || scattered) {
                 let mut keys: [&[u8]; DESCENT_BATCH] = [&[]; DESCENT_BATCH];
                 for (key, (k, _)) in keys.iter_mut().zip(&batch) {
                     *key = k.as_ref();
@@ -772,58 +788,96 @@ impl<'db> WriteTxn<'db> {
         }
     }
 
-    /// Applies the operations of a redo record (recovery), resolving trees
-    /// by id in this transaction's catalog through `trees`, which the
-    /// caller keeps across the records it applies in this transaction.
-    pub(crate) fn apply_redo(&mut self, payload: &[u8], trees: &mut ReplayTrees) -> Result<()> {
-        let tree_of = |txn: &WriteTxn<'_>, trees: &mut ReplayTrees, id: u64| -> Result<Tree> {
-            let slot = trees
-                .slot_of(&txn.catalog, id)
-                .ok_or_else(|| Error::Corrupted {
-                    page: None,
-                    detail: format!("redo log record names tree id {id}, which does not exist"),
-                })?;
-            Ok(Tree {
-                id,
-                name: txn.catalog.trees[slot].name.clone(),
-                db: txn.shared.db_id,
-                slot,
-            })
-        };
-        for op in redo::decode(payload) {
-            match op? {
-                RedoOp::Put { tree, key, value } => {
-                    let t = tree_of(self, trees, tree)?;
-                    self.put(&t, key, value)?;
-                }
-                RedoOp::Delete { tree, key } => {
-                    let t = tree_of(self, trees, tree)?;
-                    self.delete(&t, key)?;
-                }
-                RedoOp::Create { tree, name, kind } => {
-                    let t = self.open_tree_kind(name, kind)?;
-                    if t.id != tree {
-                        return Err(Error::Corrupted {
-                            page: None,
-                            detail: format!(
-                                "redo log record creates tree {name:?} as id {tree}, replay made {}",
-                                t.id
-                            ),
-                        });
+    /// Applies the operations of the redo records `payloads`, in order
+    /// (recovery, and the rebuilds of read-only processes), resolving
+    /// trees by id in this transaction's catalog. Runs of puts to one tree,
+    /// across records, go in batches (`put_batch`): the logged commits were
+    /// scattered puts, whose descents a batch walks together.
+    pub(crate) fn apply_redo<'p>(
+        &mut self,
+        payloads: impl IntoIterator<Item = &'p [u8]>,
+    ) -> Result<()> {
+        let mut trees = ReplayTrees::default();
+        let mut run: SmallVec<[(&'p [u8], &'p [u8]); DESCENT_BATCH]> = SmallVec::new();
+        let mut run_tree: Option<Tree> = None;
+        for payload in payloads {
+            for op in redo::decode(payload) {
+                let op = op?;
+                if let RedoOp::Put { tree, key, value } = op {
+                    if run_tree.as_ref().is_some_and(|t| t.id == tree) && run.len() < DESCENT_BATCH
+                    {
+                        run.push((key, value));
+                        continue;
                     }
                 }
-                RedoOp::Drop { tree } => {
-                    let name = tree_of(self, trees, tree)?.name;
-                    self.drop_tree(&name)?;
+                if let Some(t) = run_tree.take() {
+                    self.put_batch(&t, run.drain(..), true)?;
                 }
-                RedoOp::DeleteRange { tree, lower, upper } => {
-                    let t = tree_of(self, trees, tree)?;
-                    self.delete_range(&t, (lower, upper))?;
+                match op {
+                    RedoOp::Put { tree, key, value } => {
+                        run_tree = Some(self.replay_tree(&mut trees, tree)?);
+                        run.push((key, value));
+                    }
+                    op => self.apply_redo_op(op, &mut trees)?,
                 }
-                RedoOp::Clear { tree } => {
-                    let t = tree_of(self, trees, tree)?;
-                    self.clear(&t)?;
+            }
+        }
+        if let Some(t) = run_tree {
+            self.put_batch(&t, run.drain(..), true)?;
+        }
+        Ok(())
+    }
+
+    /// The tree of id `id` in this transaction's catalog, for a replay.
+    fn replay_tree(&self, trees: &mut ReplayTrees, id: u64) -> Result<Tree> {
+        let slot = trees
+            .slot_of(&self.catalog, id)
+            .ok_or_else(|| Error::Corrupted {
+                page: None,
+                detail: format!("redo log record names tree id {id}, which does not exist"),
+            })?;
+        Ok(Tree {
+            id,
+            name: self.catalog.trees[slot].name.clone(),
+            db: self.shared.db_id,
+            slot,
+        })
+    }
+
+    /// Applies one redo operation (`apply_redo`).
+    fn apply_redo_op(&mut self, op: RedoOp<'_>, trees: &mut ReplayTrees) -> Result<()> {
+        match op {
+            RedoOp::Put { tree, key, value } => {
+                let t = self.replay_tree(trees, tree)?;
+                self.put(&t, key, value)?;
+            }
+            RedoOp::Delete { tree, key } => {
+                let t = self.replay_tree(trees, tree)?;
+                self.delete(&t, key)?;
+            }
+            RedoOp::Create { tree, name, kind } => {
+                let t = self.open_tree_kind(name, kind)?;
+                if t.id != tree {
+                    return Err(Error::Corrupted {
+                        page: None,
+                        detail: format!(
+                            "redo log record creates tree {name:?} as id {tree}, replay made {}",
+                            t.id
+                        ),
+                    });
                 }
+            }
+            RedoOp::Drop { tree } => {
+                let name = self.replay_tree(trees, tree)?.name;
+                self.drop_tree(&name)?;
+            }
+            RedoOp::DeleteRange { tree, lower, upper } => {
+                let t = self.replay_tree(trees, tree)?;
+                self.delete_range(&t, (lower, upper))?;
+            }
+            RedoOp::Clear { tree } => {
+                let t = self.replay_tree(trees, tree)?;
+                self.clear(&t)?;
             }
         }
         Ok(())
@@ -1651,7 +1705,7 @@ fn as_slice(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
 /// or drops a tree moves the others, and the next lookup that finds its
 /// place stale (or no place) builds the map again.
 #[derive(Default)]
-pub(crate) struct ReplayTrees {
+struct ReplayTrees {
     slots: HashMap<u64, usize>,
 }
 
