@@ -315,8 +315,8 @@ impl Drop for WriteMap {
 }
 
 /// Asks the CPU to start loading the cache line at `at` without waiting
-/// for it: for memory the caller reads later, after other work (a batch of
-/// descents: `btree::search::prefetch_descents`). A hint only.
+/// for it. A hint only: nothing is read, and no value depends on it. The
+/// one place the engine prefetches.
 #[inline(always)]
 pub(crate) fn prefetch_line(at: *const u8) {
     #[cfg(target_arch = "x86_64")]
@@ -335,21 +335,11 @@ pub(crate) fn prefetch_line(at: *const u8) {
 /// only: nothing is read, and no value depends on it.
 #[inline(always)]
 pub(crate) fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let mut at = 64;
-        while at < bytes.len() {
-            // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has
-            // (it is in the target's baseline). A prefetch dereferences
-            // nothing and cannot fault, whatever the address; this one is
-            // inside `bytes` anyway.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(bytes[at..].as_ptr().cast::<i8>()) };
-            at += 64;
-        }
+    let mut at = 64;
+    while at < bytes.len() {
+        prefetch_line(bytes[at..].as_ptr());
+        at += 64;
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
 }
 
 #[cfg(test)]

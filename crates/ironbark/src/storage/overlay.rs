@@ -83,6 +83,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use crate::error::{Error, Result};
+use crate::storage::map::prefetch_line;
 
 /// Values longer than this are not overlaid: an overlay holds a few dozen
 /// small values, and a long value is better written into a copy.
@@ -199,15 +200,8 @@ impl<'a> OverlayPage<'a> {
     /// its header.
     #[inline(always)]
     pub(crate) fn prefetch(&self) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `_mm_prefetch` needs SSE, in the x86_64 baseline; a
-        // prefetch reads nothing and cannot fault, and these addresses are
-        // in the arena's mapping anyway.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.ptr.cast::<i8>());
-            _mm_prefetch::<_MM_HINT_T0>(self.ptr.add(FIRST_HEADER).cast::<i8>());
-        }
+        prefetch_line(self.ptr);
+        prefetch_line(self.ptr.wrapping_add(FIRST_HEADER));
     }
 
     /// Writer: starts loading the lines the next append writes (its
@@ -226,7 +220,7 @@ impl<'a> OverlayPage<'a> {
             values_at.saturating_sub(65),
         ] {
             if at < self.page_size {
-                crate::storage::map::prefetch_line(self.ptr.wrapping_add(at));
+                prefetch_line(self.ptr.wrapping_add(at));
             }
         }
     }

@@ -44,6 +44,7 @@ const RECENT_SKIP: u32 = 7;
 
 impl RecentLeaves {
     /// Whether the next batch goes without a look ahead (counted).
+    #[inline]
     pub(crate) fn skips(&mut self) -> bool {
         let skip = self.skip > 0;
         self.skip = self.skip.saturating_sub(1);
@@ -73,6 +74,7 @@ impl RecentLeaves {
 }
 
 impl LeafHint {
+    #[inline]
     pub(crate) fn new(tree: usize, leaf: (u64, u64), freed_at: usize) -> LeafHint {
         LeafHint {
             tree,
@@ -82,6 +84,7 @@ impl LeafHint {
     }
 
     /// The leaf: (page number, txn).
+    #[inline]
     pub(crate) fn leaf(&self) -> (u64, u64) {
         self.leaf
     }
@@ -94,6 +97,7 @@ impl LeafHint {
     /// copy, and puts merge nothing; a dirty leaf stays dirty (a put that
     /// finds one copies nothing into the overlay, whichever dirty leaf it
     /// is).
+    #[inline]
     pub(crate) fn holds(&self, i: usize, freed: &[Freed]) -> bool {
         self.tree == i
             && freed

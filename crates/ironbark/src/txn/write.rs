@@ -818,7 +818,34 @@ impl<'db> WriteTxn<'db> {
                         run_tree = Some(self.replay_tree(&mut trees, tree)?);
                         run.push((key, value));
                     }
-                    op => self.apply_redo_op(op, &mut trees)?,
+                    RedoOp::Delete { tree, key } => {
+                        let t = self.replay_tree(&mut trees, tree)?;
+                        self.delete(&t, key)?;
+                    }
+                    RedoOp::Create { tree, name, kind } => {
+                        let t = self.open_tree_kind(name, kind)?;
+                        if t.id != tree {
+                            return Err(Error::Corrupted {
+                                page: None,
+                                detail: format!(
+                                    "redo log record creates tree {name:?} as id {tree}, replay made {}",
+                                    t.id
+                                ),
+                            });
+                        }
+                    }
+                    RedoOp::Drop { tree } => {
+                        let name = self.replay_tree(&mut trees, tree)?.name;
+                        self.drop_tree(&name)?;
+                    }
+                    RedoOp::DeleteRange { tree, lower, upper } => {
+                        let t = self.replay_tree(&mut trees, tree)?;
+                        self.delete_range(&t, (lower, upper))?;
+                    }
+                    RedoOp::Clear { tree } => {
+                        let t = self.replay_tree(&mut trees, tree)?;
+                        self.clear(&t)?;
+                    }
                 }
             }
         }
@@ -842,45 +869,6 @@ impl<'db> WriteTxn<'db> {
             db: self.shared.db_id,
             slot,
         })
-    }
-
-    /// Applies one redo operation (`apply_redo`).
-    fn apply_redo_op(&mut self, op: RedoOp<'_>, trees: &mut ReplayTrees) -> Result<()> {
-        match op {
-            RedoOp::Put { tree, key, value } => {
-                let t = self.replay_tree(trees, tree)?;
-                self.put(&t, key, value)?;
-            }
-            RedoOp::Delete { tree, key } => {
-                let t = self.replay_tree(trees, tree)?;
-                self.delete(&t, key)?;
-            }
-            RedoOp::Create { tree, name, kind } => {
-                let t = self.open_tree_kind(name, kind)?;
-                if t.id != tree {
-                    return Err(Error::Corrupted {
-                        page: None,
-                        detail: format!(
-                            "redo log record creates tree {name:?} as id {tree}, replay made {}",
-                            t.id
-                        ),
-                    });
-                }
-            }
-            RedoOp::Drop { tree } => {
-                let name = self.replay_tree(trees, tree)?.name;
-                self.drop_tree(&name)?;
-            }
-            RedoOp::DeleteRange { tree, lower, upper } => {
-                let t = self.replay_tree(trees, tree)?;
-                self.delete_range(&t, (lower, upper))?;
-            }
-            RedoOp::Clear { tree } => {
-                let t = self.replay_tree(trees, tree)?;
-                self.clear(&t)?;
-            }
-        }
-        Ok(())
     }
 
     /// Records that a mutation failed part-way.
