@@ -631,9 +631,21 @@ impl DirtyPages {
         count: usize,
         cell: impl Fn(usize) -> &'c [u8],
     ) -> u64 {
+        self.add_page_parts(page_size, is_leaf, count, |i| [cell(i), &[], &[]])
+    }
+
+    /// Adds a new tree page holding the `count` cells `cell(0)`, ... (each
+    /// in pieces) in order (they fit): `fill_page_parts`.
+    pub(crate) fn add_page_parts<'c>(
+        &mut self,
+        page_size: usize,
+        is_leaf: bool,
+        count: usize,
+        cell: impl Fn(usize) -> crate::btree::page::CellParts<'c>,
+    ) -> u64 {
         let kind = if is_leaf { KIND_LEAF } else { KIND_BRANCH };
         let mut b = self.buffer(page_size, kind);
-        crate::btree::page::fill_page_from(&mut b, is_leaf, count, cell);
+        crate::btree::page::fill_page_parts(&mut b, is_leaf, count, cell);
         self.add(b)
     }
 

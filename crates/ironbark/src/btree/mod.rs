@@ -10,6 +10,7 @@
 //!   header carries the same id (this catches stale or misdirected pages).
 
 pub(crate) mod cursor;
+pub(crate) mod leaf_split;
 pub(crate) mod page;
 pub(crate) mod search;
 pub(crate) mod write;

@@ -890,18 +890,36 @@ pub(crate) fn fill_page<C: AsRef<[u8]>>(b: &mut [u8], is_leaf: bool, cells: &[C]
 
 /// Makes `b` a tree page holding the `count` cells `cell(0)`, `cell(1)`,
 /// ... in order (a split's halves, read around the cell it adds, with no
-/// list of them made). The caller guarantees they fit. The header, the
-/// slots and the cells are written; the free gap between them is not,
-/// since nothing reads it until an edit writes over it, and `seal` zeroes
-/// it before the page reaches the file (as for `copy_page`). Cells are
-/// placed from the page's end down, in order, as inserts at the end
-/// would place them, and the heads are written once, for the prefix of
-/// the first and last keyed cells, not rewritten as the prefix shrinks.
+/// list of them made): [`fill_page_parts`] with each cell in one piece.
 pub(crate) fn fill_page_from<'c>(
     b: &mut [u8],
     is_leaf: bool,
     count: usize,
     cell: impl Fn(usize) -> &'c [u8],
+) {
+    fill_page_parts(b, is_leaf, count, |i| [cell(i), &[], &[]]);
+}
+
+/// A cell as up to three pieces written back to back (a leaf cell's
+/// header and key from one place, its value from another), so that a
+/// page is filled from where its cells' bytes lie, with no buffer per
+/// cell.
+pub(crate) type CellParts<'c> = [&'c [u8]; 3];
+
+/// Makes `b` a tree page holding the `count` cells `cell(0)`, `cell(1)`,
+/// ... (each in pieces: [`CellParts`]) in order. The caller guarantees
+/// they fit. The header, the slots and the cells are written; the free
+/// gap between them is not, since nothing reads it until an edit writes
+/// over it, and `seal` zeroes it before the page reaches the file (as for
+/// `copy_page`). Cells are placed from the page's end down, in order, as
+/// inserts at the end would place them, and the heads are written once,
+/// for the prefix of the first and last keyed cells, not rewritten as the
+/// prefix shrinks.
+pub(crate) fn fill_page_parts<'c>(
+    b: &mut [u8],
+    is_leaf: bool,
+    count: usize,
+    cell: impl Fn(usize) -> CellParts<'c>,
 ) {
     assert!(
         b.len() <= usize::from(u16::MAX) + 1,
@@ -911,14 +929,21 @@ pub(crate) fn fill_page_from<'c>(
     b[16] = if is_leaf { KIND_LEAF } else { KIND_BRANCH };
     let mut upper = b.len();
     for i in 0..count {
-        let c = cell(i);
+        let parts = cell(i);
+        let len = parts[0].len() + parts[1].len() + parts[2].len();
         let slots_end = HEADER_LEN + (i + 1) * SLOT_LEN;
         assert!(
-            upper >= slots_end + c.len(),
+            upper >= slots_end + len,
             "cells given to fill_page do not fit"
         );
-        upper -= c.len();
-        b[upper..upper + c.len()].copy_from_slice(c);
+        upper -= len;
+        let mut at = upper;
+        for p in parts {
+            if !p.is_empty() {
+                b[at..at + p.len()].copy_from_slice(p);
+                at += p.len();
+            }
+        }
         put_u16(b, slots_end - SLOT_LEN, upper as u16);
     }
     put_u16(b, 18, count as u16);

@@ -17,6 +17,7 @@
 use std::ops::Bound;
 
 use crate::btree::cursor::Cursor;
+use crate::btree::leaf_split::{shortest_separator, split_committed_leaf, Halves};
 use crate::btree::page::DIRTY_BIT;
 use crate::btree::page::{
     self, append_leaf_inline, branch_cell, cell_fits, cells_of, compare_keys, fill_page,
@@ -211,6 +212,14 @@ impl Value<'_> {
 struct Step {
     page: u64,
     slot: usize,
+}
+
+/// What `TreeWriter::put_in_committed_leaf` made of a committed leaf.
+enum CommittedLeaf {
+    /// Its dirty copy, for the put to go on into.
+    Copied(u64),
+    /// The put is done: the leaf split in one pass.
+    Split(Halves),
 }
 
 impl<'a> TreeWriter<'a> {
@@ -423,11 +432,26 @@ impl<'a> TreeWriter<'a> {
             leftmost &= slot == 0;
             let (child, child_txn) = node.child(slot)?;
             let child_sum = node.child_sum(slot)?;
-            let child_id = self.touch(child, child_txn, child_sum, level - 1)?;
+            path[(tree.root.depth - level) as usize] = Step { page: id, slot };
+            let child_id = if level == 2 && child < self.dirty.editable_from && !leaf_is_full {
+                // A committed leaf: it may split in one pass, with its
+                // overlay, instead of by a copy that is split again.
+                let child = (child, child_txn, child_sum);
+                match self.put_in_committed_leaf(tree, child, key, value, rightmost)? {
+                    CommittedLeaf::Copied(copy) => copy,
+                    CommittedLeaf::Split(halves) => {
+                        self.dirty.link_child(id, slot, halves.left);
+                        *self.finger = Finger::default();
+                        let depth = tree.root.depth as usize - 1;
+                        return self.grow_parents(tree, &path[..depth], halves, rightmost, None);
+                    }
+                }
+            } else {
+                self.touch(child, child_txn, child_sum, level - 1)?
+            };
             if child_id != child {
                 self.dirty.link_child(id, slot, child_id);
             }
-            path[(tree.root.depth - level) as usize] = Step { page: id, slot };
             id = child_id;
         }
         if !leaf_is_full && self.put_in_leaf(tree, id, key, value)? {
@@ -457,14 +481,97 @@ impl<'a> TreeWriter<'a> {
         };
         let cell = self.new_cell(tree, key, value);
         let appending = rightmost && slot == Node::parse(self.dirty.get(id), id, None)?.count;
-        let (mut sep, mut right) = self.split(id, slot, cell, appending, true);
+        let (separator, right) = self.split(id, slot, cell, appending, true);
         tree.leaf_pages += 1;
         // A split at the end leaves the new key alone in a new last leaf:
         // the finger moves there, so that a sequential load descends once
         // per leaf, not once per key after each split.
         let new_last_leaf = appending.then_some(right);
-        for depth in (0..tree.root.depth as usize - 1).rev() {
-            let step = path[depth];
+        let halves = Halves {
+            left: id,
+            separator,
+            right,
+        };
+        let depth = tree.root.depth as usize - 1;
+        self.grow_parents(tree, &path[..depth], halves, rightmost, new_last_leaf)
+    }
+
+    /// The put's way into committed leaf `pgno` (written by `txn`, its
+    /// checksum `sum`), the child of the last branch of a descent: a
+    /// split in one pass when the put adds a key the leaf and its overlay
+    /// leave no room for (`btree::leaf_split`), which counts the new
+    /// entry and leaf; else the leaf's dirty copy (`copy_committed`), for
+    /// the put to go on into. A key past the tree's last leaf's cells
+    /// (`rightmost`: the leaf is the last) goes the usual way, whose split
+    /// at the end leaves the full leaf as it is (a sorted load's).
+    fn put_in_committed_leaf(
+        &mut self,
+        tree: &mut TreeState,
+        (pgno, txn, sum): (u64, u64, u64),
+        key: &[u8],
+        value: Value<'_>,
+        rightmost: bool,
+    ) -> Result<CommittedLeaf> {
+        if pgno & DIRTY_BIT != 0 {
+            // Frozen by a savepoint: copied as any dirty page is.
+            return Ok(CommittedLeaf::Copied(self.dirty.supersede(pgno)));
+        }
+        let node = self.committed_node(pgno, txn, sum, 1)?;
+        let value_bytes = match value {
+            Value::Bytes(v) if self.limits.value_is_inline(key.len(), v.len()) => Some(v),
+            _ => None,
+        };
+        if let (Some(v), true) = (value_bytes, node.is_leaf) {
+            let overlay = self.overlay_of(&node);
+            // The bytes the leaf would need at most (its cell area's holes
+            // counted): a leaf that surely has room is copied with no list
+            // of its cells made.
+            let inserted = overlay.as_ref().map_or(0, |o| {
+                let (inserts, key_value_bytes) = o.inserted_cells();
+                key_value_bytes + inserts * Node::leaf_cell_room(0, 0)
+            });
+            let at_most = node.used_at_most() + inserted + Node::leaf_cell_room(key.len(), v.len());
+            let past_last = |slot: usize| rightmost && slot == node.count;
+            if at_most > self.limits.page_size
+                && node.search_leaf(key)?.is_err_and(|slot| !past_last(slot))
+            {
+                let page_size = self.limits.page_size;
+                let halves =
+                    split_committed_leaf(&node, overlay.as_ref(), key, v, self.dirty, page_size)?;
+                if let Some(halves) = halves {
+                    self.freed.push(Freed::new(
+                        Extent {
+                            start: node.pgno,
+                            len: 1,
+                        },
+                        txn,
+                    ));
+                    tree.entries += 1;
+                    tree.leaf_pages += 1;
+                    return Ok(CommittedLeaf::Split(halves));
+                }
+            }
+        }
+        Ok(CommittedLeaf::Copied(self.copy_committed(node, txn)?))
+    }
+
+    /// Inserts the separator of a split's `halves` into the branches of
+    /// `path` above them (the branch of the leaf's parent last), splitting
+    /// each branch that has no room, and a new root above the old one if
+    /// it split too. `rightmost`: the split leaf was the tree's last (a
+    /// branch split at its end then leaves its full half as it is);
+    /// `new_last_leaf`: the leaf the finger moves to after a split at the
+    /// end of the tree.
+    fn grow_parents(
+        &mut self,
+        tree: &mut TreeState,
+        path: &[Step],
+        halves: Halves,
+        rightmost: bool,
+        new_last_leaf: Option<u64>,
+    ) -> Result<()> {
+        let (mut sep, mut right) = (halves.separator, halves.right);
+        for step in path.iter().rev() {
             let branch_cell = branch_cell(&sep, right, 0, 0);
             if insert_cell(self.dirty.get_mut(step.page), step.slot + 1, &branch_cell) {
                 self.dirty.hint_parent(right, step.page, step.slot + 1);
@@ -1625,17 +1732,9 @@ fn cell_key(cell: &[u8], is_leaf: bool) -> &[u8] {
     }
 }
 
-/// The shortest prefix of `right` that is greater than `left` (given
-/// `left < right`): a separator that keeps branch pages small.
-fn shortest_separator<'k>(left: &[u8], right: &'k [u8]) -> &'k [u8] {
-    debug_assert!(left < right);
-    let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
-    &right[..(common + 1).min(right.len())]
-}
-
 #[cfg(test)]
 mod tests {
-    use super::shortest_separator;
+    use crate::btree::leaf_split::shortest_separator;
 
     /// An overlay's values replace their cells' values in a copy of the
     /// leaf; an entry for a slot the leaf does not have, or of another
