@@ -70,6 +70,19 @@ const GROW_MIN: u64 = 1 << 20;
 /// Zeros for padding and for growing the file; the file grows to a
 /// multiple of its length.
 static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+/// Records of at least this many bytes are written with `pwrite`, not
+/// through the map, synced or not ([`RedoLog::append_record`]): through
+/// the map, each page of the log an append reaches first takes two faults'
+/// work (a read fault that fills the page with the zeros of its allocated
+/// block, then the write fault that dirties it), where a `pwrite` that
+/// covers whole pages fills them with the record itself. A record of a
+/// page or more reaches at least one new page, and one system call costs
+/// less than that page's faults: a random fill's commits of 1,000 puts
+/// (130 KiB records) ran 1.01-1.10x in six pairs (benchmarks.md, session
+/// 43). A smaller record (a single put's, some 150 bytes) reaches a new
+/// page once in many commits, and goes through the map with no system
+/// call.
+pub(crate) const WRITTEN_RECORD_BYTES: usize = 4096;
 /// How much the scan reads at a time (more for a larger record).
 const SCAN_CHUNK: usize = 1 << 20;
 
@@ -375,15 +388,30 @@ impl RedoLog {
         Ok(())
     }
 
-    /// [`RedoLog::append`] for a record the caller syncs at once
-    /// (`Durability::Immediate`): written with `pwrite` instead of through
-    /// the map, because the store after a sync takes a fault (until
-    /// session 34 a write fault on the page the sync write-protected; now
-    /// the sync unmaps the log, so a new map and its fault), and the sync
-    /// of a page dirtied through a map cost more than the `pwrite` saved
-    /// (durable single-put commits into 200k records: 2.8-3.1k/s through
-    /// the map, 7.9-8.8k/s with `pwrite`, measured before session 34).
-    pub(crate) fn append_to_sync(&mut self, txn: u64, payload: &[u8]) -> Result<()> {
+    /// Appends the record of `txn` the way that costs it least; returns
+    /// whether it went through the map. Through the map ([`RedoLog::append`],
+    /// no system call) unless the caller syncs it at once (`synced`) or it
+    /// takes a page or more; then with `pwrite` ([`RedoLog::append_written`]).
+    pub(crate) fn append_record(&mut self, txn: u64, payload: &[u8], synced: bool) -> Result<bool> {
+        if synced || HEADER_LEN + payload.len() >= WRITTEN_RECORD_BYTES {
+            self.append_written(txn, payload)?;
+            return Ok(false);
+        }
+        self.append(txn, payload)?;
+        Ok(true)
+    }
+
+    /// [`RedoLog::append`] with `pwrite` instead of through the map, for a
+    /// record the caller syncs at once (`Durability::Immediate`), or of
+    /// [`WRITTEN_RECORD_BYTES`] or more. A record to sync: the store after
+    /// a sync takes a fault (until session 34 a write fault on the page
+    /// the sync write-protected; now the sync unmaps the log, so a new map
+    /// and its fault), and the sync of a page dirtied through a map cost
+    /// more than the `pwrite` saved (durable single-put commits into 200k
+    /// records: 2.8-3.1k/s through the map, 7.9-8.8k/s with `pwrite`,
+    /// measured before session 34). A large record: see
+    /// [`WRITTEN_RECORD_BYTES`].
+    pub(crate) fn append_written(&mut self, txn: u64, payload: &[u8]) -> Result<()> {
         let (head, end, sum) = self.encode(txn, payload)?;
         let padding = &ZEROS[..(end - self.next) as usize - HEADER_LEN - payload.len()];
         self.file
@@ -705,7 +733,7 @@ mod tests {
         for txn in 8..400u64 {
             let p = payload(txn, (txn as usize * 977) % 20_000);
             if txn % 3 == 0 {
-                log.append_to_sync(txn, &p).unwrap();
+                log.append_written(txn, &p).unwrap();
             } else {
                 log.append(txn, &p).unwrap();
             }

@@ -309,11 +309,11 @@ fn write_placed(
         txn,
         |w| {
             let log = w.log.as_mut().expect("checked above");
-            if durability != Durability::Immediate {
-                mapped.set(true);
-                return log.append(txn, payload);
+            let synced = durability == Durability::Immediate;
+            mapped.set(log.append_record(txn, payload, synced)?);
+            if !synced {
+                return Ok(());
             }
-            log.append_to_sync(txn, payload)?;
             shared
                 .counters
                 .syncs
