@@ -5,9 +5,11 @@
 //! The usual way copies the leaf into a dirty page, applies the overlay
 //! to the copy (each insert a search and a move of the slots after it),
 //! finds that the new key does not fit, copies the page again to read it
-//! back, and fills the halves: about 19,000 instructions for a leaf of
-//! 35 cells whose overlay held a dozen inserts. This path lists the cells
-//! in key order once and fills each half from where their bytes lie.
+//! back, and fills the halves: about 21,000 instructions in seed 003's
+//! small transactions, whose splits hold some 32 cells, about 20 of them
+//! the overlay's inserts, against 15,000 here (docs/benchmarks.md,
+//! session 43). This path lists the cells in key order once and fills
+//! each half from where their bytes lie.
 //!
 //! Invariant: the halves hold exactly the cells the usual way's halves
 //! would (the leaf's cells with the overlay's newest values, less its
