@@ -270,29 +270,21 @@ pub(crate) fn shortest_separator<'k>(left: &[u8], right: &'k [u8]) -> &'k [u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::btree::page::tests::Rng;
     use crate::btree::page::{fill_page, leaf_cell_inline, DIRTY_BIT};
     use crate::btree::write::apply_overlay;
     use crate::storage::arena::{Arena, ArenaSpace};
 
     const PAGE: usize = 4096;
 
-    /// A xorshift generator: the cases are the same on every run.
-    struct Rng(u64);
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
-        }
-        /// 1 to `max` random bytes.
-        fn bytes(&mut self, max: u64) -> Vec<u8> {
-            let len = 1 + self.below(max);
-            (0..len).map(|_| self.below(256) as u8).collect()
-        }
-        fn exactly(&mut self, len: usize) -> Vec<u8> {
-            (0..len).map(|_| self.below(256) as u8).collect()
-        }
+    /// 1 to `max` random bytes.
+    fn bytes(rng: &mut Rng, max: u64) -> Vec<u8> {
+        let len = 1 + rng.below(max) as usize;
+        exactly(rng, len)
+    }
+
+    fn exactly(rng: &mut Rng, len: usize) -> Vec<u8> {
+        (0..len).map(|_| rng.below(256) as u8).collect()
     }
 
     fn key(i: u64) -> Vec<u8> {
@@ -330,7 +322,7 @@ mod tests {
             let mut next = rng.below(50);
             let fill = PAGE * (75 + rng.below(26) as usize) / 100;
             loop {
-                let value = rng.bytes(120);
+                let value = bytes(&mut rng, 120);
                 let cell = leaf_cell_inline(&key(2 * next), &value);
                 if used + cell.len() + 6 > fill {
                     break;
@@ -357,7 +349,7 @@ mod tests {
                         let LeafValue::Inline(old) = node.leaf_entry(i).unwrap().1 else {
                             unreachable!()
                         };
-                        let v = rng.exactly(old.len());
+                        let v = exactly(&mut rng, old.len());
                         if !overlay.append(i as u16, Overlaid::Value(&v), 1) {
                             break;
                         }
@@ -376,7 +368,7 @@ mod tests {
                     }
                     _ => {
                         let k = key(2 * rng.below(next + 2) + 1);
-                        let v = rng.bytes(100);
+                        let v = bytes(&mut rng, 100);
                         let cell_room = LEAF_CELL_HEADER + k.len() + v.len() + 6;
                         if inserted.contains(&k) || room + cell_room > PAGE {
                             continue;
@@ -402,7 +394,7 @@ mod tests {
             };
             // Large, so that most cases split.
             let len = 90 + rng.below(31) as usize;
-            let value = rng.exactly(len);
+            let value = exactly(&mut rng, len);
             let at =
                 expected.partition_point(|c| c[LEAF_CELL_HEADER..][..new_key.len()] < new_key[..]);
             expected.insert(at, leaf_cell_inline(&new_key, &value));

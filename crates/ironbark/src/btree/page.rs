@@ -1376,13 +1376,13 @@ pub(crate) fn verify_blob(run: &[u8], pgno: u64, sum: u64) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A deterministic generator (xorshift), so a failure replays.
-    struct Rng(u64);
+    pub(crate) struct Rng(pub(crate) u64);
     impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
+        pub(crate) fn below(&mut self, n: u64) -> u64 {
             self.0 ^= self.0 << 13;
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;
