@@ -392,6 +392,7 @@ impl RedoLog {
     /// whether it went through the map. Through the map ([`RedoLog::append`],
     /// no system call) unless the caller syncs it at once (`synced`) or it
     /// takes a page or more; then with `pwrite` ([`RedoLog::append_written`]).
+    #[inline]
     pub(crate) fn append_record(&mut self, txn: u64, payload: &[u8], synced: bool) -> Result<bool> {
         if synced || HEADER_LEN + payload.len() >= WRITTEN_RECORD_BYTES {
             self.append_written(txn, payload)?;
