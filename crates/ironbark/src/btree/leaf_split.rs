@@ -86,9 +86,9 @@ pub(crate) fn split_committed_leaf<'a>(
     let mut n_inserts = 0;
     if let Some(overlay) = overlay {
         n_newest = overlay.newest_entries(u64::MAX, &mut newest)?;
-        let mut listed = [Insert::default(); MAX_ENTRIES];
-        n_inserts = overlay.inserts(u64::MAX, &mut listed)?;
-        inserts[..n_inserts].copy_from_slice(&listed[..n_inserts]);
+        let mut overlaid = [Insert::default(); MAX_ENTRIES];
+        n_inserts = overlay.inserts(u64::MAX, &mut overlaid)?;
+        inserts[..n_inserts].copy_from_slice(&overlaid[..n_inserts]);
     }
     inserts[n_inserts] = Insert {
         entry: FROM_LEAF,

@@ -433,9 +433,11 @@ impl<'a> TreeWriter<'a> {
             let (child, child_txn) = node.child(slot)?;
             let child_sum = node.child_sum(slot)?;
             path[(tree.root.depth - level) as usize] = Step { page: id, slot };
-            let child_id = if level == 2 && child < self.dirty.editable_from && !leaf_is_full {
+            let committed = child & DIRTY_BIT == 0;
+            let child_id = if level == 2 && committed && !leaf_is_full {
                 // A committed leaf: it may split in one pass, with its
-                // overlay, instead of by a copy that is split again.
+                // overlay, instead of by a copy that is split again (a
+                // dirty one, editable or frozen, goes by `touch`).
                 let child = (child, child_txn, child_sum);
                 match self.put_in_committed_leaf(tree, child, key, value, rightmost)? {
                     CommittedLeaf::Copied(copy) => copy,
@@ -512,10 +514,7 @@ impl<'a> TreeWriter<'a> {
         value: Value<'_>,
         rightmost: bool,
     ) -> Result<CommittedLeaf> {
-        if pgno & DIRTY_BIT != 0 {
-            // Frozen by a savepoint: copied as any dirty page is.
-            return Ok(CommittedLeaf::Copied(self.dirty.supersede(pgno)));
-        }
+        debug_assert!(pgno & DIRTY_BIT == 0, "a committed leaf");
         let node = self.committed_node(pgno, txn, sum, 1)?;
         let value_bytes = match value {
             Value::Bytes(v) if self.limits.value_is_inline(key.len(), v.len()) => Some(v),

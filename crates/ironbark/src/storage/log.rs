@@ -777,6 +777,43 @@ mod tests {
         assert_eq!(scan.end, log.len_used());
     }
 
+    /// `append_record` writes a record of a page or more, or one to be
+    /// synced, with `pwrite` (no map of the log made), a smaller one
+    /// through the map; the records read back as one chain either way.
+    #[test]
+    fn large_or_synced_records_are_written_and_small_ones_mapped() {
+        let (_dir, path) = temp_log();
+        let mapped = || {
+            let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+            let name = path.canonicalize().unwrap();
+            maps.lines().any(|l| l.ends_with(name.to_str().unwrap()))
+        };
+        let mut log = RedoLog::open(&path, None).unwrap();
+        log.restart(7);
+        let mut want = Vec::new();
+        let large = WRITTEN_RECORD_BYTES - HEADER_LEN;
+        for (txn, len, synced, by_map) in [
+            (8, large, false, false),
+            (9, large + 5_000, false, false),
+            (10, 100, true, false),
+            (11, large - 1, false, true),
+            (12, 150, false, true),
+            (13, large, false, false),
+        ] {
+            let p = payload(txn, len);
+            assert_eq!(
+                log.append_record(txn, &p, synced).unwrap(),
+                by_map,
+                "txn {txn}"
+            );
+            assert_eq!(mapped(), txn >= 11, "txn {txn}: a map of the log");
+            want.push(LogRecord { txn, payload: p });
+        }
+        let scan = scan_of(&path);
+        assert_eq!(scan.records, want);
+        assert_eq!(scan.end, log.len_used());
+    }
+
     #[test]
     fn records_round_trip_through_reopen_and_resume() {
         let (_dir, path) = temp_log();

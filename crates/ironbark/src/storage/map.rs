@@ -225,8 +225,9 @@ pub(crate) fn map_shared_writable(file: &File, len: usize) -> Result<*mut u8> {
 
 /// A writable shared mapping of a file's first bytes, through which the
 /// redo log appends its records: a memory copy into the page cache, as a
-/// `pwrite` would make, without a system call per commit (see
-/// docs/design.md, "The redo log is written through a map").
+/// `pwrite` would make, without a system call per commit (records under
+/// a page: `storage::log::WRITTEN_RECORD_BYTES`; see docs/design.md, "The
+/// redo log is written through a map").
 ///
 /// Soundness argument:
 /// 1. The file is at least `len` bytes long for as long as the mapping
