@@ -82,11 +82,11 @@ pub struct Options {
     pub max_dirty_bytes: usize,
     /// The redo log's bound: once the log holds this many bytes, the next
     /// commit is a checkpoint (which lets the log start over). `None`
-    /// (the default) sizes it from the data: twice the data file's size,
-    /// but at least 64 MiB and at most 256 MiB. A checkpoint rewrites
-    /// every page the logged commits changed, up to the whole file, so a
-    /// log twice the file keeps the checkpoints' bytes below half the
-    /// log's own; the
+    /// (the default) sizes it from the data: twice the bytes of the data
+    /// file's pages and the in-memory pages of the logged commits, but at
+    /// least 64 MiB and at most 256 MiB. A checkpoint rewrites every page
+    /// the logged commits changed, up to the whole data, so a log twice
+    /// the data keeps the checkpoints' bytes below half the log's own; the
     /// upper end bounds the replay after a crash (10-25 ms per MiB of
     /// log, measured: docs/benchmarks.md). A smaller bound checkpoints more
     /// often: shorter recovery, more bytes written. Decided by the first
