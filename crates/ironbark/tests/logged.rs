@@ -225,6 +225,72 @@ fn the_log_bound_option_sets_how_often_a_checkpoint_runs() {
     );
 }
 
+/// The checkpoint bounds are sized from the data, the data file's pages
+/// and the arena's, not from the file alone: a random fill from an empty
+/// file lives in the arena, where the file says a few pages. 520 commits
+/// of 1,000 random puts of 16-byte keys and 100-byte values (some 64 MiB
+/// of log, over 90 MiB of leaves) are all logged and write no page of the
+/// file until the close: sized from the file, the log's bound (64 MiB)
+/// and the arena's old floor (64 MiB) each checkpointed once before the
+/// end (the arena's floor is 256 MiB within an eighth of memory: this
+/// test wants 2 GiB). The data reads back after reopening.
+#[test]
+fn a_random_fill_from_empty_is_not_checkpointed_before_its_data_reaches_the_bounds() {
+    const COMMITS: u64 = 520;
+    const PUTS: u64 = 1_000;
+    let t = temp_db("fill.ib");
+    let options = logged(Durability::None);
+    let db = Database::open_with(&t.path, &options).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    tx.commit().unwrap();
+    let key = |i: u64| {
+        let mut k = [0u8; 16];
+        k[..8].copy_from_slice(&i.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes());
+        k[8..].copy_from_slice(&i.to_be_bytes());
+        k
+    };
+    let value = |i: u64| [(i % 251) as u8; 100];
+    let mut before = db.counters();
+    for c in 0..COMMITS {
+        if c == 1 {
+            // The first, into an empty tree, fills new pages: a file
+            // commit (`logged::record_outweighs_pages`).
+            before = db.counters();
+        }
+        let mut tx = db.begin_write().unwrap();
+        let pairs: Vec<([u8; 16], [u8; 100])> = (c * PUTS..(c + 1) * PUTS)
+            .map(|i| (key(i), value(i)))
+            .collect();
+        tx.put_many(&tree, pairs.iter().map(|(k, v)| (&k[..], &v[..])))
+            .unwrap();
+        tx.commit().unwrap();
+    }
+    let after = db.counters();
+    assert_eq!(after.logged_commits - before.logged_commits, COMMITS - 1);
+    let log_mib = (after.log_bytes - before.log_bytes) >> 20;
+    assert!(
+        log_mib > 60,
+        "the fill logged {log_mib} MiB, past the point where a bound of 64 MiB checkpoints"
+    );
+    assert_eq!(
+        after.pages_written, before.pages_written,
+        "a checkpoint ran during the fill"
+    );
+    drop(db);
+    let db = Database::open_with(&t.path, &options).unwrap();
+    let rtx = db.begin_read().unwrap();
+    let tree = rtx.tree("t").unwrap();
+    assert_eq!(rtx.len(&tree).unwrap(), COMMITS * PUTS);
+    for i in (0..COMMITS * PUTS).step_by(997) {
+        assert_eq!(
+            rtx.get(&tree, &key(i)).unwrap(),
+            Some(&value(i)[..]),
+            "key {i}"
+        );
+    }
+}
+
 const CHILD_ENV: &str = "IRONBARK_LOGGED_KILL_CHILD";
 const KILL_TEST: &str = "a_process_killed_at_random_moments_loses_no_logged_commit";
 
