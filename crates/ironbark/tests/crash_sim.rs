@@ -366,7 +366,8 @@ fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>, m
     for c in 0..commits {
         let mut tx = db.begin_write().unwrap();
         // With logged commits, some transactions are too large to log (a
-        // redo record over 256 KiB): checkpoints, often not durable, after
+        // redo record that outweighs its pages, values of 1-3 KB in blobs):
+        // checkpoints, often not durable, after
         // which the next logged commit must make the file durable before
         // it restarts the log.
         let big = mode.logged()
