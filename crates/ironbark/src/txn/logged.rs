@@ -189,9 +189,9 @@ pub(crate) fn checkpoint_due(shared: &Shared, w: &WriterState, page_count: u64) 
 /// Arena slots a write transaction is lent at most (16 MiB of 4 KiB
 /// pages): a batch of 1,000 random puts copies more than 1,024 pages (a
 /// leaf a put, with their branches), and is logged. A transaction that
-/// changes more is unlikely to be logged: its further pages take heap
-/// buffers (copied into the arena at a logged commit, as before slots
-/// were lent).
+/// changes more (most random puts go into overlays, which take no slot
+/// of these) takes heap buffers for its further pages, copied into the
+/// arena at a logged commit, as before slots were lent.
 pub(crate) const LEND_MAX: usize = 4096;
 
 /// Lends arena slots to the dirty pages of a write transaction on `base`
