@@ -365,8 +365,9 @@ fn run_workload(workload: Workload, seed: u64, broken: Option<BrokenProtocol>, m
         };
     for c in 0..commits {
         let mut tx = db.begin_write().unwrap();
-        // With logged commits, some transactions are too large to log (a
-        // redo record that outweighs its pages, values of 1-3 KB in blobs):
+        // With logged commits, some transactions are too large to log
+        // (most of these: a redo record that outweighs its pages, its 1-3
+        // KB values in blobs of 1 KiB pages; 12 of 16 in one run):
         // checkpoints, often not durable, after
         // which the next logged commit must make the file durable before
         // it restarts the log.

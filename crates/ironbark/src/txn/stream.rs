@@ -67,7 +67,7 @@ impl<'db> WriteTxn<'db> {
     ///
     /// A logged commit (`Options::logged_commits`) records the value as a
     /// put, copied into its record when the writer finishes; a value too
-    /// large for the log (past 4 MiB of record) makes this commit write
+    /// large for the log (past 16 MiB of record) makes this commit write
     /// its pages instead, without the value ever being copied into the
     /// record. Errors on the put itself are [`WriteTxn::put`]'s
     /// (`KeyTooLarge`, `ValueTooLarge`) and leave the tree unchanged.
