@@ -747,6 +747,13 @@ mod tests {
         assert_eq!(scan.end, log.len_used());
     }
 
+    /// Whether this process maps the file at `path` (`/proc/self/maps`).
+    fn is_mapped(path: &Path) -> bool {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let name = path.canonicalize().unwrap();
+        maps.lines().any(|l| l.ends_with(name.to_str().unwrap()))
+    }
+
     /// A sync leaves no page of the log mapped (writeback would
     /// write-protect each mapped page, a TLB shootdown of every thread's
     /// CPU per page: `RedoLog::sync`), and the appends after it map the
@@ -754,11 +761,7 @@ mod tests {
     #[test]
     fn a_sync_unmaps_the_log_and_appends_go_on_after_it() {
         let (_dir, path) = temp_log();
-        let mapped = || {
-            let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-            let name = path.canonicalize().unwrap();
-            maps.lines().any(|l| l.ends_with(name.to_str().unwrap()))
-        };
+        let mapped = || is_mapped(&path);
         let mut log = RedoLog::open(&path, None).unwrap();
         log.restart(7);
         let mut want = Vec::new();
@@ -783,11 +786,7 @@ mod tests {
     #[test]
     fn large_or_synced_records_are_written_and_small_ones_mapped() {
         let (_dir, path) = temp_log();
-        let mapped = || {
-            let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-            let name = path.canonicalize().unwrap();
-            maps.lines().any(|l| l.ends_with(name.to_str().unwrap()))
-        };
+        let mapped = || is_mapped(&path);
         let mut log = RedoLog::open(&path, None).unwrap();
         log.restart(7);
         let mut want = Vec::new();
