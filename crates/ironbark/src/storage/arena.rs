@@ -57,9 +57,15 @@ pub(crate) const ARENA_BIT: u64 = 1 << 62;
 /// use cost memory.
 pub(crate) const RESERVATION_BYTES: usize = 16 << 30;
 
-/// Slots made present ahead of the never-used mark (1 MiB of 4 KiB
-/// pages): a commit that takes a never-used slot finds it present.
-const POPULATE_LEAD: u64 = 256;
+/// Slots made present ahead of the never-used mark (128 KiB of 4 KiB
+/// pages): a commit that takes a never-used slot finds it present. Four
+/// steps, not more: the first commits after an open make the whole lead
+/// present, and a short run never uses most of it. With 256 slots (until
+/// session 45) that was half of the first two commits' samples in seed
+/// 003's workload (100 commits of 100 random puts into 1M records); with
+/// 32 its first two commits took about 340 us instead of 550, the others
+/// 4% less, and the run 1.07x the rate (benchmarks.md, session 45).
+const POPULATE_LEAD: u64 = 32;
 
 /// Slots made present at most by one commit that takes never-used slots
 /// while the lead is short: more than a single-put commit takes, so the
