@@ -1044,6 +1044,14 @@ fn kinds_through_checkpoints_in_steps_and_a_step_that_fails() {
     let seed = std::env::var("KL_SEED").map_or(0x6b1d_5003, |s| s.parse::<u64>().unwrap() + 2000);
     let mut w = Workload::new(seed);
     let db = Database::open_with(&t.path, &opts).unwrap();
+    // The trees are in the file before the logged commits: a tree created
+    // since the last checkpoint makes a checkpoint go at once, not in
+    // steps (and whether the workload's first commits are logged depends
+    // on the size of their redo records).
+    let mut tx = db.begin_write().unwrap();
+    open_handles(&mut tx);
+    tx.commit().unwrap();
+    db.checkpoint().unwrap();
     w.run(&db, 150);
     // Writes fail from the k-th on, k growing, until a step after the
     // first fails (a failed step leaves the steps before it durable, and
@@ -1075,7 +1083,9 @@ fn kinds_through_checkpoints_in_steps_and_a_step_that_fails() {
     assert_reads(&db, &w.model, "the writer after a failed step");
     assert_clean(&db, &w.model, "the writer's checkpoint finished");
     if std::env::var("KL_SEED").is_err() {
-        assert!(db.counters().checkpoint_steps > 2, "{:?}", db.counters());
+        // Two durable steps before the failure; the rest then fits in the
+        // pages the steps freed and goes at once.
+        assert!(db.counters().checkpoint_steps >= 2, "{:?}", db.counters());
     }
     for stage in 1..=3 {
         w.run(&db, 150 + stage * 150);

@@ -227,16 +227,16 @@ fn the_log_bound_option_sets_how_often_a_checkpoint_runs() {
 
 /// The checkpoint bounds are sized from the data, the data file's pages
 /// and the arena's, not from the file alone: a random fill from an empty
-/// file lives in the arena, where the file says a few pages. 520 commits
-/// of 1,000 random puts of 16-byte keys and 100-byte values (some 64 MiB
-/// of log, over 90 MiB of leaves) are all logged and write no page of the
+/// file lives in the arena, where the file says a few pages. 600 commits
+/// of 1,000 random puts of 16-byte keys and 100-byte values (some 69 MiB
+/// of log, over 100 MiB of leaves) are all logged and write no page of the
 /// file until the close: sized from the file, the log's bound (64 MiB)
 /// and the arena's old floor (64 MiB) each checkpointed once before the
 /// end (the arena's floor is 256 MiB within an eighth of memory: this
 /// test wants 2 GiB). The data reads back after reopening.
 #[test]
 fn a_random_fill_from_empty_is_not_checkpointed_before_its_data_reaches_the_bounds() {
-    const COMMITS: u64 = 520;
+    const COMMITS: u64 = 600;
     const PUTS: u64 = 1_000;
     let t = temp_db("fill.ib");
     let options = logged(Durability::None);

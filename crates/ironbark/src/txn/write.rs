@@ -765,7 +765,7 @@ impl<'db> WriteTxn<'db> {
             // A record that would outgrow the log's bound stops recording
             // before its value is copied in: a large value is never copied
             // into the record only to be dropped with it.
-            let record = redo::PUT_HEADER_LEN + key.len() + value.len();
+            let record = redo::PUT_HEADER_MAX_LEN + key.len() + value.len();
             if self.redo.len().saturating_add(record) > MAX_LOGGED_BYTES {
                 self.logging = false;
                 self.redo.clear();
