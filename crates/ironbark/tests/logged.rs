@@ -291,6 +291,131 @@ fn a_random_fill_from_empty_is_not_checkpointed_before_its_data_reaches_the_boun
     }
 }
 
+/// The operations of a redo payload with their puts and deletes written
+/// as builds before session 46 wrote them: ops `1` and `2`, a u64 tree
+/// id, a u16 key length and (puts) a u32 value length, instead of ops `7`
+/// and `8` with varints (docs/file-format.md, "The redo log").
+fn with_fixed_width_heads(payload: &[u8]) -> Vec<u8> {
+    fn varint(bytes: &[u8], at: &mut usize) -> u64 {
+        let mut n = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = bytes[*at];
+            *at += 1;
+            n |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return n;
+            }
+        }
+        panic!("a varint of more than 10 bytes");
+    }
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < payload.len() {
+        let op = payload[at];
+        at += 1;
+        assert!(
+            op == 7 || op == 8,
+            "this workload logs puts and deletes only"
+        );
+        let tree = varint(payload, &mut at);
+        let klen = varint(payload, &mut at) as usize;
+        let vlen = if op == 7 {
+            varint(payload, &mut at) as usize
+        } else {
+            0
+        };
+        out.push(op - 6);
+        out.extend_from_slice(&tree.to_le_bytes());
+        out.extend_from_slice(&(klen as u16).to_le_bytes());
+        if op == 7 {
+            out.extend_from_slice(&(vlen as u32).to_le_bytes());
+        }
+        out.extend_from_slice(&payload[at..at + klen + vlen]);
+        at += klen + vlen;
+    }
+    out
+}
+
+/// A log left by a build from before session 46, whose puts and deletes
+/// have fixed-width heads, replays: the crash image of logged commits is
+/// rewritten record by record in that form (each record checksummed
+/// again, chained as the log chains them), and an open replays it to the
+/// same trees as the log this build wrote.
+#[test]
+fn a_log_of_fixed_width_puts_and_deletes_from_an_earlier_build_replays() {
+    use xxhash_rust::xxh3::xxh3_64_with_seed;
+    let t = temp_db("old-log.ib");
+    let options = logged(Durability::Immediate);
+    let db = Database::open_with(&t.path, &options).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    for i in 0..2_000u32 {
+        tx.put(&tree, &i.to_be_bytes(), b"loaded").unwrap();
+    }
+    tx.commit().unwrap();
+    db.checkpoint().unwrap();
+    let before = db.counters();
+    let mut rng = Rng::new(46);
+    for c in 0..40u32 {
+        let mut tx = db.begin_write().unwrap();
+        for _ in 0..5 {
+            let k = (rng.below(4_000) as u32).to_be_bytes();
+            tx.put(&tree, &k, format!("value of commit {c}").as_bytes())
+                .unwrap();
+        }
+        tx.delete(&tree, &(rng.below(4_000) as u32).to_be_bytes())
+            .unwrap();
+        tx.commit().unwrap();
+    }
+    assert_eq!(db.counters().logged_commits - before.logged_commits, 40);
+    let want = read_model(&db).unwrap();
+    let crashed = t.dir.path().join("crashed.ib");
+    common::Images::read(&t.path).write(&crashed);
+    drop(db);
+
+    let log_path = common::log_path(&crashed);
+    let log = std::fs::read(&log_path).unwrap();
+    let mut old = Vec::new();
+    let (mut at, mut seed, mut old_seed, mut records) = (0usize, None, None, 0);
+    while at + 32 <= log.len() && &log[at + 8..at + 12] == b"IBLG" {
+        let len = u32::from_le_bytes(log[at + 12..at + 16].try_into().unwrap()) as usize;
+        let epoch = u64::from_le_bytes(log[at + 24..at + 32].try_into().unwrap());
+        let sum = u64::from_le_bytes(log[at..at + 8].try_into().unwrap());
+        let seed_now = seed.unwrap_or(epoch);
+        if xxh3_64_with_seed(&log[at + 8..at + 32 + len], seed_now) != sum {
+            break; // past the chain's end
+        }
+        seed = Some(sum);
+        let payload = with_fixed_width_heads(&log[at + 32..at + 32 + len]);
+        let start = old.len();
+        old.extend_from_slice(&[0; 8]);
+        old.extend_from_slice(&log[at + 8..at + 12]);
+        old.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        old.extend_from_slice(&log[at + 16..at + 32]);
+        old.extend_from_slice(&payload);
+        let old_sum = xxh3_64_with_seed(&old[start + 8..], old_seed.unwrap_or(epoch));
+        old[start..start + 8].copy_from_slice(&old_sum.to_le_bytes());
+        old_seed = Some(old_sum);
+        old.resize(old.len().next_multiple_of(8), 0);
+        at += (32 + len).next_multiple_of(8);
+        records += 1;
+    }
+    assert_eq!(
+        records, 40,
+        "the crash image's log holds every logged commit"
+    );
+    assert!(
+        old.len() > at + 40 * 6 * 9,
+        "the old heads are 9 to 11 bytes longer an operation"
+    );
+    old.resize(old.len().max(log.len()), 0);
+    std::fs::write(&log_path, &old).unwrap();
+
+    let db = Database::open_with(&crashed, &options).unwrap();
+    assert_eq!(read_model(&db).unwrap(), want);
+    assert!(db.check().unwrap().is_clean());
+}
+
 /// A transaction of thousands of scattered puts is logged like one of a
 /// few: its record (5,000 puts of 100-byte values, some 640 KiB) is small
 /// beside the leaves it changes, which a later checkpoint writes with
