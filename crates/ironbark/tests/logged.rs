@@ -346,13 +346,7 @@ fn a_log_of_fixed_width_puts_and_deletes_from_an_earlier_build_replays() {
     use xxhash_rust::xxh3::xxh3_64_with_seed;
     let t = temp_db("old-log.ib");
     let options = logged(Durability::Immediate);
-    let db = Database::open_with(&t.path, &options).unwrap();
-    let mut tx = db.begin_write().unwrap();
-    let tree = tx.open_tree("t").unwrap();
-    for i in 0..2_000u32 {
-        tx.put(&tree, &i.to_be_bytes(), b"loaded").unwrap();
-    }
-    tx.commit().unwrap();
+    let (db, tree) = loaded(&t, &options, 2_000);
     db.checkpoint().unwrap();
     let before = db.counters();
     let mut rng = Rng::new(46);
