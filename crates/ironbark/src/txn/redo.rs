@@ -213,14 +213,14 @@ impl<'a> Ops<'a> {
     }
 
     /// A varint; one longer than [`VARINT_MAX_LEN`] bytes or above
-    /// `u64::MAX` is damage.
+    /// `u64::MAX` is damage (an error, never a wrapped value).
     fn varint(&mut self) -> Result<u64> {
         let mut n = 0u64;
         for i in 0..VARINT_MAX_LEN {
             let byte = self.take(1)?[0];
             let bits = u64::from(byte & 0x7f);
             if i == VARINT_MAX_LEN - 1 && bits > 1 {
-                return Err(bad("varint above 2^64"));
+                return Err(bad("varint of 2^64 or more"));
             }
             n |= bits << (7 * i);
             if byte & 0x80 == 0 {
