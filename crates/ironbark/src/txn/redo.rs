@@ -98,32 +98,28 @@ pub(crate) fn put_zeros(out: &mut Vec<u8>, tree: u64, key: &[u8], len: usize) {
 
 fn put_head(out: &mut Vec<u8>, tree: u64, key: &[u8], value_len: usize) {
     assert!(
-        key.len() <= usize::from(u16::MAX),
-        "keys are shorter than 64 KiB"
-    );
-    assert!(
         u32::try_from(value_len).is_ok(),
         "values are shorter than 4 GiB"
     );
-    let mut head = [0u8; PUT_HEADER_MAX_LEN];
-    head[0] = PUT;
-    let mut len = 1;
-    for n in [tree, key.len() as u64, value_len as u64] {
-        len += write_varint(&mut head[len..], n);
-    }
-    out.extend_from_slice(&head[..len]);
-    out.extend_from_slice(key);
+    op_head(out, PUT, &[tree, key.len() as u64, value_len as u64], key);
 }
 
 pub(crate) fn delete(out: &mut Vec<u8>, tree: u64, key: &[u8]) {
+    op_head(out, DELETE, &[tree, key.len() as u64], key);
+}
+
+/// Appends operation `op`'s head, `fields` as varints (the tree id, the
+/// key's length and, for a put, the value's), then `key`.
+fn op_head(out: &mut Vec<u8>, op: u8, fields: &[u64], key: &[u8]) {
+    debug_assert!(fields.len() <= 3, "a put's head has three fields");
     assert!(
         key.len() <= usize::from(u16::MAX),
         "keys are shorter than 64 KiB"
     );
-    let mut head = [0u8; 1 + 2 * VARINT_MAX_LEN];
-    head[0] = DELETE;
+    let mut head = [0u8; PUT_HEADER_MAX_LEN];
+    head[0] = op;
     let mut len = 1;
-    for n in [tree, key.len() as u64] {
+    for &n in fields {
         len += write_varint(&mut head[len..], n);
     }
     out.extend_from_slice(&head[..len]);
