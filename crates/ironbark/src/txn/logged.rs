@@ -97,7 +97,12 @@ pub(crate) fn record_outweighs_pages(record: u64, pages: u64, overlaid: u64, ps:
 }
 
 /// Retired arena slots worth a scan of the reader table to reuse them.
-const RELEASE_BATCH: u64 = 256;
+/// 32, not more: a small transaction that waits for more takes fresh
+/// memory meanwhile, which the kernel faults in a page at a time (seed
+/// 003's 100 commits: 1,137 minor faults with 256, 933 with 32, and 1.09x
+/// the rate; benchmarks.md, session 47), where a retired slot is likely
+/// still in cache. A scan reads the reader table once.
+const RELEASE_BATCH: u64 = 32;
 
 /// Arena bytes in use after which the next commit checkpoints instead, at
 /// least (see [`arena_bound`]): as many bytes of pages as the log may
