@@ -844,7 +844,7 @@ pub(crate) struct ArenaSpace {
     /// (first slot, pages, txn that wrote it, txn that stopped using it).
     retired: Vec<(u64, u64, u64, u64)>,
     live: Vec<u64>,
-    born: Vec<u64>,
+    born: SlotTable<u64>,
     live_count: u64,
     retired_count: u64,
     lent: Vec<u64>,
@@ -864,7 +864,54 @@ pub(crate) struct ArenaSpace {
     /// latest txn that retired one. The slot retires when no unit is live
     /// (nor to be handed out), with that txn and the earliest of the
     /// units' birth txns (`born`): a reader of any unit is then kept.
-    overlay_units: Vec<(u8, u64)>,
+    overlay_units: SlotTable<(u8, u64)>,
+}
+
+/// A value per arena slot, in two vectors: one for the upper region
+/// (slots `0..upper_end`) and one for the rest (from `upper_end`), each
+/// grown only as far as its region's slots are used. One vector from
+/// slot 0 would be zero-filled across the whole upper region (16,384
+/// slots in a default arena) at the first write of a lower slot: 400 KiB
+/// for the two tables, a hundred page faults in the first commit of every
+/// writing process (benchmarks.md, session 47).
+#[derive(Debug, Default)]
+struct SlotTable<T> {
+    upper: Vec<T>,
+    lower: Vec<T>,
+}
+
+impl<T: Copy + Default> SlotTable<T> {
+    /// The vector and index of `slot`, `upper_end` being the upper region's
+    /// end (0 before the regions are learned, when no slot is in use).
+    #[inline]
+    fn place(&mut self, upper_end: u64, slot: u64) -> (&mut Vec<T>, usize) {
+        if slot < upper_end {
+            (&mut self.upper, slot as usize)
+        } else {
+            (&mut self.lower, (slot - upper_end) as usize)
+        }
+    }
+
+    /// `slot`'s value (the default for a slot never written).
+    #[inline]
+    fn get(&self, upper_end: u64, slot: u64) -> T {
+        let (table, i) = if slot < upper_end {
+            (&self.upper, slot as usize)
+        } else {
+            (&self.lower, (slot - upper_end) as usize)
+        };
+        table.get(i).copied().unwrap_or_default()
+    }
+
+    /// `slot`'s value, for writing: the vector grown to hold it.
+    #[inline]
+    fn get_mut(&mut self, upper_end: u64, slot: u64) -> &mut T {
+        let (table, i) = self.place(upper_end, slot);
+        if table.len() <= i {
+            table.resize(i + 1, T::default());
+        }
+        &mut table[i]
+    }
 }
 
 /// Sets (`on`) or clears bit `slot` of `bits`, which must be the other way.
@@ -1099,11 +1146,9 @@ impl ArenaSpace {
             arena.forget_overlay(s);
         }
         self.set_live(slot, pages, true);
-        let end = (slot + pages) as usize;
-        if self.born.len() < end {
-            self.born.resize(end, 0);
+        for s in slot..slot + pages {
+            *self.born.get_mut(self.upper_end, s) = txn;
         }
-        self.born[slot as usize..end].fill(txn);
         Some(Fresh { slot, pages })
     }
 
@@ -1140,11 +1185,7 @@ impl ArenaSpace {
         flip(&mut self.lent_bits, slot, false);
         self.lent_count -= 1;
         self.set_live(slot, 1, true);
-        let end = slot as usize + 1;
-        if self.born.len() < end {
-            self.born.resize(end, 0);
-        }
-        self.born[slot as usize] = txn;
+        *self.born.get_mut(self.upper_end, slot) = txn;
         ARENA_BIT | slot
     }
 
@@ -1228,9 +1269,9 @@ impl ArenaSpace {
         let step = size.eighths();
         if let Some((slot, next)) = self.open_slots[open].take() {
             debug_assert!(0 < next && next < OVERLAY_UNITS_PER_SLOT && next % step == 0);
-            let slot_born = &mut self.born[slot as usize];
+            let slot_born = self.born.get_mut(self.upper_end, slot);
             *slot_born = (*slot_born).min(born);
-            self.overlay_units[slot as usize].0 += 1;
+            self.overlay_units.get_mut(self.upper_end, slot).0 += 1;
             if next + step < OVERLAY_UNITS_PER_SLOT {
                 self.open_slots[open] = Some((slot, next + step));
             }
@@ -1246,10 +1287,7 @@ impl ArenaSpace {
     fn new_overlay_slot(&mut self, arena: &Arena, limit: u64, born: u64) -> Option<u64> {
         let slot = self.alloc(arena, 1, limit, born, false)?.slot;
         self.overlay_count += 1;
-        if self.overlay_units.len() <= slot as usize {
-            self.overlay_units.resize(slot as usize + 1, (0, 0));
-        }
-        self.overlay_units[slot as usize] = (1, 0);
+        *self.overlay_units.get_mut(self.upper_end, slot) = (1, 0);
         Some(slot)
     }
 
@@ -1258,7 +1296,7 @@ impl ArenaSpace {
     /// units.
     pub(crate) fn retire_overlay(&mut self, unit: u64, txn: u64) {
         let slot = (unit & !UNIT_TAGS) / OVERLAY_UNITS_PER_SLOT;
-        let (live, retired_at) = &mut self.overlay_units[slot as usize];
+        let (live, retired_at) = self.overlay_units.get_mut(self.upper_end, slot);
         assert!(*live > 0, "overlay unit {unit} retired twice");
         *live -= 1;
         *retired_at = (*retired_at).max(txn);
@@ -1278,7 +1316,7 @@ impl ArenaSpace {
     pub(crate) fn born_of(&self, pgno: u64) -> u64 {
         let slot = pgno & !ARENA_BIT;
         assert!(is_set(&self.live, slot), "born_of a slot not in use");
-        self.born[slot as usize]
+        self.born.get(self.upper_end, slot)
     }
 
     /// Slots lent and not adopted.
@@ -1323,7 +1361,7 @@ impl ArenaSpace {
             slot + pages <= self.next
         });
         self.set_live(slot, pages, false);
-        let born = self.born[slot as usize];
+        let born = self.born.get(self.upper_end, slot);
         assert!(born < txn, "arena slot retired by the commit that wrote it");
         self.retired.push((slot, pages, born, txn));
         self.retired_count += pages;
@@ -1419,6 +1457,37 @@ mod tests {
             assert_eq!(minor_faults(), before, "setting slot {slot} faulted");
             assert_eq!(table.get(slot), Some(41));
         }
+    }
+
+    /// The per-slot tables grow per region: the first slots of the lower
+    /// region (past the upper region's 16,384) make no entry for the upper
+    /// region's slots, and each region's slots keep their own values.
+    #[test]
+    fn slot_tables_grow_only_as_far_as_each_region_is_used() {
+        let arena = Arc::new(Arena::new(4096, 1 << 30).unwrap());
+        let upper = arena.upper_slots();
+        assert_eq!(upper, (UPPER_REGION_BYTES / 4096) as u64);
+        let mut space = ArenaSpace::default();
+        let leaf = space.alloc(&arena, 2, u64::MAX, 3, false).unwrap();
+        assert!(leaf.slot >= upper, "a leaf run takes lower slots");
+        assert_eq!(space.born.lower.len(), 2);
+        assert!(space.born.upper.is_empty());
+        let branch = space.lend(&arena, u64::MAX, true).unwrap();
+        assert!(branch.slot < upper, "a branch takes an upper slot");
+        let branch = space.adopt(branch, 4);
+        let unit = space
+            .alloc_overlay(&arena, leaf.pgno(), 8, 0, u64::MAX)
+            .unwrap();
+        assert_eq!(space.born_of(leaf.pgno()), 3);
+        assert_eq!(space.born_of(branch), 4);
+        assert_eq!(space.born.upper.len(), 1);
+        assert!(space.born.lower.len() <= 3 && space.overlay_units.lower.len() <= 3);
+        assert!(space.overlay_units.upper.is_empty());
+        space.retire(leaf.pgno(), 2, 6);
+        space.retire(branch, 1, 6);
+        space.retire_overlay(unit, 6);
+        assert!(space.release(&[]));
+        assert_eq!(space.live_pages(), 0);
     }
 
     #[test]
