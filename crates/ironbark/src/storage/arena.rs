@@ -881,32 +881,38 @@ struct SlotTable<T> {
 }
 
 impl<T: Copy + Default> SlotTable<T> {
-    /// The vector and index of `slot`, `upper_end` being the upper region's
-    /// end (0 before the regions are learned, when no slot is in use).
+    /// Whether `slot` is in the upper region, and its index in that
+    /// region's vector; `upper_end` is the upper region's end (0 before
+    /// the regions are learned, when no slot is in use).
     #[inline]
-    fn place(&mut self, upper_end: u64, slot: u64) -> (&mut Vec<T>, usize) {
+    fn index(upper_end: u64, slot: u64) -> (bool, usize) {
         if slot < upper_end {
-            (&mut self.upper, slot as usize)
+            (true, slot as usize)
         } else {
-            (&mut self.lower, (slot - upper_end) as usize)
+            (false, (slot - upper_end) as usize)
         }
     }
 
-    /// `slot`'s value (the default for a slot never written).
+    /// `slot`'s value. Panics for a slot never written (a bug: every
+    /// caller reads a slot in use), as indexing one vector did.
     #[inline]
     fn get(&self, upper_end: u64, slot: u64) -> T {
-        let (table, i) = if slot < upper_end {
-            (&self.upper, slot as usize)
-        } else {
-            (&self.lower, (slot - upper_end) as usize)
-        };
-        table.get(i).copied().unwrap_or_default()
+        let (upper, i) = Self::index(upper_end, slot);
+        let table = if upper { &self.upper } else { &self.lower };
+        *table
+            .get(i)
+            .unwrap_or_else(|| panic!("arena slot {slot} read before it was written"))
     }
 
-    /// `slot`'s value, for writing: the vector grown to hold it.
+    /// `slot`'s value, for writing: its region's vector grown to hold it.
     #[inline]
     fn get_mut(&mut self, upper_end: u64, slot: u64) -> &mut T {
-        let (table, i) = self.place(upper_end, slot);
+        let (upper, i) = Self::index(upper_end, slot);
+        let table = if upper {
+            &mut self.upper
+        } else {
+            &mut self.lower
+        };
         if table.len() <= i {
             table.resize(i + 1, T::default());
         }
@@ -1480,8 +1486,10 @@ mod tests {
             .unwrap();
         assert_eq!(space.born_of(leaf.pgno()), 3);
         assert_eq!(space.born_of(branch), 4);
+        // The leaf's two slots and the overlay's whole slot after them.
         assert_eq!(space.born.upper.len(), 1);
-        assert!(space.born.lower.len() <= 3 && space.overlay_units.lower.len() <= 3);
+        assert_eq!(space.born.lower.len(), 3);
+        assert_eq!(space.overlay_units.lower.len(), 3);
         assert!(space.overlay_units.upper.is_empty());
         space.retire(leaf.pgno(), 2, 6);
         space.retire(branch, 1, 6);
