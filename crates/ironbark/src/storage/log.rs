@@ -83,6 +83,12 @@ static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
 /// page once in many commits, and goes through the map with no system
 /// call.
 pub(crate) const WRITTEN_RECORD_BYTES: usize = 4096;
+/// Cache lines of the log asked for past a record appended through the
+/// map, where the next record goes (a single put's is some 150 bytes):
+/// the next append stores to lines already in cache instead of waiting
+/// for each to be read in, a miss per commit that was a twentieth of
+/// single-put overwrites at 1M records (session 48).
+const NEXT_RECORD_LINES: usize = 3;
 /// How much the scan reads at a time (more for a larger record).
 const SCAN_CHUNK: usize = 1 << 20;
 
@@ -384,6 +390,7 @@ impl RedoLog {
         debug_assert!(end <= map.len(), "the map covers the grown file");
         self.file
             .write_mapped(map, &[&head, payload, padding], self.next)?;
+        map.prefetch_after(end, NEXT_RECORD_LINES);
         self.advance(txn, end, sum);
         Ok(())
     }

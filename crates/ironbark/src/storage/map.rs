@@ -278,6 +278,21 @@ impl WriteMap {
         Ok(WriteMap { ptr, len })
     }
 
+    /// Asks for the `lines` cache lines from byte `at` (within the map)
+    /// to be loaded, as `prefetch_line`: a hint, which reads nothing and
+    /// cannot fault (a line of a page not yet in memory is dropped).
+    pub(crate) fn prefetch_after(&self, at: u64, lines: usize) {
+        for i in 0..lines as u64 {
+            let offset = at + i * 64;
+            if offset >= self.len as u64 {
+                return;
+            }
+            // `wrapping_add`: an address within the map, never
+            // dereferenced.
+            prefetch_line(self.ptr.wrapping_add(offset as usize));
+        }
+    }
+
     /// The bytes mapped.
     pub(crate) fn len(&self) -> u64 {
         self.len as u64
