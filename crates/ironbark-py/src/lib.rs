@@ -413,6 +413,10 @@ impl PyDatabase {
             s.counters.checkpoint_runs_spliced,
         )?;
         d.set_item("checkpoint_roots_grown", s.counters.checkpoint_roots_grown)?;
+        d.set_item(
+            "checkpoint_leaves_folded",
+            s.counters.checkpoint_leaves_folded,
+        )?;
         d.set_item("values_overlaid", s.counters.values_overlaid)?;
         d.set_item("inserts_overlaid", s.counters.inserts_overlaid)?;
         d.set_item("commits", s.counters.commits)?;

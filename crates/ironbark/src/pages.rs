@@ -353,7 +353,7 @@ pub(crate) struct DirtyPages {
 
 /// Buffers kept for reuse at most (16 MiB of 4 KiB pages): a larger
 /// transaction allocates the rest, and the pool does not pin its peak.
-const POOL_MAX: usize = 4096;
+pub(crate) const POOL_MAX: usize = 4096;
 
 /// Unused arena slots a transaction that may be logged holds before each
 /// change of pages (topped up to these): for a put's leaf and one more
@@ -653,12 +653,26 @@ impl DirtyPages {
     /// rest emptied for the next transaction, in the same box (see
     /// `boxed`). Lent arena slots are dropped here: the next write
     /// transaction reclaims them (`ArenaSpace::reclaim_lent`).
-    pub(crate) fn emptied(mut self: Box<Self>, page_size: usize) -> Box<DirtyPages> {
+    pub(crate) fn emptied(self: Box<Self>, page_size: usize) -> Box<DirtyPages> {
+        self.emptied_keeping(page_size, POOL_MAX)
+    }
+
+    /// `emptied`, keeping up to `pool_max` buffers (and no more: a larger
+    /// pool kept before goes back). The steps of a checkpoint keep a
+    /// step's worth, so that each step after the first writes its copies
+    /// (the leaves it folds) into the last one's buffers, not into fresh
+    /// memory the kernel must zero.
+    pub(crate) fn emptied_keeping(
+        mut self: Box<Self>,
+        page_size: usize,
+        pool_max: usize,
+    ) -> Box<DirtyPages> {
+        self.pool.truncate(pool_max);
         // A transaction that changed no page (an overlaid put or delete)
         // has none to give back: the chain of iterators below costs about
         // a hundred instructions even when empty.
         if !self.pages.is_empty() || !self.graveyard.is_empty() {
-            let room = POOL_MAX.saturating_sub(self.pool.len());
+            let room = pool_max.saturating_sub(self.pool.len());
             self.pool.extend(
                 self.pages
                     .drain(..)

@@ -101,6 +101,10 @@ pub struct CommitCounters {
     /// Checkpoint steps that spliced a tree whose root split since its
     /// last checkpoint (the step's tree takes the newest root's height).
     pub checkpoint_roots_grown: u64,
+    /// File leaves with value overlays that checkpoint steps wrote folded
+    /// (a copy with the overlay applied), each as the step that took it
+    /// wrote it (docs/design.md, "Partial checkpoints").
+    pub checkpoint_leaves_folded: u64,
     /// Same-size overwrites and deletes committed as value overlays: the
     /// new value, or a tombstone, kept beside its leaf (a published page
     /// of a logged commit) instead of in a copy of the leaf and of the

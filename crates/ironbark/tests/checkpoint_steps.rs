@@ -159,6 +159,14 @@ fn a_checkpoint_of_overwrites_to_every_leaf_grows_the_file_by_a_share_of_it() {
         stats.page_count
     );
     assert!(steps >= 4, "the checkpoint went in {steps} steps");
+    // The steps folded the overlaid leaves themselves, nearly every leaf
+    // (none copied into memory before them).
+    let folded = stats.counters.checkpoint_leaves_folded - before.checkpoint_leaves_folded;
+    let leaves = stats.trees[0].leaf_pages;
+    assert!(
+        folded * 4 >= leaves * 3 && folded <= leaves,
+        "{folded} leaves folded by the steps, of {leaves}"
+    );
     assert!(
         stats.page_count * 100 <= loaded_pages * 112,
         "the file grew from {loaded_pages} to {} pages in {steps} steps",

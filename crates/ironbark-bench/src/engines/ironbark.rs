@@ -63,6 +63,10 @@ impl Engine for Ironbark {
             ("checkpoint_steps".into(), c.checkpoint_steps),
             ("checkpoint_runs_spliced".into(), c.checkpoint_runs_spliced),
             ("checkpoint_roots_grown".into(), c.checkpoint_roots_grown),
+            (
+                "checkpoint_leaves_folded".into(),
+                c.checkpoint_leaves_folded,
+            ),
             ("values_overlaid".into(), c.values_overlaid),
             ("inserts_overlaid".into(), c.inserts_overlaid),
         ]

@@ -1060,16 +1060,82 @@ impl<'a> TreeWriter<'a> {
     /// holds it. The copy merges with a sibling if its tombstones left it
     /// underfull (`rebalance`), which may free another such leaf.
     pub(crate) fn fold_file_leaf(&mut self, tree: &mut TreeState, leaf: u64) -> Result<bool> {
-        debug_assert!(leaf & (ARENA_BIT | DIRTY_BIT) == 0);
-        if tree.root.is_empty() {
-            return Ok(false);
-        }
-        let Some(overlay) = self.base.overlay_page(leaf) else {
+        let Some(key) = self.key_of_overlaid_leaf(tree, leaf)? else {
             return Ok(false);
         };
-        let node = Node::parse(self.base.page(leaf)?, leaf, None)?;
+        let mut path = [Step::default(); MAX_DEPTH];
+        let copied = self.copy_path_to(tree, key, &mut path)?;
+        assert!(copied, "a key its leaf's overlay keeps is in the tree");
+        // Its tombstones took cells out, as deletes would have: the copy
+        // merges with a sibling if underfull, as theirs would have.
+        let branches = tree.root.depth as usize - 1;
+        self.rebalance(tree, &path[..branches], path[branches].page)?;
+        Ok(true)
+    }
+
+    /// Copies the branches on the path to file leaf `leaf`, which has a
+    /// value overlay in the base's span, into the dirty pages, and leaves
+    /// the leaf itself where it is, its overlay with it (its parent's copy
+    /// refers to it as the original did): a checkpoint in steps then finds
+    /// a changed page above every such leaf, and folds each overlay into
+    /// the copy it writes (`txn::checkpoint_steps`). Returns where the
+    /// copy refers to the leaf: `Some(Some((parent, slot)))`, or
+    /// `Some(None)` when the leaf is the root; `None`, nothing changed, if
+    /// `tree` does not reach the leaf.
+    pub(crate) fn copy_branches_above(
+        &mut self,
+        tree: &mut TreeState,
+        leaf: u64,
+    ) -> Result<Option<Option<(u64, usize)>>> {
+        let Some(key) = self.key_of_overlaid_leaf(tree, leaf)? else {
+            return Ok(None);
+        };
+        let depth = tree.root.depth as usize;
+        let root = tree.root;
+        let (mut pgno, mut txn, mut sum) = (root.pgno, root.txn, root.sum);
+        let mut parent: Option<(u64, usize)> = None;
+        for d in 0..depth - 1 {
+            let id = self.touch(pgno, txn, sum, (depth - d) as u32)?;
+            match parent {
+                None => tree.root.pgno = id,
+                Some((up, slot)) if id != pgno => self.dirty.link_child(up, slot, id),
+                Some(_) => {}
+            }
+            let node = Node::parse(self.dirty.get(id), id, None)?;
+            let slot = node.search_branch(key)?;
+            (pgno, txn) = node.child(slot)?;
+            sum = node.child_sum(slot)?;
+            parent = Some((id, slot));
+        }
+        assert_eq!(pgno, leaf, "the descent found the leaf before");
+        // The leaf stays as it is, for a step to fold: damage in it is
+        // found now, before any step, as the copy that folded it here
+        // found it (a step that fails on it would stay pending, and every
+        // write transaction would fail on it in turn).
+        let base = self.base;
+        self.verified(Node::parse(base.page(leaf)?, leaf, None)?, txn, sum)?;
+        Ok(Some(parent))
+    }
+
+    /// A key of file leaf `leaf` that its value overlay keeps (one always
+    /// is: `txn::overlaid`), if `tree` reaches the leaf by it; `None` if
+    /// the leaf has no overlay, is not a leaf, or is not in `tree`.
+    pub(crate) fn key_of_overlaid_leaf(
+        &self,
+        tree: &TreeState,
+        leaf: u64,
+    ) -> Result<Option<&'a [u8]>> {
+        debug_assert!(leaf & (ARENA_BIT | DIRTY_BIT) == 0);
+        if tree.root.is_empty() {
+            return Ok(None);
+        }
+        let base = self.base;
+        let Some(overlay) = base.overlay_page(leaf) else {
+            return Ok(None);
+        };
+        let node = Node::parse(base.page(leaf)?, leaf, None)?;
         if !node.is_leaf {
-            return Ok(false);
+            return Ok(None);
         }
         let mut key = None;
         for i in 0..node.count {
@@ -1085,16 +1151,9 @@ impl<'a> TreeWriter<'a> {
             ));
         };
         if find_leaf(&self.source(), tree.root, key)?.pgno != leaf {
-            return Ok(false);
+            return Ok(None);
         }
-        let mut path = [Step::default(); MAX_DEPTH];
-        let copied = self.copy_path_to(tree, key, &mut path)?;
-        assert!(copied, "a key its leaf's overlay keeps is in the tree");
-        // Its tombstones took cells out, as deletes would have: the copy
-        // merges with a sibling if underfull, as theirs would have.
-        let branches = tree.root.depth as usize - 1;
-        self.rebalance(tree, &path[..branches], path[branches].page)?;
-        Ok(true)
+        Ok(Some(key))
     }
 
     /// After a delete from dirty leaf `leaf` at the end of `path`: merges

@@ -644,11 +644,14 @@ impl OverlayTable {
 /// checkpoint (of this process or another) frees and rewrites it. So the
 /// table is not the arena's: each span has its own, which every snapshot
 /// of the span holds (`MapSource::file_overlays`), and no snapshot of
-/// another span sees. Within a span no file page is freed (logged commits
-/// free none; a checkpoint ends the span), so a word names the overlay of
-/// the leaf the page holds for every snapshot that holds the table; a
-/// word whose leaf a logged commit superseded stays, for the snapshots
-/// that still see that leaf, and no later one reaches the page. The
+/// another span sees. Logged commits free no file page, so a word names
+/// the overlay of the leaf the page holds for every snapshot that holds
+/// the table; a word whose leaf a logged commit superseded stays, for the
+/// snapshots that still see that leaf, and no later one reaches the page.
+/// Only the steps of a checkpoint free file pages within a span (the
+/// superseded leaves, and the leaves they fold), and reuse them: the
+/// snapshots published from the first step's relayout on hold tables of
+/// their own without those leaves (`FileOverlays::without`). The
 /// overlay slots retire with their leaves, or all at once when the span
 /// ends (`ArenaSpace::retire_all`), so no snapshot of a later span, which
 /// the reuse of a slot could be for, holds this table.
@@ -676,6 +679,24 @@ pub(crate) struct FileLeaf {
 }
 
 impl FileOverlays {
+    /// The table of the same span without the leaves `gone` names (leaves
+    /// a checkpoint step wrote folded, which it may free and reuse while
+    /// the span lasts: a snapshot laid out without them must not find
+    /// their overlays under those page numbers; `txn::checkpoint_steps`).
+    pub(crate) fn without(&self, gone: &std::collections::HashSet<u64>) -> Result<FileOverlays> {
+        let kept = FileOverlays::new(self.table.slots, self.born)?;
+        let leaves = self.leaves.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept_leaves = Vec::with_capacity(leaves.len().saturating_sub(gone.len()));
+        for leaf in leaves.iter().filter(|l| !gone.contains(&l.pgno)) {
+            if let Some(unit) = self.table.get(leaf.pgno) {
+                kept.table.set(leaf.pgno, unit);
+                kept_leaves.push(*leaf);
+            }
+        }
+        *kept.leaves.lock().unwrap_or_else(|e| e.into_inner()) = kept_leaves;
+        Ok(kept)
+    }
+
     /// A table for a span over a file commit of `pages` pages, made by a
     /// copy of the snapshot of txn `born`.
     pub(crate) fn new(pages: u64, born: u64) -> Result<FileOverlays> {

@@ -17,6 +17,17 @@
 //! reuses once this one is durable. The last step holds `T` whole and is
 //! published as an ordinary checkpoint.
 //!
+//! A file leaf with a value overlay (`storage::arena::FileOverlays`) is
+//! the same page in `C` and `T`, its entries not: a step that takes one
+//! writes a copy with the overlay applied (a *fold*, `logged::pull_arena`)
+//! and frees the leaf, left at its own txn. `T` would still read the leaf,
+//! so after each step (but the last), before its sync, the writer
+//! publishes `T` again at the step's txn, laid out over the folded copies
+//! (a *layout*: new arena copies of the branches above them, and a table
+//! of overlays without them; `logged::publish_step_layout`): readers from
+//! then on do not read the folded leaves, and the next step reuses them.
+//! Each step plans against the published layout (the same entries as `T`).
+//!
 //! Invariants:
 //! - a step splices only where the two trees agree on key ranges: a
 //!   subtree of the last step and the run of the newest commit's subtrees
@@ -33,16 +44,23 @@
 //!   than a level apart), the newest commit's whole run is taken; a child
 //!   whose range spans two new branches cannot be kept, so it is spliced
 //!   whatever the step's budget (at most one per boundary, per level);
-//! - nothing is published between steps, and no write transaction begins
-//!   while steps are pending (`WriteTxn::begin` finishes them first): `T`
-//!   stays the newest commit throughout;
-//! - a step frees only pages the newest commit does not use: pages of `C`
-//!   that logged commits stopped using (`WriterState::logged_freed`, each
-//!   entry once, with the logged commit that left it: readers of this
-//!   process's snapshots from then on do not hold it, replays do), and
-//!   pages earlier steps wrote (freed as born and left at `C`: no reader
-//!   reads a step, but a read-only process rebuilding `T` on a step, a
-//!   replay registered at `T` or above, keeps them; `storage::freespace`);
+//! - nothing but layouts of `T` is published between steps, and no write
+//!   transaction begins while steps are pending (`WriteTxn::begin`
+//!   finishes them first): `T`'s entries stay the newest throughout;
+//! - a step frees only pages the layout published after it does not use:
+//!   pages of `C` that logged commits stopped using
+//!   (`WriterState::logged_freed`, each entry once, with the logged commit
+//!   that left it: readers of this process's snapshots from then on do not
+//!   hold it, replays do), the leaves it folds (each once, left at its
+//!   txn: readers of earlier layouts hold them; until a layout is
+//!   published the writer counts the published snapshot as a protector),
+//!   and pages earlier steps wrote but the folded copies a layout leads to
+//!   (freed as born and left at `C`: no reader reads a step, but a
+//!   read-only process rebuilding `T` on a step, a replay registered at
+//!   `T` or above, keeps them; `storage::freespace`);
+//! - the pages a layout's arena copies take were never retired during the
+//!   steps (`logged::Release::None`), so a page number the steps took
+//!   (`TakenPages`) never comes back as another page;
 //! - the counters of a step's trees (entries, pages by kind) are exact:
 //!   they change by those of the subtrees it replaced and of the branches
 //!   it rebuilt (a run of branches for one, a new root);
@@ -116,6 +134,29 @@ pub(crate) struct Steps {
     /// Pages of the newest commit whose whole subtree a step wrote: the
     /// last step's tree holds a copy of each where the newest has it.
     taken: TakenPages,
+    /// Every file leaf with a value overlay a step wrote folded: the step
+    /// that folds one frees it, once (a step that takes it again, in a run
+    /// of a layout that could not be published, writes it again).
+    folded_leaves: HashSet<u64>,
+    /// Folds no published layout leads to yet (`after_layout`).
+    pending: Vec<Fold>,
+    /// The folded copies that published layouts lead to: the newest
+    /// commit's pages now, which no step frees (a step that takes a run
+    /// holding one keeps it, as it keeps the file commit's pages).
+    copies: HashSet<u64>,
+}
+
+/// A file leaf with a value overlay that a step takes, writing a copy of
+/// it with the overlay applied.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fold {
+    /// Its tree's index in the catalog.
+    pub(crate) tree: usize,
+    pub(crate) leaf: u64,
+    /// The txn that wrote it.
+    pub(crate) txn: u64,
+    /// Whether no earlier step folded it.
+    pub(crate) first: bool,
 }
 
 /// One step, planned: the trees to commit and what they stop using.
@@ -131,6 +172,10 @@ pub(crate) struct StepPlan {
     pub(crate) record: StepRecord,
     /// What the step spliced, for the counters.
     pub(crate) splices: SpliceCounts,
+    /// The file leaves with value overlays the step takes, sorted: it
+    /// writes a copy of each with the overlay applied
+    /// (`logged::pull_arena`).
+    pub(crate) folds: Vec<u64>,
 }
 
 /// Splices of one step that took more than a subtree for a subtree.
@@ -148,6 +193,8 @@ pub(crate) struct StepRecord {
     freed_by_step: Vec<bool>,
     /// The subtrees it takes.
     taken: TakenPages,
+    /// The file leaves with value overlays it takes.
+    folded: Vec<Fold>,
 }
 
 /// Page numbers of the newest commit whose subtrees steps took: a bitmap
@@ -215,6 +262,9 @@ impl Steps {
             txn: replay_to,
             freed_by_step: vec![false; logged_freed.len()],
             taken: TakenPages::default(),
+            folded_leaves: HashSet::new(),
+            pending: Vec::new(),
+            copies: HashSet::new(),
         }
     }
 
@@ -222,8 +272,55 @@ impl Steps {
     pub(crate) fn stepped(&mut self, record: StepRecord, meta: Meta) {
         self.freed_by_step = record.freed_by_step;
         self.taken.extend(&record.taken);
+        self.folded_leaves
+            .extend(record.folded.iter().map(|f| f.leaf));
+        if self.pending.is_empty() {
+            // The usual case: the layout after the last step was published.
+            self.pending = record.folded;
+        } else {
+            // A leaf folded again (in a run taken again) once, with its
+            // newest fold.
+            self.pending.extend(record.folded);
+            let mut seen = HashSet::new();
+            let mut kept: Vec<Fold> = self
+                .pending
+                .drain(..)
+                .rev()
+                .filter(|f| seen.insert(f.leaf))
+                .collect();
+            kept.reverse();
+            self.pending = kept;
+        }
         self.txn = meta.txn;
         self.page_count = meta.page_count;
+    }
+
+    /// Every leaf a step has folded so far.
+    pub(crate) fn folded_leaves(&self) -> &HashSet<u64> {
+        &self.folded_leaves
+    }
+
+    /// The folds no published layout leads to yet, for the layout after
+    /// the last step (`logged::publish_step_layout`).
+    pub(crate) fn pending_folds(&self) -> &[Fold] {
+        &self.pending
+    }
+
+    /// After the last step: `copies` (of `pending_folds`, in order) if a
+    /// layout of the newest commit leading to them was published at the
+    /// step's txn, else `None` (the next layout leads to them too). Each
+    /// step frees the leaves it folds as left at its txn
+    /// (`plan`): readers of the layouts before it keep them; the layout
+    /// published after it, and every reader from then on, does not read
+    /// them. Until a layout is published the published snapshot still
+    /// reads them, and the writer counts it among the protectors while
+    /// steps are pending (`txn::commit`'s `release`).
+    pub(crate) fn after_layout(&mut self, copies: Option<&[u64]>) {
+        if let Some(copies) = copies {
+            debug_assert_eq!(copies.len(), self.pending.len());
+            self.copies.extend(copies);
+            self.pending.clear();
+        }
     }
 }
 
@@ -242,7 +339,9 @@ pub(crate) fn same_trees(last: &Catalog, newest: &Catalog) -> bool {
 
 /// Plans the next step: the last step's trees (`last`, read through
 /// `file`) with as many of the newest commit's subtrees (`newest`, read
-/// through `source`) spliced in as `budget` pages allow.
+/// through `source`) spliced in as `budget` pages allow, in `dirty`
+/// (emptied: its pooled buffers the last step's, `DirtyPages::emptied_keeping`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn plan(
     steps: &Steps,
     last: &Catalog,
@@ -251,6 +350,7 @@ pub(crate) fn plan(
     source: &MapSource,
     budget: u64,
     logged_freed: &[Freed],
+    dirty: DirtyPages,
 ) -> Result<StepPlan> {
     debug_assert!(same_trees(last, newest));
     let mut splicer = Splicer {
@@ -258,7 +358,7 @@ pub(crate) fn plan(
         file,
         source,
         logged_freed,
-        dirty: DirtyPages::default(),
+        dirty,
         freed: Vec::new(),
         freed_by_step: steps.freed_by_step.clone(),
         taken: TakenPages::default(),
@@ -270,10 +370,17 @@ pub(crate) fn plan(
         walk: Vec::new(),
         newest_has_blobs: true,
         last_has_blobs: true,
+        folded: Vec::new(),
+        tree: 0,
     };
     let mut catalog = last.clone();
-    for (m, t) in catalog.trees.iter_mut().zip(&newest.trees) {
-        if m.state == t.state || splicer.same(m.state.root.pgno, t.state.root.pgno) {
+    for (tree, (m, t)) in catalog.trees.iter_mut().zip(&newest.trees).enumerate() {
+        splicer.tree = tree;
+        // A root that is a file leaf with an overlay is the same page in
+        // both, and may hold as many entries (overwrites only).
+        if (m.state == t.state && !splicer.has_file_overlay(t.state.root.pgno))
+            || splicer.same(m.state.root.pgno, t.state.root.pgno)
+        {
             continue;
         }
         if splicer.budget <= 0 {
@@ -324,6 +431,7 @@ pub(crate) fn plan(
         mut freed_by_step,
         taken,
         splices,
+        folded,
         ..
     } = splicer;
     if complete {
@@ -336,6 +444,24 @@ pub(crate) fn plan(
             }
         }
     }
+    // The leaves this step folds (the first time): no snapshot from the
+    // layout published after it, or the checkpoint, reads them.
+    let left = if complete {
+        Freed::LEFT_WHEN_FREED
+    } else {
+        steps.txn + 1
+    };
+    freed.extend(folded.iter().filter(|f| f.first).map(|f| Freed {
+        extent: Extent {
+            start: f.leaf,
+            len: 1,
+        },
+        born: f.txn,
+        left,
+    }));
+    let mut folds: Vec<u64> = folded.iter().map(|f| f.leaf).collect();
+    folds.sort_unstable();
+
     Ok(StepPlan {
         catalog,
         dirty,
@@ -344,8 +470,10 @@ pub(crate) fn plan(
         record: StepRecord {
             freed_by_step,
             taken,
+            folded,
         },
         splices,
+        folds,
     })
 }
 
@@ -507,6 +635,10 @@ struct Splicer<'a> {
     /// says so), as `pull_arena` does, instead of decoding every cell.
     newest_has_blobs: bool,
     last_has_blobs: bool,
+    /// The file leaves with value overlays this step takes.
+    folded: Vec<Fold>,
+    /// The index of the tree being spliced.
+    tree: usize,
 }
 
 impl<'a> Splicer<'a> {
@@ -547,9 +679,24 @@ impl<'a> Splicer<'a> {
     }
 
     /// Whether the last step's page `m` holds the same subtree as the newest
-    /// commit's `t`: the same page, or a copy a step took of it.
+    /// commit's `t`: the same page (but a file leaf with a value overlay,
+    /// whose entries differ), or a copy a step took of it.
     fn same(&self, m: u64, t: u64) -> bool {
-        m == t || self.steps.taken.contains(t) || self.taken.contains(t)
+        (m == t && !self.has_file_overlay(t))
+            || self.steps.taken.contains(t)
+            || self.taken.contains(t)
+    }
+
+    /// Whether `pgno` is a file leaf with a value overlay in the newest
+    /// commit (`logged::fold_file_overlays_into_arena` left them there,
+    /// with copies of the branches above them).
+    fn has_file_overlay(&self, pgno: u64) -> bool {
+        pgno & (ARENA_BIT | DIRTY_BIT) == 0
+            && self
+                .source
+                .file_overlays
+                .as_ref()
+                .is_some_and(|files| files.unit_of(pgno).is_some())
     }
 
     /// Splices the newest commit's subtree `t` into the last step's `m`
@@ -728,19 +875,41 @@ impl<'a> Splicer<'a> {
     }
 
     /// The pages a step writes to take the newest commit's subtree `t`
-    /// (its arena pages; its file pages stay where they are), counted into
-    /// the tree's counters.
+    /// (its arena pages and its file leaves with value overlays, folded;
+    /// its other file pages stay where they are), counted into the tree's
+    /// counters.
     fn count_taken(&mut self, t: PageRef) -> Result<u64> {
         let mut pages = 0;
         let mut stack = std::mem::take(&mut self.walk);
         stack.clear();
         stack.push(t);
-        while let Some(PageRef { pgno, .. }) = stack.pop() {
+        while let Some(PageRef { pgno, txn, .. }) = stack.pop() {
             if pgno & ARENA_BIT == 0 {
+                if self.has_file_overlay(pgno) {
+                    // Counted in whole, as `free_subtree` counts out the
+                    // last step's (this leaf, or an earlier step's copy
+                    // when no layout was published after it).
+                    let node = Node::parse(self.source.page(pgno)?, pgno, Some(txn))?;
+                    self.delta.leaf_pages += 1;
+                    self.delta.entries += live_entries_at_checkpoint(self.source, &node)? as i64;
+                    self.taken.insert(pgno);
+                    self.folded.push(Fold {
+                        tree: self.tree,
+                        leaf: pgno,
+                        txn,
+                        first: !self.steps.folded_leaves.contains(&pgno),
+                    });
+                    pages += 1;
+                }
                 continue;
             }
             let node = Node::parse(self.source.page(pgno)?, pgno, None)?;
             pages += 1;
+            // Every arena page of the run, not just its root: a layout
+            // published after this step copies the branches above the
+            // leaves it folded, and the next step then meets the pages
+            // below them, which are this step's.
+            self.taken.insert(pgno);
             if node.is_leaf {
                 self.delta.leaf_pages += 1;
                 // Its overlay's deletes leave the file with its copy.
@@ -779,6 +948,15 @@ impl<'a> Splicer<'a> {
         stack.push(m);
         while let Some(p) = stack.pop() {
             if !self.free_page(p, 1)? {
+                if self.has_file_overlay(p.pgno) {
+                    // A leaf with an overlay, which the newest commit reads
+                    // until a layout or the checkpoint replaces it
+                    // (`Steps::after_layout`), and which its taker counts
+                    // in whole (`count_taken`).
+                    let node = Node::parse(self.file.page(p.pgno)?, p.pgno, Some(p.txn))?;
+                    self.delta.leaf_pages -= 1;
+                    self.delta.entries -= node.count as i64;
+                }
                 continue;
             }
             let node = Node::parse(self.file.page(p.pgno)?, p.pgno, Some(p.txn))?;
@@ -818,7 +996,11 @@ impl<'a> Splicer<'a> {
         if p.txn > self.steps.replay_to {
             // Written by a step: born at the log base for the replays'
             // sake (see the module's invariants); left there too, since
-            // no reader of this process reads a step.
+            // no reader of this process reads a step. But a folded leaf a
+            // published layout leads to is the newest commit's page.
+            if self.steps.copies.contains(&p.pgno) {
+                return Ok(false);
+            }
             self.freed.push(Freed {
                 extent: Extent {
                     start: p.pgno,

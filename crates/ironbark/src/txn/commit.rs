@@ -352,13 +352,21 @@ impl Allocator<'_> {
 
 /// What `write_commit` writes.
 #[derive(Clone, Copy)]
-enum Part {
+enum Part<'a> {
     /// The newest trees whole (a commit, or a checkpoint at once): the file
     /// pages the logged commits stopped using are freed with it.
     Whole,
     /// A step of a checkpoint (`txn::checkpoint_steps`), which chose what
-    /// it frees; its meta names the log's records it needs.
-    Step { log_base: u64, replay_to: u64 },
+    /// it frees; its meta names the log's records it needs. `folds`: the
+    /// file leaves with value overlays it took, sorted, each written as a
+    /// copy with its overlay applied. `sync_later`: written, not synced
+    /// (the caller publishes a layout first, then syncs).
+    Step {
+        log_base: u64,
+        replay_to: u64,
+        folds: &'a [u64],
+        sync_later: bool,
+    },
 }
 
 /// Pages sealed on a copy (spilled or parked: `DirtyPages::seal_with`),
@@ -488,12 +496,17 @@ fn write_commit(
             &w.logged_freed,
             &base.source,
             limits,
+            logged::Fold::Leaves,
             |_| {},
         )?,
-        Part::Step { .. } => debug_assert!(!has_file_overlays(base)),
+        Part::Step { .. } => {}
     }
-    if w.arena_space.live_pages() > 0 {
-        logged::pull_arena(catalog, dirty, &base.source)?;
+    let folds = match part {
+        Part::Whole => &[][..],
+        Part::Step { folds, .. } => folds,
+    };
+    if w.arena_space.live_pages() > 0 || !folds.is_empty() {
+        logged::pull_arena(catalog, dirty, &base.source, folds)?;
     }
     space.freed.retain(|f| f.extent.start & ARENA_BIT == 0);
     if let Part::Whole = part {
@@ -691,6 +704,7 @@ fn write_commit(
         Part::Step {
             log_base,
             replay_to,
+            ..
         } => Meta {
             log_base,
             replay_to,
@@ -714,7 +728,14 @@ fn write_commit(
     };
 
     // 6. Sync.
-    if durability == Durability::Immediate {
+    let sync_later = matches!(
+        part,
+        Part::Step {
+            sync_later: true,
+            ..
+        }
+    );
+    if durability == Durability::Immediate && !sync_later {
         sync_file(shared, w)?;
         w.durable_txn = txn;
         w.durable_slot = slot;
@@ -793,6 +814,17 @@ fn release_space(
 /// which a crash's recovery replays the log onto.
 fn release(shared: &Shared, w: &mut WriterState) {
     shared.readers.protectors(&mut w.protectors);
+    if w.checkpoint_steps.is_some() {
+        // Between steps the published snapshot may be one that still
+        // reads leaves a step folded and freed (its layout could not be
+        // published: `checkpoint_steps::Steps::after_layout`); a reader
+        // that has loaded it but not yet shown itself in the table must
+        // find them whole.
+        let published = Protector::reader(shared.published.load_full().txn());
+        if let Err(i) = w.protectors.binary_search(&published) {
+            w.protectors.insert(i, published);
+        }
+    }
     if shared.broken_protocol != Some(BrokenProtocol::ReuseBeforeDurable) {
         let durable = Protector::replay(w.durable_txn);
         if let Err(i) = w.protectors.binary_search(&durable) {
@@ -993,8 +1025,8 @@ fn has_file_overlays(snapshot: &Snapshot) -> bool {
 /// published as the checkpoint. A step that fails leaves the steps before
 /// it durable, and the next call goes on from there.
 fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
-    let newest = shared.published.load_full();
     if w.checkpoint_steps.is_none() {
+        let newest = shared.published.load_full();
         let log = w.log.as_mut().expect("logged commits have a log");
         // A step's trees are a commit only with the log's records: those
         // must be durable before any step is.
@@ -1019,6 +1051,10 @@ fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
     let ps = shared.limits.page_size;
     loop {
         release(shared, w);
+        // The newest commit, or the layout of it published after the last
+        // step (`logged::publish_step_layout`): the same entries, and the
+        // pages each step plans against.
+        let newest = shared.published.load_full();
         let steps = w.checkpoint_steps.as_ref().expect("begun above");
         let page_count = steps.page_count;
         let budget = w.free.reusable_pages().max(step_pages(shared, page_count));
@@ -1034,6 +1070,7 @@ fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
             .checkpoint_catalog
             .as_ref()
             .expect("logged commits pending");
+        let spare = *DirtyPages::boxed(w.dirty_spare.take());
         let plan = checkpoint_steps::plan(
             steps,
             last_catalog,
@@ -1042,18 +1079,38 @@ fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
             &newest.source,
             budget,
             &w.logged_freed,
+            spare,
         )?;
         let txn = steps.txn + 1;
-        let part = if plan.complete {
+        let StepPlan {
+            mut catalog,
+            mut dirty,
+            freed,
+            complete,
+            record,
+            splices,
+            folds,
+        } = plan;
+        let part = if complete {
             Part::Step {
                 log_base: txn,
                 replay_to: txn,
+                folds: &folds,
+                sync_later: false,
             }
         } else {
             Part::Step {
                 log_base: steps.log_base,
                 replay_to: steps.replay_to,
+                folds: &folds,
+                sync_later: true,
             }
+        };
+        // The meta slot the step writes (`write_commit`).
+        let slot = if shared.broken_protocol == Some(BrokenProtocol::OneMetaSlot) {
+            0
+        } else {
+            1 - w.durable_slot
         };
         let base = Snapshot {
             meta: Meta {
@@ -1067,14 +1124,6 @@ fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
             },
             catalog: Catalog::default(),
         };
-        let StepPlan {
-            mut catalog,
-            mut dirty,
-            freed,
-            complete,
-            record,
-            splices,
-        } = plan;
         let mut space = SpaceLog {
             freed,
             taken: Vec::new(),
@@ -1096,9 +1145,15 @@ fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
                 .fetch_add(splices.runs, Ordering::Relaxed);
             c.checkpoint_roots_grown
                 .fetch_add(splices.grown_roots, Ordering::Relaxed);
+            c.checkpoint_leaves_folded
+                .fetch_add(folds.len() as u64, Ordering::Relaxed);
         }
         // The last step is published as the checkpoint; a failed step,
         // like a failed commit, gives back what it took.
+        // The step's buffers, kept for the next step (a step's worth of
+        // them; the last step's go back to the usual bound).
+        let keep = if complete { 0 } else { budget as usize };
+        w.dirty_spare = Some(Box::new(dirty).emptied_keeping(ps, keep.max(crate::pages::POOL_MAX)));
         let (meta, chain) = match result {
             Ok(written) if !complete => written,
             _ => return finish(shared, w, &base, catalog, &space, result),
@@ -1109,6 +1164,27 @@ fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
             .as_mut()
             .expect("begun above")
             .stepped(record, meta);
+        // The newest commit again, leading to the leaves this step folded,
+        // which it freed: published before the step's sync, so that a
+        // reader that begins meanwhile does not hold them (the next step
+        // reuses them). If the sync fails, the writer is poisoned, and
+        // nothing reuses the pages the layout leads to.
+        let layout = logged::publish_step_layout(shared, w);
+        let steps = w.checkpoint_steps.as_mut().expect("begun above");
+        let layout = match layout {
+            Ok(copies) => {
+                steps.after_layout(copies.as_deref());
+                Ok(())
+            }
+            Err(e) => {
+                steps.after_layout(None);
+                Err(e)
+            }
+        };
+        sync_file(shared, w)?;
+        w.durable_txn = meta.txn;
+        w.durable_slot = slot;
+        layout?;
         shared
             .counters
             .checkpoint_steps

@@ -29,7 +29,8 @@ use crate::btree::page::{
 };
 use std::collections::HashSet;
 
-use crate::btree::page::Limits;
+use crate::btree::page::{Limits, Reads};
+use crate::btree::search::{node_at, Root};
 use crate::btree::write::{apply_overlay, Finger, TreeWriter};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
@@ -39,6 +40,7 @@ use crate::storage::arena::{Arena, Fresh, ARENA_BIT};
 use crate::storage::freespace::Freed;
 use crate::storage::memory::memory_limit;
 use crate::storage::meta::Meta;
+use crate::txn::checkpoint_steps;
 use crate::txn::seal::{order_dirty, seal_all, Placement};
 use crate::txn::shared::{Shared, Snapshot, WriterState};
 
@@ -332,6 +334,7 @@ fn write_placed(
         placement,
         limit,
         txn,
+        Release::Retired,
         |w| {
             let log = w.log.as_mut().expect("checked above");
             let synced = durability == Durability::Immediate;
@@ -500,6 +503,18 @@ fn arena_snapshot(
     None
 }
 
+/// Whether `to_arena` may make retired arena slots reusable first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Release {
+    /// Those no reader sees any more.
+    Retired,
+    /// None: a layout published between the steps of a checkpoint, which
+    /// plan against the published pages by number
+    /// (`checkpoint_steps::TakenPages`): a slot retired during the steps
+    /// must not come back as another page.
+    None,
+}
+
 /// Puts the dirty pages of commit `txn` into arena slots no reader can
 /// reach, sealed with those numbers; `before_publish` runs once the pages
 /// are sealed and before they are copied (the log append: a failure there
@@ -515,6 +530,7 @@ fn to_arena(
     placement: &mut Placement,
     limit: u64,
     txn: u64,
+    release: Release,
     before_publish: impl FnOnce(&mut WriterState) -> Result<()>,
 ) -> Result<bool> {
     let ps = shared.limits.page_size as u64;
@@ -522,7 +538,9 @@ fn to_arena(
     // (a scan of the reader table) only when the free slots run short and
     // enough have retired to make the scan worth it, or the arena is full.
     let needed = placement.page_count(dirty, ps as usize);
-    release_if_short(shared, w, needed);
+    if release == Release::Retired {
+        release_if_short(shared, w, needed);
+    }
     // Empty, so unallocated, while every page is in a lent slot.
     let mut fresh: Vec<(u64, Fresh)> = Vec::new();
     let mut released = false;
@@ -557,7 +575,7 @@ fn to_arena(
         for (_, f) in fresh.drain(..) {
             w.arena_space.unalloc(f);
         }
-        if released {
+        if released || release == Release::None {
             // Full even with every slot no reader holds.
             return Ok(false);
         }
@@ -624,6 +642,7 @@ pub(crate) fn follow(
             &mut placement,
             limit,
             txn,
+            Release::Retired,
             |_| Ok(()),
         )
     });
@@ -674,7 +693,11 @@ fn is_sealed_as_is(page: &[u8], pgno: u64, tree_has_blobs: bool) -> Result<bool>
 /// longer reach was superseded, by a logged commit (`logged_freed`), by
 /// the commit being written (`freed`), or by the merge of another leaf's
 /// fold. `before_each` runs before each leaf's fold (to lend the dirty
-/// pages arena slots).
+/// pages arena slots). With `Fold::PathsOnly`, only the branches above
+/// each leaf whose overlay deletes nothing are copied
+/// (`TreeWriter::copy_branches_above`): those leaves keep their overlays,
+/// for the steps of a checkpoint to fold.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn fold_file_overlays(
     catalog: &mut Catalog,
     dirty: &mut DirtyPages,
@@ -682,6 +705,7 @@ pub(crate) fn fold_file_overlays(
     logged_freed: &[Freed],
     base: &MapSource,
     limits: Limits,
+    fold: Fold,
     mut before_each: impl FnMut(&mut DirtyPages),
 ) -> Result<()> {
     let Some(files) = base.file_overlays.as_ref() else {
@@ -708,13 +732,27 @@ pub(crate) fn fold_file_overlays(
     };
     for leaf in leaves.iter().filter(|l| !superseded.contains(&l.pgno)) {
         before_each(writer.dirty);
+        // A leaf whose overlay deletes entries is folded here all the same:
+        // the fold merges it with a sibling if it is left underfull, which
+        // a step's fold cannot (it writes the leaf where it was).
+        let whole = fold == Fold::Leaves
+            || base
+                .overlay_page(leaf.pgno)
+                .and_then(|page| page.counts_seen_at(base.overlay_txn))
+                .is_none_or(|(tombstones, _)| tombstones > 0);
         // The tree it was in when it was given the overlay; any tree, if
         // that one is gone (it cannot hold the leaf then: a safety net).
         let named = catalog.trees.iter().position(|t| t.id == leaf.tree);
         let mut folded = false;
         let others = (0..catalog.trees.len()).filter(|&i| Some(i) != named);
         for i in named.into_iter().chain(others) {
-            if writer.fold_file_leaf(&mut catalog.trees[i].state, leaf.pgno)? {
+            let state = &mut catalog.trees[i].state;
+            let done = if whole {
+                writer.fold_file_leaf(state, leaf.pgno)?
+            } else {
+                writer.copy_branches_above(state, leaf.pgno)?.is_some()
+            };
+            if done {
                 folded = true;
                 break;
             }
@@ -730,19 +768,35 @@ pub(crate) fn fold_file_overlays(
     Ok(())
 }
 
+/// What `fold_file_overlays` copies of each file leaf with a value
+/// overlay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fold {
+    /// The leaf, its overlay applied, and its path.
+    Leaves,
+    /// Its path only, if its overlay deletes nothing (else as `Leaves`).
+    PathsOnly,
+}
+
 /// Before a checkpoint in steps (`txn::checkpoint_steps`), which splices
 /// the newest trees onto the last file commit's and would take a file
-/// leaf with a value overlay (the same page in both) as unchanged: lays
-/// the newest commit `T` out again with each such leaf folded into a copy
-/// in the arena, with its path (`fold_file_overlays`), and publishes that
-/// as a logged commit of no entries, `T + 1` (its record is empty). The
-/// file pages copied are freed by the checkpoint (`logged_freed`), and the
-/// arena pages and overlays copied retire, at `T + 1`: readers of `T`
-/// keep them, readers of `T + 1` do not, so the checkpoint's steps reuse
-/// them once the readers of `T` are gone. (Until session 35 the layout was
-/// published under `T` itself, so every reader of the newest commit held
-/// them until the last step, and the steps took new pages for all they
-/// wrote: beside a stream of readers the file grew to 1.7-1.9x LMDB's.)
+/// leaf with a value overlay, and every branch above it (the same pages in
+/// both), as unchanged: lays the newest commit `T` out again with the
+/// branches above each such leaf copied into the arena (`Fold::PathsOnly`),
+/// and publishes that as a logged commit of no entries, `T + 1` (its
+/// record is empty). The leaves stay in the file with their overlays; the
+/// steps fold each into the copy they write, and the last step frees them
+/// (`checkpoint_steps::Steps`). The file branches copied are freed by the
+/// checkpoint (`logged_freed`), and the arena branches copied retire, at
+/// `T + 1`: readers of `T` keep them, readers of `T + 1` do not, so the
+/// checkpoint's steps reuse them once the readers of `T` are gone. (Until
+/// session 35 the layout was published under `T` itself, so every reader
+/// of the newest commit held them until the last step, and the steps took
+/// new pages for all they wrote: beside a stream of readers the file grew
+/// to 1.7-1.9x LMDB's. Until session 48 the leaves were copied here too,
+/// the overlays applied: fresh arena memory for every leaf changed since
+/// the last checkpoint, most of the close after many single-put
+/// overwrites at 10M records.)
 /// Returns false, nothing changed, when the arena cannot hold the copies
 /// or there is no log to record the commit in: a whole checkpoint folds
 /// them instead.
@@ -771,8 +825,20 @@ pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState
         &w.logged_freed,
         &newest.source,
         shared.limits,
+        Fold::PathsOnly,
         |dirty| dirty.lend_slots(|branch| space.lend(arena, cap, branch)),
     )?;
+    // `T + 1`'s own table, without the leaves logged commits superseded
+    // or this layout folded: the steps free and reuse those pages, and a
+    // page written there must not find a stale overlay (the table of `T`
+    // keeps them for its readers).
+    let gone: HashSet<u64> = w
+        .logged_freed
+        .iter()
+        .chain(&freed)
+        .map(|f| f.extent.start)
+        .collect();
+    let reached = Arc::new(files.without(&gone)?);
     let mut placement = std::mem::take(&mut w.placement);
     let placed = order_dirty(&catalog, &dirty, &mut placement).and_then(|()| {
         to_arena(
@@ -784,6 +850,7 @@ pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState
             &mut placement,
             cap,
             txn,
+            Release::Retired,
             |w| {
                 let log = w.log.as_mut().expect("checked above");
                 log.append(txn, &[])
@@ -799,6 +866,8 @@ pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState
         if f.extent.start & ARENA_BIT != 0 {
             w.arena_space.retire(f.extent.start, f.extent.len, txn);
         } else {
+            // A leaf folded here (its overlay deleted entries) or merged;
+            // the others stay in `T + 1` with their overlays.
             if let Some(unit) = files.unit_of(f.extent.start) {
                 w.arena_space.retire_overlay(unit, txn);
             }
@@ -808,8 +877,8 @@ pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState
     let snapshot = Snapshot {
         meta: Meta { txn, ..newest.meta },
         source: MapSource {
-            file_overlays: None,
             overlay_txn: txn,
+            file_overlays: Some(reached),
             ..newest.source.clone()
         },
         catalog,
@@ -820,15 +889,179 @@ pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState
     Ok(true)
 }
 
+/// After a step of a checkpoint that is not the last, before its sync
+/// (`txn::checkpoint_steps`): publishes the newest commit again, at the
+/// step's txn, laid out so that it leads to the folded copies the steps
+/// wrote of the file leaves with value overlays they took
+/// (`Steps::pending_folds`; each copy found by a key of its leaf in the
+/// step's trees), through new arena copies of the branches above them,
+/// with a table of file overlays without the folded leaves. The step
+/// freed those leaves, as left at its txn: readers from this layout on do
+/// not read them, so the next step reuses them. Returns the copies, or
+/// `None`, nothing published, when the arena cannot hold the branches
+/// without slots retired during the steps (`Release::None`): the next
+/// layout leads to them too, and meanwhile the published snapshot, which
+/// reads them, protects them (`txn::commit`'s `release`).
+pub(crate) fn publish_step_layout(
+    shared: &Shared,
+    w: &mut WriterState,
+) -> Result<Option<Vec<u64>>> {
+    let steps = w.checkpoint_steps.as_ref().expect("a step was written");
+    let folds: Vec<checkpoint_steps::Fold> = steps.pending_folds().to_vec();
+    let (txn, page_count) = (steps.txn, steps.page_count);
+    if folds.is_empty() {
+        return Ok(Some(Vec::new()));
+    }
+    let current = shared.published.load_full();
+    let Some(arena) = current.source.arena.clone() else {
+        return Ok(None);
+    };
+    let limits = shared.limits;
+    let ps = limits.page_size;
+    let map = shared.map.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let file = MapSource {
+        map: map.clone(),
+        page_count,
+        page_size: ps,
+        arena: None,
+        overlay_txn: 0,
+        file_overlays: None,
+    };
+    let source = MapSource {
+        map,
+        page_count,
+        ..current.source.clone()
+    };
+    // The layout's own table of file leaf overlays, without the leaves the
+    // steps folded: the steps free them, and may write other pages there.
+    let Some(files) = current.source.file_overlays.as_ref() else {
+        return Ok(None);
+    };
+    let remaining = Arc::new(files.without(steps.folded_leaves())?);
+    let step_catalog = w.checkpoint_catalog.as_ref().expect("a step was written");
+    let mut catalog = current.catalog.clone();
+    // Its own pages, not the writer's spare: that holds the steps' pool.
+    let mut dirty = Box::<DirtyPages>::default();
+    let mut freed = Vec::new();
+    let mut copies = Vec::with_capacity(folds.len());
+    let cap = arena_memory_cap(ps as u64);
+    let laid_out = (|| -> Result<()> {
+        let space = &mut w.arena_space;
+        let mut finger = Finger::default();
+        let mut writer = TreeWriter {
+            base: &source,
+            dirty: &mut dirty,
+            freed: &mut freed,
+            finger: &mut finger,
+            limits,
+        };
+        for f in &folds {
+            let state = &mut catalog.trees[f.tree].state;
+            let Some(key) = writer.key_of_overlaid_leaf(state, f.leaf)? else {
+                return Err(Error::corrupted_page(
+                    f.leaf,
+                    "a leaf a checkpoint step folded is not in the newest commit",
+                ));
+            };
+            let (copy, copy_txn, copy_sum) =
+                leaf_ref_with_sum(&file, step_catalog.trees[f.tree].state.root, key)?;
+            writer
+                .dirty
+                .lend_slots(|branch| space.lend(&arena, cap, branch));
+            match writer.copy_branches_above(state, f.leaf)? {
+                Some(Some((parent, slot))) => {
+                    set_child(writer.dirty.get_mut(parent), slot, copy, copy_txn, copy_sum);
+                }
+                Some(None) => {
+                    state.root.pgno = copy;
+                    state.root.txn = copy_txn;
+                    state.root.sum = copy_sum;
+                }
+                None => unreachable!("the key's descent reached the leaf"),
+            }
+            copies.push(copy);
+        }
+        Ok(())
+    })();
+    let placed = laid_out.and_then(|()| {
+        let mut placement = std::mem::take(&mut w.placement);
+        let placed = order_dirty(&catalog, &dirty, &mut placement).and_then(|()| {
+            to_arena(
+                shared,
+                w,
+                &arena,
+                &mut catalog,
+                &mut dirty,
+                &mut placement,
+                cap,
+                txn,
+                Release::None,
+                |_| Ok(()),
+            )
+        });
+        w.placement = placement;
+        placed
+    });
+    drop(dirty);
+    if !placed? {
+        return Ok(None);
+    }
+    for f in &freed {
+        // The branches above the leaves are the arena's since the
+        // relayout before the steps (`fold_file_overlays_into_arena`).
+        assert!(
+            f.extent.start & ARENA_BIT != 0,
+            "a layout frees only arena branches"
+        );
+        w.arena_space.retire(f.extent.start, f.extent.len, txn);
+    }
+    let snapshot = Snapshot {
+        meta: Meta {
+            txn,
+            page_count,
+            ..current.meta
+        },
+        source: MapSource {
+            overlay_txn: txn,
+            file_overlays: Some(remaining),
+            ..source
+        },
+        catalog,
+    };
+    shared.publish(w, snapshot);
+    // The newest txn this process published (`Shared::refresh_writer`).
+    w.state_txn = txn;
+    Ok(Some(copies))
+}
+
+/// The page number, txn and checksum of the leaf of the tree at `root`
+/// whose range holds `key`, as its parent records them.
+fn leaf_ref_with_sum(src: &MapSource, root: Root, key: &[u8]) -> Result<(u64, u64, u64)> {
+    let (mut pgno, mut txn, mut sum) = (root.pgno, root.txn, root.sum);
+    for level in (2..=root.depth).rev() {
+        let node = node_at(src, pgno, txn, level, Reads::Search)?;
+        let i = node.search_branch(key)?;
+        (pgno, txn) = node.child(i)?;
+        sum = node.child_sum(i)?;
+    }
+    Ok((pgno, txn, sum))
+}
+
 /// Copies every arena page the trees of `catalog` reach (through dirty
 /// pages too) into `dirty`, patching the parents, so that the commit being
 /// written puts them in the file (a checkpoint); a leaf that needs no
-/// patch is parked there instead (`is_sealed_as_is`).
+/// patch is parked there instead (`is_sealed_as_is`). So are the file
+/// leaves `folds` names (sorted), which have value overlays: a step of a
+/// checkpoint took them (`checkpoint_steps`), and writes each copy with
+/// its overlay applied.
 pub(crate) fn pull_arena(
     catalog: &mut Catalog,
     dirty: &mut DirtyPages,
     base: &MapSource,
+    folds: &[u64],
 ) -> Result<()> {
+    let folded =
+        |pgno: u64| pgno & (ARENA_BIT | DIRTY_BIT) == 0 && folds.binary_search(&pgno).is_ok();
     let mut stack = Vec::new();
     let mut refs = Vec::new();
     for t in catalog.trees.iter_mut() {
@@ -840,6 +1073,8 @@ pub(crate) fn pull_arena(
             if let Some(overlay) = base.arena.as_ref().and_then(|a| a.overlay(arena_pgno)) {
                 apply_overlay(dirty.get_mut(root.pgno), root.pgno, &overlay)?;
             }
+        } else if folded(root.pgno) {
+            root.pgno = copy_folded(dirty, base, root.pgno, root.txn)?;
         }
         if root.pgno & DIRTY_BIT != 0 {
             stack.push(root.pgno);
@@ -857,15 +1092,22 @@ pub(crate) fn pull_arena(
                     node.child(i)?.0
                 };
                 if target & (ARENA_BIT | DIRTY_BIT) != 0 {
-                    refs.push((i, target));
+                    refs.push((i, target, 0));
+                } else if !node.is_leaf && folded(target) {
+                    refs.push((i, target, node.child(i)?.1));
                 }
             }
             let is_leaf = node.is_leaf;
-            for &(i, target) in &refs {
+            for &(i, target, txn) in &refs {
                 if target & DIRTY_BIT != 0 {
                     if !is_leaf {
                         stack.push(target);
                     }
+                    continue;
+                }
+                if target & ARENA_BIT == 0 {
+                    let copy = copy_folded(dirty, base, target, txn)?;
+                    set_child(dirty.get_mut(id), i, copy, 0, 0);
                     continue;
                 }
                 let (copy, parked) = if is_leaf {
@@ -905,6 +1147,22 @@ pub(crate) fn pull_arena(
         }
     }
     Ok(())
+}
+
+/// A dirty copy of file leaf `pgno` (written by `txn`, as its parent
+/// records) with its value overlay applied. Its checksum was verified when
+/// the branches above it were laid out before the steps
+/// (`TreeWriter::copy_branches_above`), so that damage is never sealed
+/// under a fresh checksum; its header is checked again here.
+fn copy_folded(dirty: &mut DirtyPages, base: &MapSource, pgno: u64, txn: u64) -> Result<u64> {
+    let page = base.page(pgno)?;
+    Node::parse(page, pgno, Some(txn))?;
+    let overlay = base.overlay_page(pgno).ok_or_else(|| {
+        Error::corrupted_page(pgno, "a leaf a checkpoint step folds has no overlay")
+    })?;
+    let copy = dirty.add_copy(page);
+    apply_overlay(dirty.get_mut(copy), copy, &overlay)?;
+    Ok(copy)
 }
 
 #[cfg(test)]

@@ -215,10 +215,17 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
         return Ok(None);
     };
     let scan = log.scan_from(None, txn)?;
-    if scan.epoch > meta.log_base
-        || scan.records.last().is_none_or(|r| r.txn != txn)
-        || txn < meta.replay_to
-    {
+    let last = scan.records.last().map(|r| r.txn);
+    // Between the steps of a checkpoint the writer publishes the commit the
+    // steps write (`replay_to`, the log's last record) again, laid out
+    // over the pages they wrote (`logged::publish_step_layout`), at the
+    // txn of the step it follows, which may not be durable yet: the same
+    // entries, rebuilt here at that txn.
+    let layout = meta.log_base < meta.txn
+        && last == Some(meta.replay_to)
+        && meta.replay_to < txn
+        && txn <= meta.txn + 1;
+    if scan.epoch > meta.log_base || (last != Some(txn) && !layout) || txn < meta.replay_to {
         return Ok(None);
     }
     let at = scan.chain_end(None).expect("records");
