@@ -650,7 +650,7 @@ impl OverlayTable {
 /// snapshots that still see that leaf, and no later one reaches the page.
 /// Only the steps of a checkpoint free file pages within a span (the
 /// superseded leaves, and the leaves they fold), and reuse them: the
-/// snapshots published from the first step's relayout on hold tables of
+/// snapshots published from the relayout before the steps on hold tables of
 /// their own without those leaves (`FileOverlays::without`). The
 /// overlay slots retire with their leaves, or all at once when the span
 /// ends (`ArenaSpace::retire_all`), so no snapshot of a later span, which
