@@ -683,11 +683,7 @@ fn write_commit(
     let (calls, bytes) = write_runs(&shared.file, ps, &writes, &mut Vec::new())?;
     let mut calls = calls + early_calls;
     let bytes = bytes + early_bytes;
-    let slot = if shared.broken_protocol == Some(BrokenProtocol::OneMetaSlot) {
-        0
-    } else {
-        1 - w.durable_slot
-    };
+    let slot = next_meta_slot(shared, w);
     let meta = Meta {
         page_size: ps as u32,
         txn,
@@ -741,6 +737,16 @@ fn write_commit(
         w.durable_slot = slot;
     }
     Ok((meta, chain))
+}
+
+/// The meta slot the next commit writes: the one not holding the durable
+/// commit.
+fn next_meta_slot(shared: &Shared, w: &WriterState) -> u64 {
+    if shared.broken_protocol == Some(BrokenProtocol::OneMetaSlot) {
+        0
+    } else {
+        1 - w.durable_slot
+    }
 }
 
 /// Sorts the pages a commit stopped using and merges neighbours (keeping
@@ -1106,12 +1112,8 @@ fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
                 sync_later: true,
             }
         };
-        // The meta slot the step writes (`write_commit`).
-        let slot = if shared.broken_protocol == Some(BrokenProtocol::OneMetaSlot) {
-            0
-        } else {
-            1 - w.durable_slot
-        };
+        // The meta slot the step writes (`write_commit`), for its sync.
+        let slot = next_meta_slot(shared, w);
         let base = Snapshot {
             meta: Meta {
                 txn: txn - 1,
@@ -1148,12 +1150,12 @@ fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
             c.checkpoint_leaves_folded
                 .fetch_add(folds.len() as u64, Ordering::Relaxed);
         }
-        // The last step is published as the checkpoint; a failed step,
-        // like a failed commit, gives back what it took.
         // The step's buffers, kept for the next step (a step's worth of
         // them; the last step's go back to the usual bound).
         let keep = if complete { 0 } else { budget as usize };
         w.dirty_spare = Some(Box::new(dirty).emptied_keeping(ps, keep.max(crate::pages::POOL_MAX)));
+        // The last step is published as the checkpoint; a failed step,
+        // like a failed commit, gives back what it took.
         let (meta, chain) = match result {
             Ok(written) if !complete => written,
             _ => return finish(shared, w, &base, catalog, &space, result),
