@@ -417,6 +417,10 @@ impl PyDatabase {
             "checkpoint_leaves_folded",
             s.counters.checkpoint_leaves_folded,
         )?;
+        d.set_item(
+            "checkpoint_layouts_deferred",
+            s.counters.checkpoint_layouts_deferred,
+        )?;
         d.set_item("values_overlaid", s.counters.values_overlaid)?;
         d.set_item("inserts_overlaid", s.counters.inserts_overlaid)?;
         d.set_item("commits", s.counters.commits)?;

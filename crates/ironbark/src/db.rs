@@ -782,6 +782,7 @@ impl Database {
             checkpoint_runs_spliced: c.checkpoint_runs_spliced.load(Ordering::Relaxed),
             checkpoint_roots_grown: c.checkpoint_roots_grown.load(Ordering::Relaxed),
             checkpoint_leaves_folded: c.checkpoint_leaves_folded.load(Ordering::Relaxed),
+            checkpoint_layouts_deferred: c.checkpoint_layouts_deferred.load(Ordering::Relaxed),
             values_overlaid: c.values_overlaid.load(Ordering::Relaxed),
             inserts_overlaid: c.inserts_overlaid.load(Ordering::Relaxed),
         }

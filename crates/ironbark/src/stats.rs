@@ -105,6 +105,11 @@ pub struct CommitCounters {
     /// (a copy with the overlay applied), each as the step that took it
     /// wrote it (docs/design.md, "Partial checkpoints").
     pub checkpoint_leaves_folded: u64,
+    /// Layouts of the newest commit over a checkpoint step's folded leaves
+    /// that found no room in the page arena, so that the next step's
+    /// layout leads to those leaves' copies too (until then, readers of
+    /// the published snapshot keep the old leaves from reuse).
+    pub checkpoint_layouts_deferred: u64,
     /// Same-size overwrites and deletes committed as value overlays: the
     /// new value, or a tombstone, kept beside its leaf (a published page
     /// of a logged commit) instead of in a copy of the leaf and of the

@@ -6,8 +6,10 @@
 //! commit reads back before and after reopening; `check` passes, so the
 //! trees' counters (entries, pages by kind) are exact after splicing;
 //! splits, merges, deletes and large values (overflow pages) on the way;
-//! a reader's snapshot taken before the steps stays whole; a step or a
-//! re-layout whose write fails loses nothing and is taken up again.
+//! a reader's snapshot taken before the steps stays whole, and so does
+//! every reader begun during them, also when the arena has no room for a
+//! step's layout; a step or a re-layout whose write fails loses nothing
+//! and is taken up again.
 
 mod common;
 
@@ -693,4 +695,78 @@ fn a_relayout_whose_log_record_fails_loses_nothing_and_is_taken_up_again() {
         assert_eq!(db.check().unwrap().entries, model.len() as u64);
         reads_back_before_and_after_reopen(db, &t.path, &model);
     }
+}
+
+/// Readers begun at every sync of the data file, each held to the end.
+#[derive(Default)]
+struct HeldReaders {
+    db: Mutex<Option<Database>>,
+    readers: Mutex<Vec<ReadTxn>>,
+}
+
+impl IoHook for HeldReaders {
+    fn on_sync(&self) -> io::Result<()> {
+        let db = self.db.lock().unwrap();
+        if let Some(db) = db.as_ref() {
+            let reader = db.begin_read().map_err(io::Error::other)?;
+            self.readers.lock().unwrap().push(reader);
+        }
+        Ok(())
+    }
+}
+
+/// After each step but the last, the newest commit is published again,
+/// laid out over the leaves the step folded, in new arena copies of the
+/// branches above them; those copies take no slot retired during the
+/// steps. When the arena has no room left for them, the layout is not
+/// published: the published snapshot still reads leaves the steps folded
+/// and freed. A reader that begins at a step's sync reads that snapshot,
+/// and the steps after must not reuse those leaves under it. Every such
+/// reader is held to the end and must read the whole newest commit; the
+/// checkpoint completes and reads back. (Without the readers' protection
+/// during the steps, these readers fail on reused pages.)
+#[test]
+fn layouts_the_arena_has_no_room_for_leave_their_readers_whole() {
+    let t = temp_db("deferred.ib");
+    let hook = Arc::new(HeldReaders::default());
+    let small_arena = Options {
+        io_hook: Some(IoHookHandle(hook.clone())),
+        // An arena of a quarter of this, 2.5 MiB: room for the churn's
+        // overlays and for the first layouts, not for every one.
+        map_reservation: 10 << 20,
+        checkpoint_step_pages: Some(32),
+        ..options()
+    };
+    let db = Database::open_with(&t.path, &small_arena).unwrap();
+    let n = 30_000;
+    let (mut model, _) = load(&db, n);
+    let before = db.counters();
+    churn(&db, &mut model, n, 6_000, false, &mut Rng::new(5));
+    *hook.db.lock().unwrap() = Some(db.clone());
+    db.checkpoint().unwrap();
+    *hook.db.lock().unwrap() = None;
+    let readers = std::mem::take(&mut *hook.readers.lock().unwrap());
+    let after = db.counters();
+    let steps = after.checkpoint_steps - before.checkpoint_steps;
+    let deferred = after.checkpoint_layouts_deferred - before.checkpoint_layouts_deferred;
+    eprintln!(
+        "{steps} steps, {deferred} layouts deferred, {} readers",
+        readers.len()
+    );
+    assert!(
+        deferred > 0 && deferred < steps,
+        "{deferred} of the {steps} steps' layouts found no arena room: the arena's size no longer makes the case"
+    );
+    assert!(
+        readers.len() as u64 > steps,
+        "a reader at every step's sync"
+    );
+    for (i, rx) in readers.iter().enumerate() {
+        assert!(
+            contents(rx, &rx.tree("t").unwrap()) == model,
+            "the reader begun at sync {i}"
+        );
+    }
+    drop(readers);
+    reads_back_before_and_after_reopen(db, &t.path, &model);
 }

@@ -67,6 +67,10 @@ impl Engine for Ironbark {
                 "checkpoint_leaves_folded".into(),
                 c.checkpoint_leaves_folded,
             ),
+            (
+                "checkpoint_layouts_deferred".into(),
+                c.checkpoint_layouts_deferred,
+            ),
             ("values_overlaid".into(), c.values_overlaid),
             ("inserts_overlaid".into(), c.inserts_overlaid),
         ]

@@ -1175,6 +1175,12 @@ fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
         let steps = w.checkpoint_steps.as_mut().expect("begun above");
         let layout = match layout {
             Ok(copies) => {
+                if copies.is_none() {
+                    shared
+                        .counters
+                        .checkpoint_layouts_deferred
+                        .fetch_add(1, Ordering::Relaxed);
+                }
                 steps.after_layout(copies.as_deref());
                 Ok(())
             }

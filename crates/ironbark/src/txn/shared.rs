@@ -237,6 +237,7 @@ pub(crate) struct Counters {
     pub(crate) checkpoint_runs_spliced: AtomicU64,
     pub(crate) checkpoint_roots_grown: AtomicU64,
     pub(crate) checkpoint_leaves_folded: AtomicU64,
+    pub(crate) checkpoint_layouts_deferred: AtomicU64,
     pub(crate) values_overlaid: AtomicU64,
     pub(crate) inserts_overlaid: AtomicU64,
 }
