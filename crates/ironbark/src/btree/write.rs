@@ -1074,22 +1074,29 @@ impl<'a> TreeWriter<'a> {
     }
 
     /// Copies the branches on the path to file leaf `leaf`, which has a
-    /// value overlay in the base's span, into the dirty pages, and leaves
-    /// the leaf itself where it is, its overlay with it (its parent's copy
-    /// refers to it as the original did): a checkpoint in steps then finds
-    /// a changed page above every such leaf, and folds each overlay into
-    /// the copy it writes (`txn::checkpoint_steps`). Returns where the
-    /// copy refers to the leaf: `Some(Some((parent, slot)))`, or
-    /// `Some(None)` when the leaf is the root; `None`, nothing changed, if
-    /// `tree` does not reach the leaf.
+    /// value overlay in the base's span, by `key`, one of its keys
+    /// ([`TreeWriter::first_key_of_overlaid_leaf`]), into the dirty pages,
+    /// and leaves the leaf itself where it is, its overlay with it (its
+    /// parent's copy refers to it as the original did): a checkpoint in
+    /// steps then finds a changed page above every such leaf, and folds
+    /// each overlay into the copy it writes (`txn::checkpoint_steps`).
+    /// With `verify`, checks the leaf against the checksum its parent
+    /// records. Returns where the copy refers to the leaf:
+    /// `Some(Some((parent, slot)))`, or `Some(None)` when the leaf is the
+    /// root; `None` if `tree` does not reach the leaf by `key`, in which
+    /// case the branches on the key's path are copied all the same (copies
+    /// of unchanged pages: one descent, not a look before it, since the
+    /// callers know the leaf's tree but for a safety net).
     pub(crate) fn copy_branches_above(
         &mut self,
         tree: &mut TreeState,
         leaf: u64,
+        key: &[u8],
+        verify: bool,
     ) -> Result<Option<Option<(u64, usize)>>> {
-        let Some(key) = self.key_of_overlaid_leaf(tree, leaf)? else {
+        if tree.root.is_empty() {
             return Ok(None);
-        };
+        }
         let depth = tree.root.depth as usize;
         let root = tree.root;
         let (mut pgno, mut txn, mut sum) = (root.pgno, root.txn, root.sum);
@@ -1107,14 +1114,35 @@ impl<'a> TreeWriter<'a> {
             sum = node.child_sum(slot)?;
             parent = Some((id, slot));
         }
-        assert_eq!(pgno, leaf, "the descent found the leaf before");
+        if pgno != leaf {
+            return Ok(None);
+        }
         // The leaf stays as it is, for a step to fold: damage in it is
         // found now, before any step, as the copy that folded it here
         // found it (a step that fails on it would stay pending, and every
         // write transaction would fail on it in turn).
-        let base = self.base;
-        self.verified(Node::parse(base.page(leaf)?, leaf, None)?, txn, sum)?;
+        if verify {
+            let base = self.base;
+            self.verified(Node::parse(base.page(leaf)?, leaf, None)?, txn, sum)?;
+        }
         Ok(Some(parent))
+    }
+
+    /// The first key of file leaf `leaf` if it has a value overlay in the
+    /// base's span: any key of a leaf's cells leads to it. One read of the
+    /// leaf and no descent (which [`TreeWriter::key_of_overlaid_leaf`]
+    /// adds, to check that a tree reaches the leaf).
+    pub(crate) fn first_key_of_overlaid_leaf(&self, leaf: u64) -> Result<Option<&'a [u8]>> {
+        debug_assert!(leaf & (ARENA_BIT | DIRTY_BIT) == 0);
+        let base = self.base;
+        if base.overlay_page(leaf).is_none() {
+            return Ok(None);
+        }
+        let node = Node::parse(base.page(leaf)?, leaf, None)?;
+        if !node.is_leaf || node.count == 0 {
+            return Ok(None);
+        }
+        Ok(Some(node.key(0)?))
     }
 
     /// A key of file leaf `leaf` that its value overlay keeps (one always

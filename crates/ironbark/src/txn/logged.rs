@@ -747,10 +747,21 @@ pub(crate) fn fold_file_overlays(
         let others = (0..catalog.trees.len()).filter(|&i| Some(i) != named);
         for i in named.into_iter().chain(others) {
             let state = &mut catalog.trees[i].state;
-            let done = if whole {
-                writer.fold_file_leaf(state, leaf.pgno)?
+            // The leaf's own tree by its first key, in one descent; any
+            // other tree only by a key it reaches the leaf by.
+            let key = if whole {
+                None
+            } else if Some(i) == named {
+                writer.first_key_of_overlaid_leaf(leaf.pgno)?
             } else {
-                writer.copy_branches_above(state, leaf.pgno)?.is_some()
+                writer.key_of_overlaid_leaf(state, leaf.pgno)?
+            };
+            let done = match key {
+                _ if whole => writer.fold_file_leaf(state, leaf.pgno)?,
+                Some(key) => writer
+                    .copy_branches_above(state, leaf.pgno, key, true)?
+                    .is_some(),
+                None => false,
             };
             if done {
                 folded = true;
@@ -957,18 +968,23 @@ pub(crate) fn publish_step_layout(
         };
         for f in &folds {
             let state = &mut catalog.trees[f.tree].state;
-            let Some(key) = writer.key_of_overlaid_leaf(state, f.leaf)? else {
-                return Err(Error::corrupted_page(
+            let not_in_newest = || {
+                Error::corrupted_page(
                     f.leaf,
                     "a leaf a checkpoint step folded is not in the newest commit",
-                ));
+                )
+            };
+            let Some(key) = writer.first_key_of_overlaid_leaf(f.leaf)? else {
+                return Err(not_in_newest());
             };
             let (copy, copy_txn, copy_sum) =
                 leaf_ref_with_sum(&file, step_catalog.trees[f.tree].state.root, key)?;
             writer
                 .dirty
                 .lend_slots(|branch| space.lend(&arena, cap, branch));
-            match writer.copy_branches_above(state, f.leaf)? {
+            // Not verified again: the relayout before the steps verified
+            // it, and a leaf is never written while a snapshot reads it.
+            match writer.copy_branches_above(state, f.leaf, key, false)? {
                 Some(Some((parent, slot))) => {
                     set_child(writer.dirty.get_mut(parent), slot, copy, copy_txn, copy_sum);
                 }
@@ -977,7 +993,7 @@ pub(crate) fn publish_step_layout(
                     state.root.txn = copy_txn;
                     state.root.sum = copy_sum;
                 }
-                None => unreachable!("the key's descent reached the leaf"),
+                None => return Err(not_in_newest()),
             }
             copies.push(copy);
         }
