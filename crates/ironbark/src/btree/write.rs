@@ -124,6 +124,29 @@ pub(crate) struct TreeState {
     pub(crate) overflow_pages: u64,
 }
 
+/// A branch on the path of `TreeWriter::copy_branches_above_wanted`'s
+/// walk: its reference, its slot in its parent, and its copy once made.
+#[derive(Clone, Copy)]
+struct WalkStep {
+    pgno: u64,
+    txn: u64,
+    sum: u64,
+    slot: usize,
+    copy: Option<u64>,
+}
+
+/// What `TreeWriter::copy_branches_above_wanted`'s walk is asked for.
+struct Walk<'w> {
+    wanted: &'w dyn Fn(u64) -> bool,
+    found: &'w mut Vec<u64>,
+    before_touch: &'w mut dyn FnMut(&mut DirtyPages),
+}
+
+/// Whether `pgno` is a page of the file (neither the arena's nor dirty).
+fn is_file_page(pgno: u64) -> bool {
+    pgno & (ARENA_BIT | DIRTY_BIT) == 0
+}
+
 /// The leaf the last put went to (a dirty page) and whether it is the
 /// first or last leaf of its tree, so that the next put can skip the
 /// descent when its key falls within that leaf's keys. Any key between a
@@ -1126,6 +1149,136 @@ impl<'a> TreeWriter<'a> {
             self.verified(Node::parse(base.page(leaf)?, leaf, None)?, txn, sum)?;
         }
         Ok(Some(parent))
+    }
+
+    /// [`TreeWriter::copy_branches_above`] for every file leaf of `tree`
+    /// that `wanted` names, in one walk of the tree's branches instead of
+    /// a descent per leaf: each branch is read (and a file branch
+    /// verified) once, each wanted leaf is verified against the checksum
+    /// its parent records, and no other leaf is read. `before_touch` runs
+    /// before the branches above a leaf are copied (to lend the dirty
+    /// pages arena slots). Pushes each wanted leaf found onto `found`.
+    pub(crate) fn copy_branches_above_wanted(
+        &mut self,
+        tree: &mut TreeState,
+        wanted: &dyn Fn(u64) -> bool,
+        found: &mut Vec<u64>,
+        before_touch: &mut dyn FnMut(&mut DirtyPages),
+    ) -> Result<()> {
+        let root = tree.root;
+        if root.is_empty() {
+            return Ok(());
+        }
+        if root.depth == 1 {
+            if is_file_page(root.pgno) && wanted(root.pgno) {
+                self.verified_leaf(root.pgno, root.txn, root.sum)?;
+                found.push(root.pgno);
+            }
+            return Ok(());
+        }
+        let mut path = Vec::with_capacity(root.depth as usize);
+        path.push(WalkStep {
+            pgno: root.pgno,
+            txn: root.txn,
+            sum: root.sum,
+            slot: 0,
+            copy: None,
+        });
+        let mut walk = Walk {
+            wanted,
+            found,
+            before_touch,
+        };
+        self.walk_branch(tree, &mut path, &mut walk)
+    }
+
+    /// One branch of `copy_branches_above_wanted`'s walk: the last of
+    /// `path`, at level `depth - (path.len() - 1)`.
+    fn walk_branch(
+        &mut self,
+        tree: &mut TreeState,
+        path: &mut Vec<WalkStep>,
+        walk: &mut Walk<'_>,
+    ) -> Result<()> {
+        let depth = tree.root.depth;
+        let level = depth - (path.len() as u32 - 1);
+        let step = *path.last().expect("the walk starts at the root");
+        // The children's references, copied out: copying the branch
+        // (below) changes the dirty pages they would borrow from.
+        let children = {
+            let node = if step.pgno & DIRTY_BIT != 0 {
+                Node::parse(self.dirty.get(step.pgno), step.pgno, None)?
+            } else {
+                self.committed_node(step.pgno, step.txn, step.sum, level)?
+            };
+            if node.is_leaf {
+                return Err(Error::corrupted_page(
+                    step.pgno,
+                    "a leaf where the tree's depth puts a branch",
+                ));
+            }
+            let mut children = Vec::with_capacity(node.count);
+            for i in 0..node.count {
+                let (pgno, txn) = node.child(i)?;
+                children.push((pgno, txn, node.child_sum(i)?));
+            }
+            children
+        };
+        for (slot, (pgno, txn, sum)) in children.into_iter().enumerate() {
+            if level > 2 {
+                path.push(WalkStep {
+                    pgno,
+                    txn,
+                    sum,
+                    slot,
+                    copy: None,
+                });
+                self.walk_branch(tree, path, walk)?;
+                path.pop();
+            } else if is_file_page(pgno) && (walk.wanted)(pgno) {
+                (walk.before_touch)(self.dirty);
+                self.copy_walked_path(tree, path)?;
+                self.verified_leaf(pgno, txn, sum)?;
+                walk.found.push(pgno);
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies the branches of `path` (root first) not copied yet into
+    /// the dirty pages, each linked from its parent's copy, as
+    /// `copy_branches_above` copies one leaf's.
+    fn copy_walked_path(&mut self, tree: &mut TreeState, path: &mut [WalkStep]) -> Result<()> {
+        let depth = tree.root.depth;
+        for d in 0..path.len() {
+            if path[d].copy.is_some() {
+                continue;
+            }
+            let s = path[d];
+            let id = self.touch(s.pgno, s.txn, s.sum, depth - d as u32)?;
+            if d == 0 {
+                tree.root.pgno = id;
+            } else if id != s.pgno {
+                let parent = path[d - 1].copy.expect("copied root first");
+                self.dirty.link_child(parent, s.slot, id);
+            }
+            path[d].copy = Some(id);
+        }
+        Ok(())
+    }
+
+    /// File leaf `pgno`, verified against the txn and checksum its parent
+    /// records: the leaf stays as it is, for a checkpoint step to fold, so
+    /// damage in it is found before any step (`copy_branches_above`).
+    fn verified_leaf(&self, pgno: u64, txn: u64, sum: u64) -> Result<()> {
+        let node = self.verified(Node::parse(self.base.page(pgno)?, pgno, None)?, txn, sum)?;
+        if !node.is_leaf {
+            return Err(Error::corrupted_page(
+                pgno,
+                "a branch where the tree's depth puts a leaf",
+            ));
+        }
+        Ok(())
     }
 
     /// The first key of file leaf `leaf` if it has a value overlay in the

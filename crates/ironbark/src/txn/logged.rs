@@ -730,8 +730,11 @@ pub(crate) fn fold_file_overlays(
         finger: &mut finger,
         limits,
     };
+    // The leaves whose branches alone are copied, and the trees they were
+    // in when given their overlays: walked once each, after the folds.
+    let mut paths_only: HashSet<u64> = HashSet::new();
+    let mut walked_trees: HashSet<u64> = HashSet::new();
     for leaf in leaves.iter().filter(|l| !superseded.contains(&l.pgno)) {
-        before_each(writer.dirty);
         // A leaf whose overlay deletes entries is folded here all the same:
         // the fold merges it with a sibling if it is left underfull, which
         // a step's fold cannot (it writes the leaf where it was).
@@ -740,30 +743,19 @@ pub(crate) fn fold_file_overlays(
                 .overlay_page(leaf.pgno)
                 .and_then(|page| page.counts_seen_at(base.overlay_txn))
                 .is_none_or(|(tombstones, _)| tombstones > 0);
+        if !whole {
+            paths_only.insert(leaf.pgno);
+            walked_trees.insert(leaf.tree);
+            continue;
+        }
+        before_each(writer.dirty);
         // The tree it was in when it was given the overlay; any tree, if
         // that one is gone (it cannot hold the leaf then: a safety net).
         let named = catalog.trees.iter().position(|t| t.id == leaf.tree);
         let mut folded = false;
         let others = (0..catalog.trees.len()).filter(|&i| Some(i) != named);
         for i in named.into_iter().chain(others) {
-            let state = &mut catalog.trees[i].state;
-            // The leaf's own tree by its first key, in one descent; any
-            // other tree only by a key it reaches the leaf by.
-            let key = if whole {
-                None
-            } else if Some(i) == named {
-                writer.first_key_of_overlaid_leaf(leaf.pgno)?
-            } else {
-                writer.key_of_overlaid_leaf(state, leaf.pgno)?
-            };
-            let done = match key {
-                _ if whole => writer.fold_file_leaf(state, leaf.pgno)?,
-                Some(key) => writer
-                    .copy_branches_above(state, leaf.pgno, key, true)?
-                    .is_some(),
-                None => false,
-            };
-            if done {
+            if writer.fold_file_leaf(&mut catalog.trees[i].state, leaf.pgno)? {
                 folded = true;
                 break;
             }
@@ -772,6 +764,38 @@ pub(crate) fn fold_file_overlays(
         if !folded && !writer.freed.iter().any(|f| f.extent.start == leaf.pgno) {
             return Err(Error::corrupted_page(
                 leaf.pgno,
+                "a file leaf with a value overlay is in no tree, and was not freed",
+            ));
+        }
+    }
+    if paths_only.is_empty() {
+        return Ok(());
+    }
+    // Each such leaf's tree, walked once; every tree if one is gone (a
+    // safety net, as above).
+    let all = walked_trees
+        .iter()
+        .any(|id| !catalog.trees.iter().any(|t| t.id == *id));
+    let mut found = Vec::with_capacity(paths_only.len());
+    for t in catalog.trees.iter_mut() {
+        if all || walked_trees.contains(&t.id) {
+            let wanted = |pgno: u64| paths_only.contains(&pgno);
+            writer.copy_branches_above_wanted(
+                &mut t.state,
+                &wanted,
+                &mut found,
+                &mut before_each,
+            )?;
+        }
+    }
+    for pgno in &found {
+        paths_only.remove(pgno);
+    }
+    // A merge of a fold above may have taken one.
+    for &pgno in &paths_only {
+        if !writer.freed.iter().any(|f| f.extent.start == pgno) {
+            return Err(Error::corrupted_page(
+                pgno,
                 "a file leaf with a value overlay is in no tree, and was not freed",
             ));
         }
