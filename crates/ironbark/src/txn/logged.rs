@@ -694,9 +694,10 @@ fn is_sealed_as_is(page: &[u8], pgno: u64, tree_has_blobs: bool) -> Result<bool>
 /// the commit being written (`freed`), or by the merge of another leaf's
 /// fold. `before_each` runs before each leaf's fold (to lend the dirty
 /// pages arena slots). With `Fold::PathsOnly`, only the branches above
-/// each leaf whose overlay deletes nothing are copied
-/// (`TreeWriter::copy_branches_above`): those leaves keep their overlays,
-/// for the steps of a checkpoint to fold.
+/// each leaf whose overlay deletes nothing are copied, after the folds,
+/// in one walk of each tree that holds such leaves
+/// (`TreeWriter::copy_branches_above_wanted`): those leaves keep their
+/// overlays, for the steps of a checkpoint to fold.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn fold_file_overlays(
     catalog: &mut Catalog,
@@ -1192,7 +1193,7 @@ pub(crate) fn pull_arena(
 /// A dirty copy of file leaf `pgno` (written by `txn`, as its parent
 /// records) with its value overlay applied. Its checksum was verified when
 /// the branches above it were laid out before the steps
-/// (`TreeWriter::copy_branches_above`), so that damage is never sealed
+/// (`TreeWriter::copy_branches_above_wanted`), so that damage is never sealed
 /// under a fresh checksum; its header is checked again here.
 fn copy_folded(dirty: &mut DirtyPages, base: &MapSource, pgno: u64, txn: u64) -> Result<u64> {
     let page = base.page(pgno)?;
