@@ -44,6 +44,13 @@ pub(crate) const HEADER_LEN: usize = 32;
 /// dirty pages, replaced by a real page number at commit.
 pub(crate) const DIRTY_BIT: u64 = 1 << 63;
 
+/// Whether `pgno` is a page of the data file: neither an arena slot nor a
+/// dirty page.
+#[inline]
+pub(crate) fn is_file_page(pgno: u64) -> bool {
+    pgno & (ARENA_BIT | DIRTY_BIT) == 0
+}
+
 pub(crate) const BLOB_HEADER_LEN: usize = 40;
 pub(crate) const KIND_BRANCH: u8 = 1;
 pub(crate) const KIND_LEAF: u8 = 2;

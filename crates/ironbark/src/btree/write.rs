@@ -18,13 +18,13 @@ use std::ops::Bound;
 
 use crate::btree::cursor::Cursor;
 use crate::btree::leaf_split::{shortest_separator, split_committed_leaf, Halves};
-use crate::btree::page::DIRTY_BIT;
 use crate::btree::page::{
     self, append_leaf_inline, branch_cell, cell_fits, cells_of, compare_keys, fill_page,
     fill_page_from, insert_cell, insert_cell_parts, leaf_cell_header, leaf_cell_inline,
     leaf_cell_overflow, overflow_ref, remove_cell, set_child, verify_page, LeafAppend, LeafValue,
     Limits, Node, Reads, BLOB_HEADER_LEN, BRANCH_CELL_HEADER, LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
 };
+use crate::btree::page::{is_file_page, DIRTY_BIT};
 use crate::btree::search::{
     check_root, find_leaf, inserted_value, is_deleted, live_entries, node_at, Root,
 };
@@ -140,11 +140,6 @@ struct Walk<'w> {
     wanted: &'w dyn Fn(u64) -> bool,
     found: &'w mut Vec<u64>,
     before_touch: &'w mut dyn FnMut(&mut DirtyPages),
-}
-
-/// Whether `pgno` is a page of the file (neither the arena's nor dirty).
-fn is_file_page(pgno: u64) -> bool {
-    pgno & (ARENA_BIT | DIRTY_BIT) == 0
 }
 
 /// The leaf the last put went to (a dirty page) and whether it is the
@@ -1103,8 +1098,9 @@ impl<'a> TreeWriter<'a> {
     /// parent's copy refers to it as the original did): a checkpoint in
     /// steps then finds a changed page above every such leaf, and folds
     /// each overlay into the copy it writes (`txn::checkpoint_steps`).
-    /// With `verify`, checks the leaf against the checksum its parent
-    /// records. Returns where the copy refers to the leaf:
+    /// The leaf is not read: the relayout before the steps verified it
+    /// (`copy_branches_above_wanted`), and a leaf is never written while a
+    /// snapshot reads it. Returns where the copy refers to the leaf:
     /// `Some(Some((parent, slot)))`, or `Some(None)` when the leaf is the
     /// root; `None` if `tree` does not reach the leaf by `key`, in which
     /// case the branches on the key's path are copied all the same (copies
@@ -1115,7 +1111,6 @@ impl<'a> TreeWriter<'a> {
         tree: &mut TreeState,
         leaf: u64,
         key: &[u8],
-        verify: bool,
     ) -> Result<Option<Option<(u64, usize)>>> {
         if tree.root.is_empty() {
             return Ok(None);
@@ -1125,12 +1120,7 @@ impl<'a> TreeWriter<'a> {
         let (mut pgno, mut txn, mut sum) = (root.pgno, root.txn, root.sum);
         let mut parent: Option<(u64, usize)> = None;
         for d in 0..depth - 1 {
-            let id = self.touch(pgno, txn, sum, (depth - d) as u32)?;
-            match parent {
-                None => tree.root.pgno = id,
-                Some((up, slot)) if id != pgno => self.dirty.link_child(up, slot, id),
-                Some(_) => {}
-            }
+            let id = self.copy_on_path(tree, parent, pgno, txn, sum, (depth - d) as u32)?;
             let node = Node::parse(self.dirty.get(id), id, None)?;
             let slot = node.search_branch(key)?;
             (pgno, txn) = node.child(slot)?;
@@ -1140,15 +1130,29 @@ impl<'a> TreeWriter<'a> {
         if pgno != leaf {
             return Ok(None);
         }
-        // The leaf stays as it is, for a step to fold: damage in it is
-        // found now, before any step, as the copy that folded it here
-        // found it (a step that fails on it would stay pending, and every
-        // write transaction would fail on it in turn).
-        if verify {
-            let base = self.base;
-            self.verified(Node::parse(base.page(leaf)?, leaf, None)?, txn, sum)?;
-        }
         Ok(Some(parent))
+    }
+
+    /// Copies branch `pgno` (at `level`) of a path into the dirty pages, if
+    /// it is not a dirty page already, and links the copy from its
+    /// parent's (`parent`: the parent's copy and the slot), or makes it
+    /// the root. Returns the copy.
+    fn copy_on_path(
+        &mut self,
+        tree: &mut TreeState,
+        parent: Option<(u64, usize)>,
+        pgno: u64,
+        txn: u64,
+        sum: u64,
+        level: u32,
+    ) -> Result<u64> {
+        let id = self.touch(pgno, txn, sum, level)?;
+        match parent {
+            None => tree.root.pgno = id,
+            Some((up, slot)) if id != pgno => self.dirty.link_child(up, slot, id),
+            Some(_) => {}
+        }
+        Ok(id)
     }
 
     /// [`TreeWriter::copy_branches_above`] for every file leaf of `tree`
@@ -1255,13 +1259,11 @@ impl<'a> TreeWriter<'a> {
                 continue;
             }
             let s = path[d];
-            let id = self.touch(s.pgno, s.txn, s.sum, depth - d as u32)?;
-            if d == 0 {
-                tree.root.pgno = id;
-            } else if id != s.pgno {
-                let parent = path[d - 1].copy.expect("copied root first");
-                self.dirty.link_child(parent, s.slot, id);
-            }
+            let parent = match d {
+                0 => None,
+                _ => Some((path[d - 1].copy.expect("copied root first"), s.slot)),
+            };
+            let id = self.copy_on_path(tree, parent, s.pgno, s.txn, s.sum, depth - d as u32)?;
             path[d].copy = Some(id);
         }
         Ok(())
@@ -1269,7 +1271,9 @@ impl<'a> TreeWriter<'a> {
 
     /// File leaf `pgno`, verified against the txn and checksum its parent
     /// records: the leaf stays as it is, for a checkpoint step to fold, so
-    /// damage in it is found before any step (`copy_branches_above`).
+    /// damage in it is found now, before any step (a step that failed on
+    /// it would stay pending, and every write transaction would fail on it
+    /// in turn).
     fn verified_leaf(&self, pgno: u64, txn: u64, sum: u64) -> Result<()> {
         let node = self.verified(Node::parse(self.base.page(pgno)?, pgno, None)?, txn, sum)?;
         if !node.is_leaf {
@@ -1286,7 +1290,7 @@ impl<'a> TreeWriter<'a> {
     /// leaf and no descent (which [`TreeWriter::key_of_overlaid_leaf`]
     /// adds, to check that a tree reaches the leaf).
     pub(crate) fn first_key_of_overlaid_leaf(&self, leaf: u64) -> Result<Option<&'a [u8]>> {
-        debug_assert!(leaf & (ARENA_BIT | DIRTY_BIT) == 0);
+        debug_assert!(is_file_page(leaf));
         let base = self.base;
         if base.overlay_page(leaf).is_none() {
             return Ok(None);
@@ -1306,7 +1310,7 @@ impl<'a> TreeWriter<'a> {
         tree: &TreeState,
         leaf: u64,
     ) -> Result<Option<&'a [u8]>> {
-        debug_assert!(leaf & (ARENA_BIT | DIRTY_BIT) == 0);
+        debug_assert!(is_file_page(leaf));
         if tree.root.is_empty() {
             return Ok(None);
         }

@@ -72,8 +72,8 @@
 use std::collections::HashSet;
 
 use crate::btree::page::{
-    blob_run_pages, compare_keys, push_branch_cell, slotted_size, verify_page, LeafValue, Node,
-    DIRTY_BIT, HEADER_LEN,
+    blob_run_pages, compare_keys, is_file_page, push_branch_cell, slotted_size, verify_page,
+    LeafValue, Node, DIRTY_BIT, HEADER_LEN,
 };
 use crate::btree::search::{live_entries, Root};
 use crate::btree::write::TreeState;
@@ -691,7 +691,7 @@ impl<'a> Splicer<'a> {
     /// commit (`logged::fold_file_overlays_into_arena` left them there,
     /// with copies of the branches above them).
     fn has_file_overlay(&self, pgno: u64) -> bool {
-        pgno & (ARENA_BIT | DIRTY_BIT) == 0
+        is_file_page(pgno)
             && self
                 .source
                 .file_overlays

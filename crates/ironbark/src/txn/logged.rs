@@ -29,7 +29,7 @@ use crate::btree::page::{
 };
 use std::collections::HashSet;
 
-use crate::btree::page::{Limits, Reads};
+use crate::btree::page::{is_file_page, Limits, Reads};
 use crate::btree::search::{node_at, Root};
 use crate::btree::write::{apply_overlay, Finger, TreeWriter};
 use crate::catalog::Catalog;
@@ -515,6 +515,39 @@ enum Release {
     None,
 }
 
+/// `to_arena` for pages not yet ordered: orders them with the writer's
+/// placement (`w.placement`, lent for the call and given back).
+#[allow(clippy::too_many_arguments)]
+fn order_into_arena(
+    shared: &Shared,
+    w: &mut WriterState,
+    arena: &Arena,
+    catalog: &mut Catalog,
+    dirty: &mut DirtyPages,
+    limit: u64,
+    txn: u64,
+    release: Release,
+    before_publish: impl FnOnce(&mut WriterState) -> Result<()>,
+) -> Result<bool> {
+    let mut placement = std::mem::take(&mut w.placement);
+    let placed = order_dirty(catalog, dirty, &mut placement).and_then(|()| {
+        to_arena(
+            shared,
+            w,
+            arena,
+            catalog,
+            dirty,
+            &mut placement,
+            limit,
+            txn,
+            release,
+            before_publish,
+        )
+    });
+    w.placement = placement;
+    placed
+}
+
 /// Puts the dirty pages of commit `txn` into arena slots no reader can
 /// reach, sealed with those numbers; `before_publish` runs once the pages
 /// are sealed and before they are copied (the log append: a failure there
@@ -630,24 +663,19 @@ pub(crate) fn follow(
     let Some(arena) = shared.arena() else {
         return Ok(None);
     };
-    let mut placement = std::mem::take(&mut w.placement);
-    let placed = order_dirty(catalog, dirty, &mut placement).and_then(|()| {
-        let limit = follower_arena_slots(&arena, shared.limits.page_size);
-        to_arena(
-            shared,
-            w,
-            &arena,
-            catalog,
-            dirty,
-            &mut placement,
-            limit,
-            txn,
-            Release::Retired,
-            |_| Ok(()),
-        )
-    });
-    w.placement = placement;
-    if !placed? {
+    let limit = follower_arena_slots(&arena, shared.limits.page_size);
+    let placed = order_into_arena(
+        shared,
+        w,
+        &arena,
+        catalog,
+        dirty,
+        limit,
+        txn,
+        Release::Retired,
+        |_| Ok(()),
+    )?;
+    if !placed {
         return Ok(None);
     }
     for f in freed.iter().filter(|f| f.extent.start & ARENA_BIT != 0) {
@@ -875,25 +903,20 @@ pub(crate) fn fold_file_overlays_into_arena(shared: &Shared, w: &mut WriterState
         .map(|f| f.extent.start)
         .collect();
     let reached = Arc::new(files.without(&gone)?);
-    let mut placement = std::mem::take(&mut w.placement);
-    let placed = order_dirty(&catalog, &dirty, &mut placement).and_then(|()| {
-        to_arena(
-            shared,
-            w,
-            arena,
-            &mut catalog,
-            &mut dirty,
-            &mut placement,
-            cap,
-            txn,
-            Release::Retired,
-            |w| {
-                let log = w.log.as_mut().expect("checked above");
-                log.append(txn, &[])
-            },
-        )
-    });
-    w.placement = placement;
+    let placed = order_into_arena(
+        shared,
+        w,
+        arena,
+        &mut catalog,
+        &mut dirty,
+        cap,
+        txn,
+        Release::Retired,
+        |w| {
+            let log = w.log.as_mut().expect("checked above");
+            log.append(txn, &[])
+        },
+    );
     w.dirty_spare = Some(dirty.emptied(ps as usize));
     if !placed? {
         return Ok(false);
@@ -1007,9 +1030,7 @@ pub(crate) fn publish_step_layout(
             writer
                 .dirty
                 .lend_slots(|branch| space.lend(&arena, cap, branch));
-            // Not verified again: the relayout before the steps verified
-            // it, and a leaf is never written while a snapshot reads it.
-            match writer.copy_branches_above(state, f.leaf, key, false)? {
+            match writer.copy_branches_above(state, f.leaf, key)? {
                 Some(Some((parent, slot))) => {
                     set_child(writer.dirty.get_mut(parent), slot, copy, copy_txn, copy_sum);
                 }
@@ -1025,23 +1046,17 @@ pub(crate) fn publish_step_layout(
         Ok(())
     })();
     let placed = laid_out.and_then(|()| {
-        let mut placement = std::mem::take(&mut w.placement);
-        let placed = order_dirty(&catalog, &dirty, &mut placement).and_then(|()| {
-            to_arena(
-                shared,
-                w,
-                &arena,
-                &mut catalog,
-                &mut dirty,
-                &mut placement,
-                cap,
-                txn,
-                Release::None,
-                |_| Ok(()),
-            )
-        });
-        w.placement = placement;
-        placed
+        order_into_arena(
+            shared,
+            w,
+            &arena,
+            &mut catalog,
+            &mut dirty,
+            cap,
+            txn,
+            Release::None,
+            |_| Ok(()),
+        )
     });
     drop(dirty);
     if !placed? {
@@ -1101,8 +1116,7 @@ pub(crate) fn pull_arena(
     base: &MapSource,
     folds: &[u64],
 ) -> Result<()> {
-    let folded =
-        |pgno: u64| pgno & (ARENA_BIT | DIRTY_BIT) == 0 && folds.binary_search(&pgno).is_ok();
+    let folded = |pgno: u64| is_file_page(pgno) && folds.binary_search(&pgno).is_ok();
     let mut stack = Vec::new();
     let mut refs = Vec::new();
     for t in catalog.trees.iter_mut() {
