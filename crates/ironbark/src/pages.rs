@@ -308,6 +308,11 @@ pub(crate) struct DirtyPages {
     /// Overflow blobs added (freed ones included): when 0, no leaf can
     /// reference a dirty blob, and the commit need not look for any.
     pub(crate) blobs_added: usize,
+    /// Each blob sealed as it was put (`btree::write::SealAtPut`), by
+    /// index (`pgno` 0 for other pages; shorter than `pages` past the last
+    /// such blob). The commit reads them here, not in the blobs, which a
+    /// large commit has left in memory, not in cache.
+    sealed_at_put: Vec<SealedBlob>,
     /// Page-sized buffers to reuse (kept by the writer across transactions,
     /// so that copying a page on write allocates nothing in steady state).
     pub(crate) pool: Vec<Box<[u8]>>,
@@ -351,6 +356,13 @@ pub(crate) struct DirtyPages {
     parent_hints: Vec<(u64, u32)>,
 }
 
+/// A blob sealed as it was put: its page number and its checksum.
+#[derive(Clone, Copy, Debug, Default)]
+struct SealedBlob {
+    pgno: u64,
+    sum: u64,
+}
+
 /// Buffers kept for reuse at most (16 MiB of 4 KiB pages): a larger
 /// transaction allocates the rest, and the pool does not pin its peak.
 pub(crate) const POOL_MAX: usize = 4096;
@@ -370,6 +382,7 @@ impl Default for DirtyPages {
             editable_from: DIRTY_BIT,
             graveyard: Vec::new(),
             blobs_added: 0,
+            sealed_at_put: Vec::new(),
             pool: Vec::new(),
             resident: 0,
             spilled: Vec::new(),
@@ -575,17 +588,49 @@ impl DirtyPages {
     }
 
     /// Adds an overflow blob holding `value` (see `blobs_added`); a
-    /// one-page blob reuses a pooled buffer.
-    pub(crate) fn add_blob(&mut self, page_size: usize, value: &[u8]) -> u64 {
+    /// one-page blob reuses a pooled buffer. With `seal` (`Some((pgno,
+    /// txn))`, `btree::write::SealAtPut`) it is sealed at once as page
+    /// `pgno` of commit `txn`, so that the checksum reads the value right
+    /// after the copy wrote it.
+    #[inline]
+    pub(crate) fn add_blob(
+        &mut self,
+        page_size: usize,
+        value: &[u8],
+        seal: Option<(u64, u64)>,
+    ) -> u64 {
         self.blobs_added += 1;
-        let blob = if BLOB_HEADER_LEN + value.len() <= page_size {
+        let mut blob = if BLOB_HEADER_LEN + value.len() <= page_size {
             let mut b = self.buffer(page_size, KIND_BLOB);
             crate::btree::page::fill_blob(&mut b, page_size, value);
             b
         } else {
             PageBuf::Heap(crate::btree::page::new_blob(page_size, value, 1))
         };
+        let Some((pgno, txn)) = seal else {
+            return self.add(blob);
+        };
+        let sum = crate::btree::page::seal(&mut blob, pgno, txn);
+        let index = self.pages.len();
+        if self.sealed_at_put.len() <= index {
+            self.sealed_at_put.resize(index + 1, SealedBlob::default());
+        }
+        self.sealed_at_put[index] = SealedBlob { pgno, sum };
         self.add(blob)
+    }
+
+    /// The page number and checksum blob `id` was sealed with as it was
+    /// put, if it was (`add_blob`).
+    #[inline]
+    pub(crate) fn sealed_at_put(&self, id: u64) -> Option<(u64, u64)> {
+        self.sealed(id).map(|s| (s.pgno, s.sum))
+    }
+
+    #[inline]
+    fn sealed(&self, id: u64) -> Option<&SealedBlob> {
+        debug_assert!(id & DIRTY_BIT != 0);
+        let index = (id & !DIRTY_BIT) as usize;
+        self.sealed_at_put.get(index).filter(|s| s.pgno != 0)
     }
 
     /// Adds an overflow blob holding `len` zeros, from zeroed memory: no
@@ -692,6 +737,7 @@ impl DirtyPages {
             editable_from,
             graveyard: _,
             blobs_added,
+            sealed_at_put,
             pool: _,
             resident,
             spilled,
@@ -709,6 +755,7 @@ impl DirtyPages {
         } = &mut *self;
         *editable_from = DIRTY_BIT;
         *blobs_added = 0;
+        sealed_at_put.clear();
         *resident = 0;
         spilled.clear();
         *spilled_count = 0;
@@ -781,6 +828,8 @@ impl DirtyPages {
             }
         }
         self.spilled.truncate(len);
+        // The indexes past `len` go to new pages.
+        self.sealed_at_put.truncate(len);
         for index in len..self.parked.len() {
             if self.parked[index] != 0 {
                 self.unpark(index);

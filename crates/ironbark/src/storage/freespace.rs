@@ -1,4 +1,5 @@
-//! Free space: which pages may be written, and which are waiting.
+//! Free space: which pages may be written, and which are waiting; and
+//! where new pages go (`Allocator`, `TakenAhead`).
 //!
 //! Invariants:
 //! - A page is in at most one place: a reusable extent, a pending extent, or
@@ -343,6 +344,127 @@ impl FreeSpace {
     }
 }
 
+/// Page allocation for one commit: from free space (recording what it took,
+/// so a failed commit can give it back), else from the end of the file.
+pub(crate) struct Allocator<'a> {
+    pub(crate) free: &'a mut FreeSpace,
+    /// The file's end in pages: where a run no free extent holds starts.
+    pub(crate) page_count: u64,
+    pub(crate) taken: &'a mut Vec<Extent>,
+}
+
+impl Allocator<'_> {
+    /// `n` contiguous pages: a best-fit free extent, else the file's end.
+    pub(crate) fn run(&mut self, n: u64) -> u64 {
+        if let Some(start) = self.free.take_contiguous(n) {
+            self.taken.push(Extent { start, len: n });
+            return start;
+        }
+        let start = self.page_count;
+        self.page_count += n;
+        start
+    }
+
+    /// Returns the run just allocated, unused.
+    pub(crate) fn give_back(&mut self, e: Extent) {
+        if e.end() == self.page_count {
+            self.page_count = e.start;
+        } else {
+            assert_eq!(self.taken.pop(), Some(e), "give_back of another run");
+            self.free.add_reusable(e);
+        }
+    }
+
+    /// `n` pages in as few runs as possible.
+    pub(crate) fn pages(&mut self, n: u64) -> Vec<Extent> {
+        if n == 0 {
+            return Vec::new();
+        }
+        if let Some(start) = self.free.take_contiguous(n) {
+            self.taken.push(Extent { start, len: n });
+            return vec![Extent { start, len: n }];
+        }
+        let mut runs = Vec::new();
+        let mut left = n;
+        while left > 0 {
+            let Some(e) = self.free.take_largest(left) else {
+                break;
+            };
+            self.taken.push(e);
+            left -= e.len;
+            runs.push(e);
+        }
+        if left > 0 {
+            runs.push(Extent {
+                start: self.page_count,
+                len: left,
+            });
+            self.page_count += left;
+        }
+        runs
+    }
+}
+
+/// File pages the open write transaction gave its new blobs as it put
+/// them, before its commit (`btree::write::SealAtPut`): a transaction
+/// that writes its pages to the file (not logged) seals each blob while
+/// the value it just copied is in cache, and a seal names the page. Its
+/// commit takes these over (`txn::commit`: the extents as taken, the end
+/// as the file's); any other end of the transaction leaves them here, and
+/// the next taker of the write lock gives them back
+/// ([`TakenAhead::give_back`]). Invariant: every run is in `runs`; those
+/// from free space also in `taken`, the others lie below `file_end`.
+#[derive(Debug, Default)]
+pub(crate) struct TakenAhead {
+    /// The free extents taken, in order.
+    pub(crate) taken: Vec<Extent>,
+    /// Every run given out, from free space or the file's end, in order.
+    pub(crate) runs: Vec<Extent>,
+    /// The file's end after the runs taken from it (0: none was).
+    pub(crate) file_end: u64,
+}
+
+impl TakenAhead {
+    /// `n` pages for a blob of a transaction whose base has `base_pages`
+    /// pages: a best-fit free extent, else the file's end (the rule of
+    /// [`Allocator::run`], which the commit's own pages follow).
+    pub(crate) fn run(&mut self, free: &mut FreeSpace, base_pages: u64, n: u64) -> u64 {
+        let mut alloc = Allocator {
+            free,
+            page_count: base_pages.max(self.file_end),
+            taken: &mut self.taken,
+        };
+        let start = alloc.run(n);
+        if alloc.page_count > base_pages {
+            self.file_end = alloc.page_count;
+        }
+        self.runs.push(Extent { start, len: n });
+        start
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// Gives the free extents a transaction that did not commit took back
+    /// to `free`, and forgets the rest (past its base's end, never
+    /// recorded anywhere).
+    pub(crate) fn give_back(&mut self, free: &mut FreeSpace) {
+        for e in self.taken.drain(..) {
+            free.add_reusable(e);
+        }
+        self.forget();
+    }
+
+    /// Forgets every run (free space was loaded anew, where none of them
+    /// was ever taken).
+    pub(crate) fn forget(&mut self) {
+        self.taken.clear();
+        self.runs.clear();
+        self.file_end = 0;
+    }
+}
+
 /// Free space as replayed from the state chain: every free extent by start
 /// page, with the commits that wrote and freed it (`freed == 0`: reusable).
 /// Replay needs one map because a commit may take pages that it found
@@ -522,6 +644,33 @@ mod tests {
         f.roll_back(5, &[ext(s, 4)]);
         assert_eq!(f.pending_pages(), 0);
         assert_eq!(f.reusable().collect::<Vec<_>>(), vec![ext(2, 10)]);
+    }
+
+    /// Blobs placed ahead of their commit take a best-fit free extent,
+    /// else the file's end past the base; an aborted transaction's free
+    /// extents come back whole and its pages past the end are forgotten.
+    #[test]
+    fn pages_taken_ahead_come_back_unless_committed() {
+        let mut f = FreeSpace::default();
+        f.add_reusable(ext(10, 1));
+        f.add_reusable(ext(20, 3));
+        let mut ahead = TakenAhead::default();
+        assert_eq!(ahead.run(&mut f, 100, 2), 20, "best fit");
+        assert_eq!(ahead.run(&mut f, 100, 2), 100, "no extent of 2 left");
+        assert_eq!(ahead.run(&mut f, 100, 1), 10);
+        assert_eq!(ahead.run(&mut f, 100, 1), 22);
+        assert_eq!(ahead.run(&mut f, 100, 3), 102, "after the last run");
+        assert_eq!(ahead.file_end, 105);
+        assert_eq!(ahead.taken, [ext(20, 2), ext(10, 1), ext(22, 1)]);
+        assert_eq!(ahead.runs.len(), 5);
+        assert_eq!(f.reusable_pages(), 0);
+        ahead.give_back(&mut f);
+        assert!(ahead.is_empty() && ahead.taken.is_empty() && ahead.file_end == 0);
+        assert_eq!(
+            f.reusable().collect::<Vec<_>>(),
+            vec![ext(10, 1), ext(20, 3)]
+        );
+        assert_eq!(ahead.run(&mut f, 100, 4), 100, "the end forgotten");
     }
 
     #[test]

@@ -31,7 +31,7 @@ use crate::pages::{DirtyPages, MapSource};
 use crate::state::{self, BlobRef, Chain, Plan};
 use crate::storage::arena::ARENA_BIT;
 use crate::storage::file::DataFile;
-use crate::storage::freespace::{Extent, FreeSpace, Freed, Pending, Protector};
+use crate::storage::freespace::{Allocator, Extent, FreeSpace, Freed, Pending, Protector};
 use crate::storage::meta::Meta;
 use crate::txn::checkpoint_steps::{self, StepPlan, Steps};
 use crate::txn::logged::{self, Logged};
@@ -94,6 +94,11 @@ pub(crate) fn commit(
         mut overlays,
     } = changes;
     if loggable {
+        // Blobs are sealed at put only once a transaction stopped logging.
+        assert!(
+            w.taken_ahead.is_empty(),
+            "a logged transaction with blobs sealed at put"
+        );
         let payload = &redo;
         let mut attempts = 0;
         while shared.may_log(w) && attempts < 2 {
@@ -149,10 +154,14 @@ pub(crate) fn commit(
         }
     }
     w.redo_buffer = redo;
+    // The blobs sealed as they were put have their pages already.
+    let ahead = &mut w.taken_ahead;
     let mut space = SpaceLog {
         freed: std::mem::take(&mut freed),
-        taken: Vec::new(),
+        taken: std::mem::take(&mut ahead.taken),
         shrink: false,
+        ahead_runs: std::mem::take(&mut ahead.runs),
+        file_end: std::mem::take(&mut ahead.file_end),
     };
     let result = write_commit(
         shared,
@@ -288,66 +297,11 @@ struct SpaceLog {
     freed: Vec<Freed>,
     taken: Vec<Extent>,
     shrink: bool,
-}
-
-/// Page allocation for one commit: from free space (recording what it took,
-/// so a failed commit can give it back), else from the end of the file.
-struct Allocator<'a> {
-    free: &'a mut FreeSpace,
-    page_count: u64,
-    taken: &'a mut Vec<Extent>,
-}
-
-impl Allocator<'_> {
-    /// `n` contiguous pages: a best-fit free extent, else the file's end.
-    fn run(&mut self, n: u64) -> u64 {
-        if let Some(start) = self.free.take_contiguous(n) {
-            self.taken.push(Extent { start, len: n });
-            return start;
-        }
-        let start = self.page_count;
-        self.page_count += n;
-        start
-    }
-
-    /// Returns the run just allocated, unused.
-    fn give_back(&mut self, e: Extent) {
-        if e.end() == self.page_count {
-            self.page_count = e.start;
-        } else {
-            assert_eq!(self.taken.pop(), Some(e), "give_back of another run");
-            self.free.add_reusable(e);
-        }
-    }
-
-    /// `n` pages in as few runs as possible.
-    fn pages(&mut self, n: u64) -> Vec<Extent> {
-        if n == 0 {
-            return Vec::new();
-        }
-        if let Some(start) = self.free.take_contiguous(n) {
-            self.taken.push(Extent { start, len: n });
-            return vec![Extent { start, len: n }];
-        }
-        let mut runs = Vec::new();
-        let mut left = n;
-        while left > 0 {
-            let Some(e) = self.free.take_largest(left) else {
-                break;
-            };
-            self.taken.push(e);
-            left -= e.len;
-            runs.push(e);
-        }
-        if left > 0 {
-            runs.push(Extent {
-                start: self.page_count,
-                len: left,
-            });
-            self.page_count += left;
-        }
-        runs
-    }
+    /// The runs the transaction's blobs took as they were put
+    /// (`TakenAhead`): those from free space are in `taken` already.
+    ahead_runs: Vec<Extent>,
+    /// The file's end after those runs (0: none took it).
+    file_end: u64,
 }
 
 /// What `write_commit` writes.
@@ -515,7 +469,7 @@ fn write_commit(
 
     // 2. Page numbers. A shrinking commit first takes the free tail off
     // the end of the file (given back if the commit fails).
-    let mut page_count = base.meta.page_count;
+    let mut page_count = base.meta.page_count.max(space.file_end);
     if space.shrink {
         if let Some(tail) = w.free.take_reusable_tail(page_count) {
             space.taken.push(tail);
@@ -524,6 +478,15 @@ fn write_commit(
     }
     let mut placement = std::mem::take(&mut w.placement);
     order_dirty(catalog, dirty, &mut placement)?;
+    free_unreached(
+        dirty,
+        &placement.blobs,
+        &space.ahead_runs,
+        base.txn(),
+        &mut space.taken,
+        &mut w.free,
+        &mut space.freed,
+    );
     let (order, blobs, real) = (&placement.pages, &placement.blobs, &mut placement.real);
     let mut alloc = Allocator {
         free: &mut w.free,
@@ -531,8 +494,10 @@ fn write_commit(
         taken: &mut space.taken,
     };
     for &b in blobs {
-        let n = (dirty.get(b).len() / ps) as u64;
-        real[(b & !DIRTY_BIT) as usize] = alloc.run(n);
+        real[(b & !DIRTY_BIT) as usize] = match dirty.sealed_at_put(b) {
+            Some((pgno, _)) => pgno,
+            None => alloc.run((dirty.get(b).len() / ps) as u64),
+        };
     }
     let runs = alloc.pages(order.len() as u64);
     let mut next = runs.iter().flat_map(|e| e.start..e.end());
@@ -739,6 +704,52 @@ fn write_commit(
     Ok((meta, chain))
 }
 
+/// Frees the runs blobs took as they were put (`ahead`) that no blob of
+/// the commit holds (`blobs`): the transaction replaced or deleted its own
+/// new value, or rolled a savepoint back over it. A run from free space
+/// goes back to it, as if never taken (`taken`); one past the base's end
+/// becomes pending, as if written by the base (a pending extent is older
+/// than the commit that frees it): no snapshot has it, so it is reusable
+/// after the commit.
+fn free_unreached(
+    dirty: &DirtyPages,
+    blobs: &[u64],
+    ahead: &[Extent],
+    base_txn: u64,
+    taken: &mut Vec<Extent>,
+    free: &mut FreeSpace,
+    freed: &mut Vec<Freed>,
+) {
+    if ahead.is_empty() {
+        return;
+    }
+    let mut reached: Vec<u64> = blobs
+        .iter()
+        .filter_map(|&b| dirty.sealed_at_put(b).map(|(pgno, _)| pgno))
+        .collect();
+    // Each blob sealed at put took one run of its own.
+    assert!(
+        reached.len() <= ahead.len(),
+        "blobs sealed at put on pages never taken for them"
+    );
+    if reached.len() == ahead.len() {
+        return;
+    }
+    reached.sort_unstable();
+    for run in ahead {
+        if reached.binary_search(&run.start).is_ok() {
+            continue;
+        }
+        match taken.iter().position(|t| t == run) {
+            Some(i) => {
+                taken.remove(i);
+                free.add_reusable(*run);
+            }
+            None => freed.push(Freed::new(*run, base_txn)),
+        }
+    }
+}
+
 /// The meta slot the next commit writes: the one not holding the durable
 /// commit.
 fn next_meta_slot(shared: &Shared, w: &WriterState) -> u64 {
@@ -818,7 +829,7 @@ fn release_space(
 /// Releases with the current protectors: every live reader's snapshot and,
 /// unless the protocol is broken on purpose for tests, the durable commit,
 /// which a crash's recovery replays the log onto.
-fn release(shared: &Shared, w: &mut WriterState) {
+pub(crate) fn release(shared: &Shared, w: &mut WriterState) {
     shared.readers.protectors(&mut w.protectors);
     if w.checkpoint_steps.is_some() {
         // Between steps the published snapshot may be one that still
@@ -964,6 +975,8 @@ fn commit_of_newest(
         freed: Vec::new(),
         taken: Vec::new(),
         shrink,
+        ahead_runs: Vec::new(),
+        file_end: 0,
     };
     let result = write_commit(
         shared,
@@ -1130,6 +1143,8 @@ fn checkpoint_in_steps(shared: &Shared, w: &mut WriterState) -> Result<()> {
             freed,
             taken: Vec::new(),
             shrink: false,
+            ahead_runs: Vec::new(),
+            file_end: 0,
         };
         let result = write_commit(
             shared,

@@ -758,6 +758,7 @@ pub(crate) fn fold_file_overlays(
         freed,
         finger: &mut finger,
         limits,
+        seal_at_put: None,
     };
     // The leaves whose branches alone are copied, and the trees they were
     // in when given their overlays: walked once each, after the folds.
@@ -1013,6 +1014,7 @@ pub(crate) fn publish_step_layout(
             freed: &mut freed,
             finger: &mut finger,
             limits,
+            seal_at_put: None,
         };
         for f in &folds {
             let state = &mut catalog.trees[f.tree].state;

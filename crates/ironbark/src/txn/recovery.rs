@@ -74,6 +74,7 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
         .max(meta.txn + 1);
     let top = commit_txn - 1;
     w.free = loaded.free;
+    w.taken_ahead.forget();
     w.chain = loaded.chain;
     w.state_txn = top;
     w.durable_txn = meta.txn;
@@ -99,6 +100,7 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
     let result = (|| {
         let mut txn = WriteTxn::begin(shared, w, Durability::Immediate)?;
         txn.logging = false;
+        txn.seal_blobs_at_put = false;
         txn.apply_redo(records.iter().map(|r| &r.payload[..]))?;
         // Even with nothing to replay, a checkpoint above `top` is what
         // readers of this process can load.
@@ -265,6 +267,7 @@ fn apply_records(
     let base = Arc::new(base);
     let mut t = WriteTxn::begin_on(shared, w, base.clone(), Durability::None)?;
     t.logging = false;
+    t.seal_blobs_at_put = false;
     t.apply_redo(records.iter().map(|r| &r.payload[..]))?;
     let WriteTxn {
         mut writer,

@@ -329,10 +329,20 @@ pub(crate) fn seal_all(
     let (mut chunk_start, mut chunk_bytes) = (0, 0);
     for (n, &b) in blobs.iter().enumerate() {
         let pgno = real[index(b)];
-        sums[index(b)] =
-            dirty.seal_with(b, &mut scratch, |buf| stamp(buf, pgno), &mut |sealed| {
+        sums[index(b)] = match dirty.sealed_at_put(b) {
+            // Sealed as it was put (`btree::write::SealAtPut`): written as
+            // it is, from the spill file if it went there.
+            Some((at, sum)) => {
+                assert!(!arena && at == pgno, "a blob sealed at put placed again");
+                if dirty.is_spilled(b) {
+                    write_spilled(pgno, dirty.get(b))?;
+                }
+                sum
+            }
+            None => dirty.seal_with(b, &mut scratch, |buf| stamp(buf, pgno), &mut |sealed| {
                 write_spilled(pgno, sealed)
-            })?;
+            })?,
+        };
         if let Some(write) = write_blobs.as_mut() {
             if !dirty.is_spilled(b) {
                 chunk_bytes += dirty.get(b).len();

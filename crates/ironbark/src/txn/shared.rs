@@ -27,7 +27,7 @@ use crate::pages::{DirtyPages, MapSource};
 use crate::state::{self, Chain};
 use crate::storage::arena::{Arena, ArenaSpace};
 use crate::storage::file::DataFile;
-use crate::storage::freespace::{FreeSpace, Freed, Protector};
+use crate::storage::freespace::{FreeSpace, Freed, Protector, TakenAhead};
 use crate::storage::lockfile::WRITER_WAITERS;
 use crate::storage::log::{ChainEnd, RedoLog};
 use crate::storage::map::Map;
@@ -77,6 +77,10 @@ pub(crate) const THOROUGH_INTERVAL: std::time::Duration = std::time::Duration::f
 /// What only the writer touches.
 pub(crate) struct WriterState {
     pub(crate) free: FreeSpace,
+    /// File pages the open write transaction gave its blobs as it put
+    /// them; left over from one that ended without a commit, given back
+    /// when the write lock is next taken (`Shared::lock_writer`).
+    pub(crate) taken_ahead: TakenAhead,
     /// The state chain of the newest commit (see `state.rs`).
     pub(crate) chain: Chain,
     /// The commit that `free` and `chain` describe; when another process
@@ -178,6 +182,7 @@ impl WriterState {
     ) -> WriterState {
         WriterState {
             free,
+            taken_ahead: TakenAhead::default(),
             chain,
             protectors: Vec::new(),
             snapshots: Vec::new(),
@@ -476,6 +481,12 @@ impl Shared {
             state: Some(state),
             file_locked: false,
         };
+        // A transaction of this process that gave blobs file pages ended
+        // without committing: the free space it took is free again.
+        let WriterState {
+            free, taken_ahead, ..
+        } = &mut *w;
+        taken_ahead.give_back(free);
         self.lock_other_processes(&mut w, wait)?;
         w.file_locked = true;
         self.writer_thread
@@ -676,6 +687,7 @@ impl Shared {
         let state = state::load(&snapshot.source, &meta, true)?;
         w.forget_logged(txn);
         w.free = state.free;
+        w.taken_ahead.forget();
         w.chain = state.chain;
         w.file_len = self.file.len()?;
         w.allocated_to = w.allocated_to.min(w.file_len);

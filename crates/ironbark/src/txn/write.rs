@@ -23,7 +23,7 @@ use smallvec::SmallVec;
 use crate::bounds::KeyRange;
 use crate::btree::cursor::{count_between, edge, nearest, Nearest, Range};
 use crate::btree::search::{self, Root, DESCENT_BATCH};
-use crate::btree::write::{Finger, TreeState, TreeWriter, Value};
+use crate::btree::write::{Finger, SealAtPut, TreeState, TreeWriter, Value};
 use crate::catalog::{Catalog, TreeEntry};
 use crate::error::{Error, Result};
 use crate::options::Durability;
@@ -102,6 +102,15 @@ pub struct WriteTxn<'db> {
     /// A read-only process's rebuild that could not spill (see `spill`):
     /// it keeps its pages in memory and tries no more.
     unspillable: bool,
+    /// Whether a new blob gets its file pages and its seal as it is put
+    /// once the transaction stopped logging (`btree::write::SealAtPut`):
+    /// not in the replays of logged commits (`txn::recovery`), whose
+    /// pages may go to the arena.
+    pub(crate) seal_blobs_at_put: bool,
+    /// Set once the pending pages no protector reads were made reusable
+    /// for the blobs sealed at put (as a commit does before it places its
+    /// pages): at the first such blob.
+    blob_space_released: bool,
 }
 
 /// A reserved value: `len` bytes at `at` in dirty page `page`, whose copy
@@ -236,6 +245,8 @@ impl<'db> WriteTxn<'db> {
             savepoints: Default::default(),
             overlays,
             unspillable: false,
+            seal_blobs_at_put: true,
+            blob_space_released: false,
         })
     }
 
@@ -455,6 +466,14 @@ impl<'db> WriteTxn<'db> {
     /// `store`'s time in a sorted load (`perf annotate`).
     #[inline(always)]
     fn tree_writer_and_catalog(&mut self) -> Result<(TreeWriter<'_>, &mut Catalog)> {
+        self.tree_writer_sealing(false)
+    }
+
+    /// `tree_writer_and_catalog`, whose new blobs are sealed as they are
+    /// put (`SealAtPut`) if `seal_blobs` and the transaction writes its
+    /// pages to the file.
+    #[inline(always)]
+    fn tree_writer_sealing(&mut self, seal_blobs: bool) -> Result<(TreeWriter<'_>, &mut Catalog)> {
         self.flush_reserved();
         if self.dirty.resident > self.shared.max_dirty_bytes && !self.unspillable {
             self.spill()?;
@@ -463,12 +482,24 @@ impl<'db> WriteTxn<'db> {
             // Pages this change copies go straight to arena slots.
             crate::txn::logged::lend(self.shared, &mut self.writer, &self.base, &mut self.dirty);
         }
+        let seal_at_put = if seal_blobs && self.seal_blobs_at_put && !self.logging {
+            let w = &mut *self.writer;
+            Some(SealAtPut {
+                free: &mut w.free,
+                ahead: &mut w.taken_ahead,
+                base_pages: self.base.meta.page_count,
+                txn: self.base.txn() + 1,
+            })
+        } else {
+            None
+        };
         let writer = TreeWriter {
             base: &self.base.source,
             dirty: &mut self.dirty,
             freed: &mut self.freed,
             finger: &mut self.finger,
             limits: self.shared.limits,
+            seal_at_put,
         };
         Ok((writer, &mut self.catalog))
     }
@@ -743,7 +774,18 @@ impl<'db> WriteTxn<'db> {
                 return self.note_failure(overlaid.map(|_| ()));
             }
         }
-        let (mut writer, catalog) = self.tree_writer_and_catalog()?;
+        let seal_blobs = how != Store::Reserve;
+        if seal_blobs
+            && !self.blob_space_released
+            && self.seal_blobs_at_put
+            && !self.logging
+            && !self.shared.limits.value_is_inline(key.len(), value.len())
+        {
+            // The pages freed by the last commits, for this one's blobs.
+            crate::txn::commit::release(self.shared, &mut self.writer);
+            self.blob_space_released = true;
+        }
+        let (mut writer, catalog) = self.tree_writer_sealing(seal_blobs)?;
         let state = &mut catalog.trees[i].state;
         writer.check_sizes(key, value.len())?;
         let result = if append {
