@@ -470,8 +470,8 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// `tree_writer_and_catalog`, whose new blobs are sealed as they are
-    /// put (`SealAtPut`) if `seal_blobs` and the transaction writes its
-    /// pages to the file.
+    /// put (`SealAtPut`) if `seal_blobs` (the caller's put makes one, and
+    /// the transaction writes its pages to the file: `store`).
     #[inline(always)]
     fn tree_writer_sealing(&mut self, seal_blobs: bool) -> Result<(TreeWriter<'_>, &mut Catalog)> {
         self.flush_reserved();
@@ -482,7 +482,7 @@ impl<'db> WriteTxn<'db> {
             // Pages this change copies go straight to arena slots.
             crate::txn::logged::lend(self.shared, &mut self.writer, &self.base, &mut self.dirty);
         }
-        let seal_at_put = if seal_blobs && self.seal_blobs_at_put && !self.logging {
+        let seal_at_put = if seal_blobs {
             let w = &mut *self.writer;
             Some(SealAtPut {
                 free: &mut w.free,
@@ -774,18 +774,18 @@ impl<'db> WriteTxn<'db> {
                 return self.note_failure(overlaid.map(|_| ()));
             }
         }
-        let seal_blobs = how != Store::Reserve;
-        if seal_blobs
-            && !self.blob_space_released
+        // A put whose value goes to a new blob, of a transaction that
+        // writes its pages to the file, seals the blob at once.
+        let seal_blob = how != Store::Reserve
             && self.seal_blobs_at_put
             && !self.logging
-            && !self.shared.limits.value_is_inline(key.len(), value.len())
-        {
+            && !self.shared.limits.value_is_inline(key.len(), value.len());
+        if seal_blob && !self.blob_space_released {
             // The pages freed by the last commits, for this one's blobs.
             crate::txn::commit::release(self.shared, &mut self.writer);
             self.blob_space_released = true;
         }
-        let (mut writer, catalog) = self.tree_writer_sealing(seal_blobs)?;
+        let (mut writer, catalog) = self.tree_writer_sealing(seal_blob)?;
         let state = &mut catalog.trees[i].state;
         writer.check_sizes(key, value.len())?;
         let result = if append {
