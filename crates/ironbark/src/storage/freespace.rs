@@ -412,8 +412,9 @@ impl Allocator<'_> {
 /// commit takes these over (`txn::commit`: the extents as taken, the end
 /// as the file's); any other end of the transaction leaves them here, and
 /// the next taker of the write lock gives them back
-/// ([`TakenAhead::give_back`]). Invariant: every run is in `runs`; those
-/// from free space also in `taken`, the others lie below `file_end`.
+/// ([`TakenAhead::give_back`]), before anything else reads free space or
+/// loads it anew. Invariant: every run is in `runs`; those from free space
+/// also in `taken`, the others lie below `file_end`.
 #[derive(Debug, Default)]
 pub(crate) struct TakenAhead {
     /// The free extents taken, in order.
@@ -453,13 +454,6 @@ impl TakenAhead {
         for e in self.taken.drain(..) {
             free.add_reusable(e);
         }
-        self.forget();
-    }
-
-    /// Forgets every run (free space was loaded anew, where none of them
-    /// was ever taken).
-    pub(crate) fn forget(&mut self) {
-        self.taken.clear();
         self.runs.clear();
         self.file_end = 0;
     }

@@ -73,8 +73,9 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
         .max(records.last().map_or(0, |r| r.txn))
         .max(meta.txn + 1);
     let top = commit_txn - 1;
+    // Given back when the lock was taken (`Shared::lock_writer`).
+    assert!(w.taken_ahead.is_empty(), "pages taken ahead at a replay");
     w.free = loaded.free;
-    w.taken_ahead.forget();
     w.chain = loaded.chain;
     w.state_txn = top;
     w.durable_txn = meta.txn;

@@ -686,8 +686,10 @@ impl Shared {
         let snapshot = self.install_snapshot(meta)?;
         let state = state::load(&snapshot.source, &meta, true)?;
         w.forget_logged(txn);
+        // Given back when the lock was taken (`lock_writer`), so none of
+        // it is missing from the state loaded.
+        assert!(w.taken_ahead.is_empty(), "pages taken ahead at a refresh");
         w.free = state.free;
-        w.taken_ahead.forget();
         w.chain = state.chain;
         w.file_len = self.file.len()?;
         w.allocated_to = w.allocated_to.min(w.file_len);

@@ -107,10 +107,6 @@ pub struct WriteTxn<'db> {
     /// not in the replays of logged commits (`txn::recovery`), whose
     /// pages may go to the arena.
     pub(crate) seal_blobs_at_put: bool,
-    /// Set once the pending pages no protector reads were made reusable
-    /// for the blobs sealed at put (as a commit does before it places its
-    /// pages): at the first such blob.
-    blob_space_released: bool,
 }
 
 /// A reserved value: `len` bytes at `at` in dirty page `page`, whose copy
@@ -246,7 +242,6 @@ impl<'db> WriteTxn<'db> {
             overlays,
             unspillable: false,
             seal_blobs_at_put: true,
-            blob_space_released: false,
         })
     }
 
@@ -780,10 +775,11 @@ impl<'db> WriteTxn<'db> {
             && self.seal_blobs_at_put
             && !self.logging
             && !self.shared.limits.value_is_inline(key.len(), value.len());
-        if seal_blob && !self.blob_space_released {
-            // The pages freed by the last commits, for this one's blobs.
+        if seal_blob && self.writer.taken_ahead.is_empty() {
+            // Before the transaction's first such blob, the pending pages
+            // no protector reads become reusable, as at a commit's start:
+            // the pages the last commits freed, for these blobs.
             crate::txn::commit::release(self.shared, &mut self.writer);
-            self.blob_space_released = true;
         }
         let (mut writer, catalog) = self.tree_writer_sealing(seal_blob)?;
         let state = &mut catalog.trees[i].state;
