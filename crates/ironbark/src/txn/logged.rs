@@ -87,15 +87,45 @@ fn default_log_bound(page_size: u64, page_count: u64, arena_pages: u64) -> u64 {
 /// are not.
 const LOG_RATIO: u64 = 2;
 
+/// Records up to this many bytes count their blob pages among the pages
+/// their logging spares ([`record_outweighs_pages`]); larger ones do not.
+/// Also the size from which a transaction applies the rule as it records
+/// (`WriteTxn::check_log_size`).
+pub(crate) const SMALL_RECORD_BYTES: u64 = 16 << 10;
+
 /// Whether a redo record of `record` bytes is too large for a commit of
-/// `pages` dirty pages that appended to `overlaid` value overlays to be
-/// logged (`LOG_RATIO`); each overlay counts as the leaf it spared (not
-/// each value: overwrites of every key of a file leaf by leaf spare one
-/// page per leaf, and counted per value made a commit of 1,000 rewritten
-/// accounts look like 1,000 pages spared). The commit's rule, and the
-/// transaction's as it records (`WriteTxn`).
-pub(crate) fn record_outweighs_pages(record: u64, pages: u64, overlaid: u64, ps: u64) -> bool {
-    record.saturating_mul(LOG_RATIO) > (pages + overlaid).saturating_mul(ps)
+/// `tree_pages` dirty tree pages and `blob_pages` pages of new blobs, that
+/// appended to `overlaid` value overlays, to be logged (`LOG_RATIO`); each
+/// overlay counts as the leaf it spared (not each value: overwrites of
+/// every key of a file leaf by leaf spare one page per leaf, and counted
+/// per value made a commit of 1,000 rewritten accounts look like 1,000
+/// pages spared). The commit's rule, and the transaction's as it records
+/// (`WriteTxn`).
+///
+/// Logging spares tree pages only: a later checkpoint writes a leaf once
+/// for all the commits that changed it meanwhile. A blob's pages are
+/// written once whichever way its commit goes (by the commit, or by a
+/// checkpoint: a blob takes no later change in), so a logged blob costs
+/// its bytes twice, once in the record. Past [`SMALL_RECORD_BYTES`] blob
+/// pages therefore count for nothing: a sorted load of 2,000-byte values,
+/// each in a page of its own, was logged because its half-empty blob
+/// pages outweighed its record, and ran at 0.15x LMDB's rate
+/// (benchmarks.md, session 51). A smaller transaction counts them, and is
+/// logged as before even when it holds a large value: made a file commit,
+/// it would write every logged commit before it at once (a checkpoint).
+pub(crate) fn record_outweighs_pages(
+    record: u64,
+    tree_pages: u64,
+    blob_pages: u64,
+    overlaid: u64,
+    ps: u64,
+) -> bool {
+    let blob_pages = if record <= SMALL_RECORD_BYTES {
+        blob_pages
+    } else {
+        0
+    };
+    record.saturating_mul(LOG_RATIO) > (tree_pages + blob_pages + overlaid).saturating_mul(ps)
 }
 
 /// Retired arena slots worth a scan of the reader table to reuse them.
@@ -295,8 +325,8 @@ fn write_placed(
     };
     let ps = shared.limits.page_size as u64;
     order_dirty(catalog, dirty, placement)?;
-    let pages = placement.page_count(dirty, ps as usize);
-    if record_outweighs_pages(payload.len() as u64, pages, overlaid, ps) {
+    let (tree_pages, blob_pages) = placement.page_counts(dirty, ps as usize);
+    if record_outweighs_pages(payload.len() as u64, tree_pages, blob_pages, overlaid, ps) {
         // Its pages are few for its bytes (a sorted load fills new pages):
         // logging would write the bytes twice, the pages once anyway.
         return Ok(Logged::No);
@@ -570,7 +600,8 @@ fn to_arena(
     // Arena slots no reader can see any more become reusable: looked for
     // (a scan of the reader table) only when the free slots run short and
     // enough have retired to make the scan worth it, or the arena is full.
-    let needed = placement.page_count(dirty, ps as usize);
+    let (tree_pages, blob_pages) = placement.page_counts(dirty, ps as usize);
+    let needed = tree_pages + blob_pages;
     if release == Release::Retired {
         release_if_short(shared, w, needed);
     }

@@ -78,14 +78,15 @@ impl Placement {
         self.real.resize(n, 0);
     }
 
-    /// Pages of the tree pages and blobs, for a page size of `page_size`.
-    pub(crate) fn page_count(&self, dirty: &DirtyPages, page_size: usize) -> u64 {
+    /// Pages of the tree pages, and of the blobs, for a page size of
+    /// `page_size`.
+    pub(crate) fn page_counts(&self, dirty: &DirtyPages, page_size: usize) -> (u64, u64) {
         let blob_pages: u64 = self
             .blobs
             .iter()
             .map(|b| (dirty.get(*b).len() / page_size) as u64)
             .sum();
-        self.pages.len() as u64 + blob_pages
+        (self.pages.len() as u64, blob_pages)
     }
 }
 

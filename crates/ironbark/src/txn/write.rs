@@ -31,7 +31,7 @@ use crate::pages::{DirtyPages, Inserts, PageSource, WriteSource};
 use crate::storage::freespace::Freed;
 use crate::storage::overlay::Overlaid;
 use crate::txn::leaf_hints::LeafHint;
-use crate::txn::logged::{record_outweighs_pages, LOG_BOUND_MAX_BYTES};
+use crate::txn::logged::{record_outweighs_pages, LOG_BOUND_MAX_BYTES, SMALL_RECORD_BYTES};
 use crate::txn::redo::{self, RedoOp};
 use crate::txn::shared::{Shared, Snapshot, WriterGuard};
 use crate::txn::Tree;
@@ -819,19 +819,26 @@ impl<'db> WriteTxn<'db> {
 
     /// Stops recording redo operations once the commit will not be logged
     /// anyway: the record is too large, or (past 16 KiB) larger than half
-    /// of every page made dirty so far (the commit's rule,
+    /// of every tree page made dirty so far (the commit's rule,
     /// `logged::record_outweighs_pages`, on an upper bound of its pages): a sorted bulk load stops copying its
     /// bytes into the record after its first hundred or so puts (past 64
     /// KiB, recording cost a sorted load of 2M records a fifth of its
     /// rate).
     fn check_log_size(&mut self) {
         let len = self.redo.len() as u64;
-        let (pages, ps) = (
-            self.dirty.pages.len() as u64,
-            self.shared.limits.page_size as u64,
-        );
+        // Every page ever added, live or not, is an entry of `pages`, and
+        // every blob one of them (whatever its length): the tree pages'
+        // entries are the rest. Past `SMALL_RECORD_BYTES` the rule counts
+        // no blob page.
+        let ps = self.shared.limits.page_size as u64;
+        let tree_pages = self
+            .dirty
+            .pages
+            .len()
+            .saturating_sub(self.dirty.blobs_added) as u64;
         if len > MAX_LOGGED_BYTES as u64
-            || (len > 16 << 10 && record_outweighs_pages(len, pages, self.overlays.leaves(), ps))
+            || (len > SMALL_RECORD_BYTES
+                && record_outweighs_pages(len, tree_pages, 0, self.overlays.leaves(), ps))
         {
             self.logging = false;
             self.redo.clear();
