@@ -231,6 +231,104 @@ fn a_small_streamed_value_is_logged_and_replayed_a_large_one_is_written_as_pages
     }
 }
 
+/// The longest value a leaf keeps inline beside a key of `key_len` bytes
+/// at 4 KiB pages: half a page's usable bytes, less a slot and a cell's
+/// header (docs/file-format.md, "Sizes").
+fn max_inline_value(key_len: usize) -> usize {
+    (4096 - 32) / 2 - 6 - 7 - key_len
+}
+
+/// Values up to half a page stay in their leaf, longer ones take a blob
+/// (the tree's blob pages are exactly those of the values past the
+/// limit), and leaves holding such values split, merge and take
+/// overwrites of other lengths with every page within bounds: random
+/// puts, overwrites and deletes of values from 1,000 to 2,400 bytes (one
+/// or two to a leaf), in file and in logged commits, checked against a
+/// model, by `check`, and after a reopen.
+fn values_up_to_half_a_page_stay_inline(options: &Options, seed: u64) {
+    let t = temp_db("inline.ib");
+    let db = Database::open_with(&t.path, options).unwrap();
+    let mut rng = Rng::new(seed);
+    let mut model = std::collections::BTreeMap::new();
+    let mut tx = db.begin_write().unwrap();
+    let tree = tx.open_tree("t").unwrap();
+    tx.commit().unwrap();
+    let limit = max_inline_value(8);
+    for round in 0..40 {
+        let mut tx = db.begin_write().unwrap();
+        for _ in 0..1 + rng.below(60) {
+            let key = rng.below(400).to_be_bytes();
+            if rng.below(4) == 0 {
+                assert_eq!(
+                    tx.delete(&tree, &key).unwrap(),
+                    model.remove(&key).is_some()
+                );
+            } else {
+                let len = match rng.below(3) {
+                    0 => limit + rng.below(3) as usize - 1,
+                    _ => 1000 + rng.below(1400) as usize,
+                };
+                let value = rng.bytes(len);
+                tx.put(&tree, &key, &value).unwrap();
+                model.insert(key, value);
+            }
+        }
+        tx.commit().unwrap();
+        let rx = db.begin_read().unwrap();
+        let tree = rx.tree("t").unwrap();
+        assert_eq!(rx.len(&tree).unwrap(), model.len() as u64, "round {round}");
+        for (k, v) in &model {
+            assert_eq!(rx.get(&tree, k).unwrap(), Some(&v[..]), "round {round}");
+        }
+    }
+    drop(db);
+    let db = Database::open_with(&t.path, options).unwrap();
+    assert!(db.check().unwrap().is_clean());
+    let blobs = model.values().filter(|v| v.len() > limit).count() as u64;
+    let stats = db.stats().unwrap();
+    let t = stats.trees.iter().find(|t| t.name == "t").unwrap();
+    assert_eq!(
+        t.overflow_pages, blobs,
+        "a blob page for each value past the limit only"
+    );
+    assert!(
+        model.values().any(|v| v.len() == limit),
+        "the limit itself is reached"
+    );
+    assert!(model.values().any(|v| v.len() > limit));
+    assert!(
+        t.leaf_pages * 2 >= model.len() as u64 - blobs,
+        "at most two inline values a leaf"
+    );
+    let rx = db.begin_read().unwrap();
+    let tree = rx.tree("t").unwrap();
+    let mut cursor = rx.iter(&tree).unwrap();
+    for (k, v) in &model {
+        let (key, value) = cursor.next().unwrap().unwrap();
+        assert_eq!((key, value), (&k[..], &v[..]));
+    }
+    assert!(cursor.next().is_none());
+}
+
+#[test]
+fn values_up_to_half_a_page_stay_inline_in_file_commits() {
+    let options = Options {
+        logged_commits: false,
+        durability: Durability::None,
+        ..Options::default()
+    };
+    values_up_to_half_a_page_stay_inline(&options, 11);
+}
+
+#[test]
+fn values_up_to_half_a_page_stay_inline_in_logged_commits() {
+    let options = Options {
+        durability: Durability::None,
+        ..Options::default()
+    };
+    values_up_to_half_a_page_stay_inline(&options, 12);
+}
+
 #[test]
 fn a_short_or_overlong_stream_fails_its_transaction_and_leaves_nothing() {
     for logged_commits in [false, true] {

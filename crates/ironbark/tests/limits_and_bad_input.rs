@@ -432,7 +432,7 @@ fn version_changed_is_incompatible() {
     populate(&db, 2, 2);
     drop(db);
     let image = std::fs::read(&t.path).unwrap();
-    for version in [0u32, 1, 2, 3, 6, 99, u32::MAX] {
+    for version in [0u32, 1, 2, 3, 7, 99, u32::MAX] {
         let mut bad = image.clone();
         for slot in 0..2 {
             bad[slot * PS + 8..slot * PS + 12].copy_from_slice(&version.to_le_bytes());
@@ -442,7 +442,7 @@ fn version_changed_is_incompatible() {
         match r {
             Err(Error::IncompatibleVersion { found, supported }) => {
                 assert_eq!(found, version);
-                assert_eq!(supported, 5);
+                assert_eq!(supported, 6);
             }
             other => panic!("version {version}: {other:?}"),
         }
@@ -469,7 +469,7 @@ fn version_changed_is_incompatible() {
 
 /// A file whose metas are format 4 (no log base; the checksum at byte 64
 /// covers bytes 0..64) opens with its data, and its next commit writes
-/// format 5.
+/// the current format.
 #[test]
 fn a_format_4_meta_opens_as_one_whose_log_base_is_its_txn() {
     let t = temp_db("v4.ib");
@@ -499,11 +499,80 @@ fn a_format_4_meta_opens_as_one_whose_log_base_is_its_txn() {
         .map(|slot| u32::from_le_bytes(image[slot * PS + 8..slot * PS + 12].try_into().unwrap()))
         .collect();
     assert!(
-        versions.contains(&5),
-        "no format 5 meta after a commit: {versions:?}"
+        versions.contains(&6),
+        "no format 6 meta after a commit: {versions:?}"
     );
     let db = Database::open_with(&k.path, &opts(PS, Durability::None)).unwrap();
     db.check().unwrap();
+}
+
+/// A file whose metas are format 5 (the version a build that kept values
+/// inline only up to a third of a page wrote; its pages read alike: here
+/// a file of this build with its version set back) opens with its data;
+/// values of up to half a page put after that stay in their leaves, blob
+/// values overwritten by them included, and the next commit writes
+/// format 6, which such a build refuses.
+#[test]
+fn a_format_5_file_opens_takes_larger_inline_values_and_becomes_format_6() {
+    let t = temp_db("v5.ib");
+    let db = Database::open_with(&t.path, &opts(PS, Durability::None)).unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tr = tx.open_tree("t").unwrap();
+    let old = |i: u32| {
+        vec![
+            i as u8;
+            if i % 5 == 0 {
+                2500
+            } else {
+                1500 + i as usize * 10
+            }
+        ]
+    };
+    for i in 0..50u32 {
+        tx.put(&tr, &i.to_be_bytes(), &old(i)).unwrap();
+    }
+    tx.commit().unwrap();
+    let before = dump(&db).unwrap();
+    drop(db);
+    let mut image = std::fs::read(&t.path).unwrap();
+    for slot in 0..2 {
+        image[slot * PS + 8..slot * PS + 12].copy_from_slice(&5u32.to_le_bytes());
+        reseal_meta(&mut image, slot, PS);
+    }
+    let (k, r) = open_image(&image, "format 5");
+    let db = r.unwrap_or_else(|e| panic!("a format 5 file did not open: {e}"));
+    assert_eq!(dump(&db).unwrap(), before);
+    db.check().unwrap();
+    let mut tx = db.begin_write().unwrap();
+    let tr = tx.open_tree("t").unwrap();
+    for i in 0..50u32 {
+        if i % 3 == 0 {
+            tx.put(&tr, &i.to_be_bytes(), &vec![!(i as u8); 1900])
+                .unwrap();
+        }
+    }
+    tx.commit().unwrap();
+    drop(db);
+    let image = std::fs::read(&k.path).unwrap();
+    let versions: Vec<u32> = (0..2)
+        .map(|slot| u32::from_le_bytes(image[slot * PS + 8..slot * PS + 12].try_into().unwrap()))
+        .collect();
+    assert!(
+        versions.contains(&6),
+        "no format 6 meta after a commit: {versions:?}"
+    );
+    let db = Database::open_with(&k.path, &opts(PS, Durability::None)).unwrap();
+    assert!(db.check().unwrap().is_clean());
+    let rx = db.begin_read().unwrap();
+    let tr = rx.tree("t").unwrap();
+    for i in 0..50u32 {
+        let want = if i % 3 == 0 {
+            vec![!(i as u8); 1900]
+        } else {
+            old(i)
+        };
+        assert_eq!(rx.get(&tr, &i.to_be_bytes()).unwrap(), Some(&want[..]));
+    }
 }
 
 #[test]

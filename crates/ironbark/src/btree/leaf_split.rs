@@ -23,8 +23,8 @@ use std::cell::RefCell;
 use std::cmp::Ordering;
 
 use crate::btree::page::{
-    compare_keys, leaf_cell_header, slotted_size, CellParts, LeafValue, Node, HEADER_LEN,
-    LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
+    compare_keys, leaf_cell_header, slotted_size, split_point, CellParts, LeafValue, Node,
+    HEADER_LEN, LEAF_CELL_HEADER, OVERFLOW_REF_LEN,
 };
 use crate::error::Result;
 use crate::pages::DirtyPages;
@@ -125,16 +125,13 @@ pub(crate) fn split_committed_leaf<'a>(
         let n = listed.len();
         debug_assert!(n >= 2, "a page that overflows holds two cells");
         // Split by bytes in the middle, as `TreeWriter::split` does: both
-        // halves fit (see `Limits`).
-        let mut acc = 0;
-        let mut k = n - 1;
-        for (i, c) in listed.iter().enumerate() {
-            acc += slotted_size(c.len.into());
-            if acc >= total / 2 {
-                k = (i + 1).clamp(1, n - 1);
-                break;
-            }
-        }
+        // halves fit (`split_point`).
+        let k = split_point(
+            n,
+            |i| slotted_size(listed[i].len.into()),
+            total,
+            page_size - HEADER_LEN,
+        );
         let bytes = leaf.bytes;
         let parts = |c: &Listed| -> CellParts<'_> {
             let (offset, head, len) = (

@@ -159,20 +159,27 @@ pub(crate) fn prefetch_blob_start(run: &[u8]) {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Limits {
     pub(crate) page_size: usize,
-    /// The largest cell: three of them (with slots) always fit a page, so a
-    /// split of a full page plus one cell always yields two valid pages.
-    pub(crate) max_cell: usize,
+    /// The largest leaf cell of an inline value: two of them (with their
+    /// slots) fill a page's usable bytes, so the split of a full page plus
+    /// one cell always yields two pages that hold their cells
+    /// ([`split_point`]). A value longer than its cell allows goes to a
+    /// blob, which takes whole pages: values up to about half a page stay
+    /// in their leaf, as LMDB keeps them (inline up to a third until
+    /// session 51, a 2,000-byte value took a blob page of its own and a
+    /// sorted load of them wrote twice LMDB's bytes).
+    pub(crate) max_inline_cell: usize,
+    /// The largest key: its branch cell, and its leaf cell with a blob
+    /// reference, take at most a third of a page's usable bytes.
     pub(crate) max_key: usize,
 }
 
 impl Limits {
     pub(crate) fn new(page_size: usize) -> Limits {
         let usable = page_size - HEADER_LEN;
-        let max_cell = usable / 3 - SLOT_LEN;
-        let max_key = max_cell - LEAF_CELL_HEADER - OVERFLOW_REF_LEN;
+        let max_key = usable / 3 - SLOT_LEN - LEAF_CELL_HEADER - OVERFLOW_REF_LEN;
         Limits {
             page_size,
-            max_cell,
+            max_inline_cell: usable / 2 - SLOT_LEN,
             max_key,
         }
     }
@@ -184,7 +191,7 @@ impl Limits {
     /// Whether a value of `value_len` bytes with a key of `key_len` is
     /// stored inline in the leaf (else in an overflow blob).
     pub(crate) fn value_is_inline(&self, key_len: usize, value_len: usize) -> bool {
-        LEAF_CELL_HEADER + key_len + value_len <= self.max_cell
+        LEAF_CELL_HEADER + key_len + value_len <= self.max_inline_cell
     }
 
     /// Pages in a blob run holding `data_len` bytes.
@@ -889,6 +896,47 @@ pub(crate) fn slotted_size(cell_len: usize) -> usize {
     cell_len + SLOT_LEN
 }
 
+/// Where the split of a page whose `n` cells (at least two, each of at
+/// most half of `usable` bytes with its slot, as [`Limits`] keeps them)
+/// take `total` bytes with their slots, more than `usable`, puts its
+/// right half: cell `k` on (`1 <= k < n`), both halves within `usable`.
+/// By bytes in the middle: the left half takes the cells up to and
+/// including the one that reaches half of `total`, unless that makes it
+/// overflow (a cell of half a page after almost half of `total`), and
+/// then stops before it. Either way each half fits: the left one holds
+/// at most `usable`; then the right one holds at most half of `total`
+/// (at most three-quarters of `usable`, as `total` exceeds a full page by
+/// one cell), or, where the left one stops short, less than `total`
+/// less `usable` plus half of it, which is below `usable`.
+pub(crate) fn split_point(
+    n: usize,
+    size: impl Fn(usize) -> usize,
+    total: usize,
+    usable: usize,
+) -> usize {
+    assert!(n >= 2, "split of a page with fewer than two cells");
+    let (mut k, mut left) = (n - 1, total - size(n - 1));
+    let mut acc = 0;
+    for i in 0..n {
+        let before = acc;
+        acc += size(i);
+        if acc >= total / 2 {
+            (k, left) = match (acc <= usable && i + 1 < n, i) {
+                (true, _) => (i + 1, acc),
+                (false, 0) => (1, size(0)),
+                (false, _) => (i, before),
+            };
+            break;
+        }
+    }
+    assert!(
+        left <= usable && total - left <= usable,
+        "a split whose halves do not fit: {left} and {} of {usable} bytes",
+        total - left
+    );
+    k
+}
+
 /// Makes `b` a tree page holding `cells` in order. The caller guarantees
 /// they fit.
 pub(crate) fn fill_page<C: AsRef<[u8]>>(b: &mut [u8], is_leaf: bool, cells: &[C]) {
@@ -1395,6 +1443,64 @@ pub(crate) mod tests {
             self.0 ^= self.0 << 17;
             self.0 % n
         }
+    }
+
+    /// A full page plus one cell, every cell up to the inline limit (half
+    /// a page with its slot), splits into two halves that fit, wherever
+    /// the large cells lie: among them, a cell of half a page right after
+    /// almost half of the bytes, where the left half must stop before it.
+    /// The split as it stood before session 51 (the left half takes the
+    /// cell that reaches the middle) overflows there.
+    #[test]
+    fn a_split_point_leaves_two_halves_that_fit() {
+        let limits = Limits::new(4096);
+        let usable = limits.usable();
+        let max = slotted_size(limits.max_inline_cell);
+        assert_eq!(2 * max, usable, "two of the largest cells fill a page");
+        let mut rng = Rng(0x5917_7e55);
+        let mut overflowed_before = false;
+        for round in 0..50_000 {
+            // Cells of a full page (up to `usable`), then one more.
+            let mut sizes = Vec::new();
+            let mut used = 0;
+            loop {
+                let size = match rng.below(4) {
+                    0 => max,
+                    1 => slotted_size(LEAF_CELL_HEADER + 16 + rng.below(120) as usize),
+                    _ => slotted_size(LEAF_CELL_HEADER + 1 + rng.below(2000) as usize),
+                }
+                .min(max);
+                if used + size > usable {
+                    break;
+                }
+                used += size;
+                sizes.push(size);
+            }
+            let new = if round % 3 == 0 {
+                max
+            } else {
+                slotted_size(LEAF_CELL_HEADER + rng.below(2019) as usize).min(max)
+            };
+            sizes.insert(rng.below(sizes.len() as u64 + 1) as usize, new);
+            let total: usize = sizes.iter().sum();
+            if total <= usable {
+                continue;
+            }
+            let k = split_point(sizes.len(), |i| sizes[i], total, usable);
+            let left: usize = sizes[..k].iter().sum();
+            assert!(k >= 1 && k < sizes.len());
+            assert!(left <= usable && total - left <= usable, "{sizes:?} at {k}");
+            let mut acc = 0;
+            let old_k = sizes
+                .iter()
+                .position(|s| {
+                    acc += s;
+                    acc >= total / 2
+                })
+                .map_or(sizes.len() - 1, |i| (i + 1).clamp(1, sizes.len() - 1));
+            overflowed_before |= sizes[..old_k].iter().sum::<usize>() > usable;
+        }
+        assert!(overflowed_before, "the old rule's overflow was reached");
     }
 
     /// The common prefix, measured eight bytes at a time, is the one a

@@ -878,18 +878,11 @@ impl<'a> TreeWriter<'a> {
                     std::cmp::Ordering::Greater => old.cell(i - 1).expect("dirty cell"),
                 }
             };
-            assert!(n >= 2, "split of a page with fewer than two cells");
-            // Split by bytes in the middle: both halves fit (see `Limits`).
-            let total: usize = (0..n).map(|i| page::slotted_size(cell_at(i).len())).sum();
-            let mut acc = 0;
-            let mut k = n - 1;
-            for i in 0..n {
-                acc += page::slotted_size(cell_at(i).len());
-                if acc >= total / 2 {
-                    k = (i + 1).clamp(1, n - 1);
-                    break;
-                }
-            }
+            // Split by bytes in the middle: both halves fit
+            // (`page::split_point`).
+            let size = |i: usize| page::slotted_size(cell_at(i).len());
+            let total: usize = (0..n).map(size).sum();
+            let k = page::split_point(n, size, total, self.limits.usable());
             let page_size = self.limits.page_size;
             let first;
             let (sep, right) = if is_leaf {

@@ -24,13 +24,19 @@
 //!
 //! Format 4 had neither log field (its checksum at 64 covered bytes
 //! 0..64); such a meta reads as one whose log base and replay target are
-//! its txn, and the next commit writes format 5.
+//! its txn. Format 5 is this layout, written by builds that kept values
+//! inline in their leaves only up to a third of a page: their pages read
+//! alike, but such a build would split a leaf of this one's larger cells
+//! wrongly, so it refuses a format 6 file. The next commit writes format 6.
 
 use crate::checksum::checksum;
 use crate::error::{Error, Result};
 
 pub(crate) const MAGIC: [u8; 8] = *b"IRONBARK";
-pub(crate) const FORMAT_VERSION: u32 = 5;
+pub(crate) const FORMAT_VERSION: u32 = 6;
+/// The format before leaves kept values of up to half a page inline
+/// (`btree::page::Limits`): the same layout, read as this one.
+const FORMAT_VERSION_THIRD_INLINE: u32 = 5;
 /// The format before the meta had a log base; read as one whose log base
 /// is its txn (pages are laid out alike in both).
 const FORMAT_VERSION_WITHOUT_LOG_BASE: u32 = 4;
@@ -135,7 +141,7 @@ impl Meta {
         let version = u32_at(b, 8);
         let summed_ok = |len: usize| checksum(&b[0..len]) == u64_at(b, len);
         let summed = match version {
-            FORMAT_VERSION => 80,
+            FORMAT_VERSION | FORMAT_VERSION_THIRD_INLINE => 80,
             FORMAT_VERSION_WITHOUT_LOG_BASE => 64,
             // A damaged version field is damage (the other slot is tried);
             // a whole meta of another version is another format.

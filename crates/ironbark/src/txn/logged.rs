@@ -107,10 +107,11 @@ pub(crate) const SMALL_RECORD_BYTES: u64 = 16 << 10;
 /// written once whichever way its commit goes (by the commit, or by a
 /// checkpoint: a blob takes no later change in), so a logged blob costs
 /// its bytes twice, once in the record. Past [`SMALL_RECORD_BYTES`] blob
-/// pages therefore count for nothing: a sorted load of 2,000-byte values,
-/// each in a page of its own, was logged because its half-empty blob
-/// pages outweighed its record, and ran at 0.15x LMDB's rate
-/// (benchmarks.md, session 51). A smaller transaction counts them, and is
+/// pages therefore count for nothing: a sorted load of values of half a
+/// page (2,000 bytes, in blobs until the inline limit rose to half a page
+/// in the same session), each in a page of its own, was logged because
+/// its half-empty blob pages outweighed its record, and ran at 0.15x
+/// LMDB's rate (benchmarks.md, session 51). A smaller transaction counts them, and is
 /// logged as before even when it holds a large value: made a file commit,
 /// it would write every logged commit before it at once (a checkpoint).
 pub(crate) fn record_outweighs_pages(
