@@ -467,6 +467,20 @@ fn version_changed_is_incompatible() {
     assert!(r.is_err(), "page size 3000 in the file opened");
 }
 
+/// Reopens the file at `path`, after the commit that follows an open of
+/// an older format, checking that one of its metas is format 6.
+fn reopened_in_format_6(path: &std::path::Path) -> Database {
+    let image = std::fs::read(path).unwrap();
+    let versions: Vec<u32> = (0..2)
+        .map(|slot| u32::from_le_bytes(image[slot * PS + 8..slot * PS + 12].try_into().unwrap()))
+        .collect();
+    assert!(
+        versions.contains(&6),
+        "no format 6 meta after a commit: {versions:?}"
+    );
+    Database::open_with(path, &opts(PS, Durability::None)).unwrap()
+}
+
 /// A file whose metas are format 4 (no log base; the checksum at byte 64
 /// covers bytes 0..64) opens with its data, and its next commit writes
 /// the current format.
@@ -494,15 +508,7 @@ fn a_format_4_meta_opens_as_one_whose_log_base_is_its_txn() {
     tx.put(&tr, b"k", b"v").unwrap();
     tx.commit().unwrap();
     drop(db);
-    let image = std::fs::read(&k.path).unwrap();
-    let versions: Vec<u32> = (0..2)
-        .map(|slot| u32::from_le_bytes(image[slot * PS + 8..slot * PS + 12].try_into().unwrap()))
-        .collect();
-    assert!(
-        versions.contains(&6),
-        "no format 6 meta after a commit: {versions:?}"
-    );
-    let db = Database::open_with(&k.path, &opts(PS, Durability::None)).unwrap();
+    let db = reopened_in_format_6(&k.path);
     db.check().unwrap();
 }
 
@@ -553,15 +559,7 @@ fn a_format_5_file_opens_takes_larger_inline_values_and_becomes_format_6() {
     }
     tx.commit().unwrap();
     drop(db);
-    let image = std::fs::read(&k.path).unwrap();
-    let versions: Vec<u32> = (0..2)
-        .map(|slot| u32::from_le_bytes(image[slot * PS + 8..slot * PS + 12].try_into().unwrap()))
-        .collect();
-    assert!(
-        versions.contains(&6),
-        "no format 6 meta after a commit: {versions:?}"
-    );
-    let db = Database::open_with(&k.path, &opts(PS, Durability::None)).unwrap();
+    let db = reopened_in_format_6(&k.path);
     assert!(db.check().unwrap().is_clean());
     let rx = db.begin_read().unwrap();
     let tr = rx.tree("t").unwrap();
