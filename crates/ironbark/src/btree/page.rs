@@ -915,20 +915,17 @@ pub(crate) fn split_point(
     usable: usize,
 ) -> usize {
     assert!(n >= 2, "split of a page with fewer than two cells");
-    let (mut k, mut left) = (n - 1, total - size(n - 1));
+    let mut k = n - 1;
     let mut acc = 0;
     for i in 0..n {
-        let before = acc;
         acc += size(i);
         if acc >= total / 2 {
-            (k, left) = match (acc <= usable && i + 1 < n, i) {
-                (true, _) => (i + 1, acc),
-                (false, 0) => (1, size(0)),
-                (false, _) => (i, before),
-            };
+            k = if acc <= usable { i + 1 } else { i };
             break;
         }
     }
+    let k = k.clamp(1, n - 1);
+    let left: usize = (0..k).map(&size).sum();
     assert!(
         left <= usable && total - left <= usable,
         "a split whose halves do not fit: {left} and {} of {usable} bytes",

@@ -828,8 +828,11 @@ impl<'db> WriteTxn<'db> {
         let len = self.redo.len() as u64;
         // Every page ever added, live or not, is an entry of `pages`, and
         // every blob one of them (whatever its length): the tree pages'
-        // entries are the rest. Past `SMALL_RECORD_BYTES` the rule counts
-        // no blob page.
+        // entries are the rest (fewer, after a rollback to a savepoint
+        // dropped blobs that `blobs_added` still counts: the transaction
+        // then stops logging sooner, which only costs its commit the
+        // log's saving). Past `SMALL_RECORD_BYTES` the rule counts no blob
+        // page.
         let ps = self.shared.limits.page_size as u64;
         let tree_pages = self
             .dirty
