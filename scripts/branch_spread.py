@@ -62,6 +62,8 @@ def main(path):
         return
     referenced = {child for _, children in branches.values() for child in children}
     roots = [p for p, (txn, _) in branches.items() if (p, txn) not in referenced]
+    if not roots:
+        sys.exit(f"{path}: every branch page is referenced by another: no root (damaged?)")
     root = max(roots, key=lambda p: branches[p][0])
     live, stack = set(), [root]
     while stack:
