@@ -35,7 +35,7 @@ use crate::storage::lockfile;
 use crate::storage::log::RedoLog;
 use crate::storage::map::Map;
 use crate::storage::meta::{
-    page_size_is_valid, Meta, MAX_PAGE_SIZE, META_LEN, META_SLOTS, MIN_PAGE_SIZE,
+    page_size_is_valid, read_zones, Meta, MAX_PAGE_SIZE, META_LEN, META_SLOTS, MIN_PAGE_SIZE,
 };
 use crate::txn::read::ReadTxn;
 use crate::txn::reader_stripes::Stripes;
@@ -168,6 +168,12 @@ impl Database {
         if options.max_readers == 0 || options.max_readers > MAX_READERS_LIMIT {
             return Err(Error::InvalidOption(format!(
                 "max_readers must be 1 to {MAX_READERS_LIMIT}"
+            )));
+        }
+        let region = options.branch_region_bytes;
+        if region != 0 && (!region.is_power_of_two() || region < options.page_size) {
+            return Err(Error::InvalidOption(format!(
+                "branch_region_bytes must be 0 or a power of two of at least the page size, not {region}"
             )));
         }
         let may_create = options.create && !options.read_only;
@@ -1052,6 +1058,7 @@ fn open_instance(
         max_dirty_bytes: options.max_dirty_bytes,
         checkpoint_log_bytes: options.checkpoint_log_bytes,
         checkpoint_step_pages: options.checkpoint_step_pages,
+        branch_region_bytes: options.branch_region_bytes,
         read_only: options.read_only,
         db_id,
         max_readers_option: options.max_readers,
@@ -1132,6 +1139,8 @@ fn assemble(
     // Everything free in this commit is reusable: it is durable (`load`
     // synced it), and no reader of any process exists yet.
     free.release(&[]);
+    let region_pages = (options.branch_region_bytes / meta.page_size as usize) as u64;
+    free.adopt_zones(region_pages, &read_zones(&file, &meta, region_pages));
     Shared {
         path: path.to_path_buf(),
         limits: Limits::new(meta.page_size as usize),
@@ -1141,6 +1150,7 @@ fn assemble(
         max_dirty_bytes: options.max_dirty_bytes,
         checkpoint_log_bytes: options.checkpoint_log_bytes,
         checkpoint_step_pages: options.checkpoint_step_pages,
+        branch_region_bytes: options.branch_region_bytes,
         read_only: options.read_only,
         db_id,
         max_readers_option: options.max_readers,

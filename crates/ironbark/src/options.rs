@@ -102,6 +102,15 @@ pub struct Options {
     /// and cost a sync each. Decided by the first open of the file in a
     /// process.
     pub checkpoint_step_pages: Option<u64>,
+    /// Bytes of a branch region (default 2 MiB, a huge page; 0: none): the
+    /// writer places branch pages in aligned regions of this size that
+    /// hold nothing else (docs/design.md, "Branch regions"). For the
+    /// engine's own tests, which use small regions to reach them with
+    /// small files; a power of two, at least the page size (else
+    /// `InvalidOption`). Decided by the first open of the file in a
+    /// process.
+    #[doc(hidden)]
+    pub branch_region_bytes: usize,
     /// Fault injection for the engine's own tests: every write, sync, length
     /// change and read of the data file is first offered to this hook.
     #[doc(hidden)]
@@ -136,11 +145,15 @@ impl Default for Options {
             max_dirty_bytes: DEFAULT_MAX_DIRTY_BYTES,
             checkpoint_log_bytes: None,
             checkpoint_step_pages: None,
+            branch_region_bytes: DEFAULT_BRANCH_REGION_BYTES,
             io_hook: None,
             broken_protocol: None,
         }
     }
 }
+
+/// The default of `Options::branch_region_bytes`: one huge page of x86-64.
+pub const DEFAULT_BRANCH_REGION_BYTES: usize = 2 << 20;
 
 /// The default of `Options::map_reservation`: 64 GiB, of the 128 TiB of
 /// address space a 64-bit process has.

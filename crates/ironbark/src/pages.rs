@@ -1071,6 +1071,15 @@ impl DirtyPages {
 
     /// Whether dirty page `id` is spilled (then `seal_with` wrote its
     /// sealed copy already, and the commit must not write it again).
+    /// Whether dirty page `id` is a branch. Branches are never spilled or
+    /// parked, so such a page is not read to tell (a commit larger than
+    /// memory would map it all back).
+    pub(crate) fn is_branch(&self, id: u64) -> bool {
+        self.pages[(id & !DIRTY_BIT) as usize]
+            .as_deref()
+            .is_some_and(|p| crate::btree::page::page_kind(p) == crate::btree::page::KIND_BRANCH)
+    }
+
     pub(crate) fn is_spilled(&self, id: u64) -> bool {
         self.out_of_memory((id & !DIRTY_BIT) as usize)
     }

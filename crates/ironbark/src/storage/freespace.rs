@@ -146,11 +146,144 @@ pub(crate) struct FreeSpace {
     /// Pending extents by the oldest protector that can read them.
     held: BTreeMap<Protector, HeldGroup>,
     pending_pages: u64,
+    /// Branch regions: aligned runs of `region_pages` pages (2 MiB) that
+    /// only branch pages take (`Allocator::branch_pages`), by start page.
+    /// A placement preference of this writer, not on disk.
+    zones: BTreeSet<u64>,
+    /// Pages per branch region (0 until the writer sets it).
+    region_pages: u64,
+    /// The reusable pages inside branch regions, by start page; kept
+    /// merged, apart from `by_start`, so that leaves never take them.
+    zone_free: BTreeMap<u64, u64>,
+    zone_free_pages: u64,
 }
 
 impl FreeSpace {
     pub(crate) fn reusable_pages(&self) -> u64 {
-        self.reusable_pages
+        self.reusable_pages + self.zone_free_pages
+    }
+
+    /// Sets the size of a branch region in pages (0: no regions). Regions
+    /// of another size are forgotten: their free pages become plain ones.
+    pub(crate) fn set_region_pages(&mut self, pages: u64) {
+        assert!(
+            pages == 0 || pages.is_power_of_two(),
+            "region of {pages} pages"
+        );
+        self.zones.clear();
+        let zone_free = std::mem::take(&mut self.zone_free);
+        self.zone_free_pages = 0;
+        self.region_pages = pages;
+        for (start, len) in zone_free {
+            self.add_plain(Extent { start, len });
+        }
+    }
+
+    /// The branch regions' first pages, in order.
+    pub(crate) fn zones(&self) -> impl Iterator<Item = u64> + '_ {
+        self.zones.iter().copied()
+    }
+
+    /// Makes the regions starting at `starts` branch regions, as a commit
+    /// recorded them (`storage::meta::encode_zones`): the reusable pages
+    /// inside them become theirs.
+    pub(crate) fn adopt_zones(&mut self, region_pages: u64, starts: &[u64]) {
+        self.set_region_pages(region_pages);
+        for &z in starts {
+            assert!(z.is_multiple_of(region_pages), "region at {z}");
+            if !self.zones.insert(z) {
+                continue;
+            }
+            let end = z + region_pages;
+            let inside: Vec<(u64, u64)> = self
+                .by_start
+                .range(..end)
+                .rev()
+                .take_while(|(&s, &l)| s + l > z)
+                .map(|(&s, &l)| (s, l))
+                .collect();
+            for (s, l) in inside {
+                self.remove_reusable(s, l);
+                if s < z {
+                    self.add_plain(Extent {
+                        start: s,
+                        len: z - s,
+                    });
+                }
+                if s + l > end {
+                    self.add_plain(Extent {
+                        start: end,
+                        len: s + l - end,
+                    });
+                }
+                let (a, b) = (s.max(z), (s + l).min(end));
+                self.add_zone_free(a, b - a);
+            }
+        }
+    }
+
+    pub(crate) fn region_pages(&self) -> u64 {
+        self.region_pages
+    }
+
+    /// Branch regions held.
+    pub(crate) fn zone_count(&self) -> usize {
+        self.zones.len()
+    }
+
+    /// Makes the region starting at `start` a branch region. Its pages
+    /// must not be reusable yet (a region past the file's end): those
+    /// freed later join the region's free pages.
+    pub(crate) fn add_zone(&mut self, start: u64) {
+        let rp = self.region_pages;
+        assert!(rp > 0 && start.is_multiple_of(rp), "region at {start}");
+        debug_assert!(self
+            .by_start
+            .range(..start + rp)
+            .next_back()
+            .is_none_or(|(&s, &l)| s + l <= start));
+        assert!(self.zones.insert(start), "region {start} twice");
+    }
+
+    /// Takes up to `n` free pages of the branch regions, lowest first, so
+    /// that branches fill few regions.
+    pub(crate) fn take_zone(&mut self, mut n: u64, out: &mut Vec<Extent>) -> u64 {
+        let mut got = 0;
+        while n > 0 {
+            let Some((&start, &len)) = self.zone_free.iter().next() else {
+                break;
+            };
+            self.zone_free.remove(&start);
+            let take = len.min(n);
+            if len > take {
+                self.zone_free.insert(start + take, len - take);
+            }
+            self.zone_free_pages -= take;
+            out.push(Extent { start, len: take });
+            n -= take;
+            got += take;
+        }
+        got
+    }
+
+    fn add_zone_free(&mut self, mut start: u64, mut len: u64) {
+        if let Some((&ps, &pl)) = self.zone_free.range(..start).next_back() {
+            assert!(ps + pl <= start, "free extents overlap");
+            if ps + pl == start {
+                self.zone_free.remove(&ps);
+                start = ps;
+                len += pl;
+            }
+        }
+        if let Some((&ns, &nl)) = self.zone_free.range(start..).next() {
+            assert!(start + len <= ns, "free extents overlap");
+            if start + len == ns {
+                self.zone_free.remove(&ns);
+                len += nl;
+            }
+        }
+        self.zone_free.insert(start, len);
+        self.zone_free_pages += len;
     }
 
     pub(crate) fn pending_pages(&self) -> u64 {
@@ -192,16 +325,59 @@ impl FreeSpace {
         out
     }
 
-    /// The reusable extents, in page order.
+    /// The reusable extents, in page order, merged (branch regions'
+    /// pages included).
     pub(crate) fn reusable(&self) -> impl Iterator<Item = Extent> + '_ {
-        self.by_start
+        let mut all: Vec<Extent> = self
+            .by_start
             .iter()
+            .chain(self.zone_free.iter())
             .map(|(&start, &len)| Extent { start, len })
+            .collect();
+        all.sort_unstable();
+        let mut out: Vec<Extent> = Vec::with_capacity(all.len());
+        for e in all {
+            match out.last_mut() {
+                Some(last) if last.end() == e.start => last.len += e.len,
+                _ => out.push(e),
+            }
+        }
+        out.into_iter()
     }
 
-    /// Adds a reusable extent, merging it with its neighbours.
+    /// Adds a reusable extent, merging it with its neighbours; the pages
+    /// in branch regions go to those regions' free pages.
     pub(crate) fn add_reusable(&mut self, extent: Extent) {
         assert!(extent.len > 0, "empty extent");
+        if self.zones.is_empty() {
+            return self.add_plain(extent);
+        }
+        let rp = self.region_pages;
+        let mut at = extent.start;
+        while at < extent.end() {
+            let region = at / rp * rp;
+            if self.zones.contains(&region) {
+                let end = extent.end().min(region + rp);
+                self.add_zone_free(at, end - at);
+                at = end;
+            } else {
+                let next = self
+                    .zones
+                    .range(region..)
+                    .next()
+                    .copied()
+                    .unwrap_or(u64::MAX);
+                let end = extent.end().min(next);
+                self.add_plain(Extent {
+                    start: at,
+                    len: end - at,
+                });
+                at = end;
+            }
+        }
+    }
+
+    fn add_plain(&mut self, extent: Extent) {
         let mut start = extent.start;
         let mut len = extent.len;
         if let Some((&prev_start, &prev_len)) = self.by_start.range(..start).next_back() {
@@ -344,6 +520,11 @@ impl FreeSpace {
     }
 }
 
+/// Branch regions begin once the file holds this many regions' pages (64
+/// MiB): a smaller file's branches take few TLB entries wherever they
+/// lie, and a region's unused pages would be a larger share of it.
+pub(crate) const ZONE_MIN_REGIONS: u64 = 32;
+
 /// Page allocation for one commit: from free space (recording what it took,
 /// so a failed commit can give it back), else from the end of the file.
 pub(crate) struct Allocator<'a> {
@@ -373,6 +554,56 @@ impl Allocator<'_> {
             assert_eq!(self.taken.pop(), Some(e), "give_back of another run");
             self.free.add_reusable(e);
         }
+    }
+
+    /// `n` pages for branch pages, lowest first: from the branch regions'
+    /// free pages, then from new regions at the file's end (once the file
+    /// holds [`ZONE_MIN_REGIONS`] regions; before, as [`Allocator::pages`]).
+    /// A new region's start is pushed to `new_regions`; the pages skipped
+    /// to align it and those of it left unused, to `unused`: the caller
+    /// records them as freed, so that they are free on disk.
+    pub(crate) fn branch_pages(
+        &mut self,
+        n: u64,
+        max_regions: usize,
+        new_regions: &mut Vec<u64>,
+        unused: &mut Vec<Extent>,
+    ) -> Vec<Extent> {
+        let rp = self.free.region_pages();
+        if n == 0 || rp == 0 || self.page_count < ZONE_MIN_REGIONS * rp {
+            return self.pages(n);
+        }
+        let mut runs = Vec::new();
+        let got = self.free.take_zone(n, &mut runs);
+        self.taken.extend_from_slice(&runs);
+        let mut left = n - got;
+        if left > 0 && self.free.zone_count() + left.div_ceil(rp) as usize > max_regions {
+            // The meta cannot name more regions: the rest go where leaves do.
+            runs.extend(self.pages(left));
+            return runs;
+        }
+        while left > 0 {
+            let start = self.page_count.next_multiple_of(rp);
+            if start > self.page_count {
+                unused.push(Extent {
+                    start: self.page_count,
+                    len: start - self.page_count,
+                });
+            }
+            let used = left.min(rp);
+            runs.push(Extent { start, len: used });
+            if used < rp {
+                unused.push(Extent {
+                    start: start + used,
+                    len: rp - used,
+                });
+            }
+            self.free.add_zone(start);
+            new_regions.push(start);
+            self.page_count = start + rp;
+            left -= used;
+        }
+        runs
     }
 
     /// `n` pages in as few runs as possible.
@@ -678,5 +909,125 @@ mod tests {
         let f = m.into_free_space();
         assert_eq!(f.reusable().collect::<Vec<_>>(), vec![ext(10, 2)]);
         assert_eq!(f.pending_pages(), 2);
+    }
+
+    /// Branch pages fill the branch regions lowest first, then new regions
+    /// at the file's end (aligned; the pages skipped and those left unused
+    /// reported); leaves never take a region's pages, which come back to
+    /// it when freed; the reusable extents seen from outside are merged
+    /// across the line between the two kinds.
+    #[test]
+    fn branch_regions_hold_branches_only() {
+        let mut f = FreeSpace::default();
+        f.set_region_pages(8);
+        let mut taken = Vec::new();
+        let (mut regions, mut unused) = (Vec::new(), Vec::new());
+        // A file too small for regions: branches go where leaves do.
+        let mut alloc = Allocator {
+            free: &mut f,
+            page_count: 60,
+            taken: &mut taken,
+        };
+        assert_eq!(
+            alloc.branch_pages(2, 10, &mut regions, &mut unused),
+            [ext(60, 2)]
+        );
+        assert!(regions.is_empty() && unused.is_empty());
+        // Past 32 regions: a new region at the next boundary.
+        alloc.page_count = 259;
+        assert_eq!(
+            alloc.branch_pages(3, 10, &mut regions, &mut unused),
+            [ext(264, 3)]
+        );
+        assert_eq!(regions, [264]);
+        assert_eq!(unused, [ext(259, 5), ext(267, 5)]);
+        assert_eq!(alloc.page_count, 272);
+        // The unused pages come back as free: those of the region stay its.
+        for e in unused.drain(..) {
+            f.add_reusable(e);
+        }
+        assert_eq!(f.reusable_pages(), 10);
+        assert_eq!(f.reusable().collect::<Vec<_>>(), [ext(259, 5), ext(267, 5)]);
+        let mut alloc = Allocator {
+            free: &mut f,
+            page_count: 272,
+            taken: &mut taken,
+        };
+        assert_eq!(
+            alloc.pages(6),
+            [ext(259, 5), ext(272, 1)],
+            "leaves skip the region"
+        );
+        assert_eq!(
+            alloc.branch_pages(2, 10, &mut regions, &mut unused),
+            [ext(267, 2)]
+        );
+        // Freed pages straddling the region's edge split at it, and the
+        // region's lowest free pages go first.
+        f.add_reusable(ext(264, 3));
+        f.add_reusable(ext(272, 1));
+        assert_eq!(
+            f.reusable().collect::<Vec<_>>(),
+            [ext(264, 3), ext(269, 4)],
+            "merged across the edge"
+        );
+        let mut alloc = Allocator {
+            free: &mut f,
+            page_count: 273,
+            taken: &mut taken,
+        };
+        assert_eq!(alloc.pages(2), [ext(272, 1), ext(273, 1)], "page 272 only");
+        assert_eq!(
+            alloc.branch_pages(5, 10, &mut regions, &mut unused),
+            [ext(264, 3), ext(269, 2)]
+        );
+        // A region's last free page, then a new one (the end is aligned).
+        alloc.page_count = 288;
+        assert_eq!(
+            alloc.branch_pages(9, 2, &mut regions, &mut unused),
+            [ext(271, 1), ext(288, 8)]
+        );
+        assert_eq!(regions, [264, 288]);
+        assert!(unused.is_empty());
+        // No room left in the meta for another region: as leaves.
+        assert_eq!(
+            alloc.branch_pages(3, 2, &mut regions, &mut unused),
+            [ext(296, 3)]
+        );
+        assert_eq!(f.zone_count(), 2);
+    }
+
+    /// A loaded free space takes back the regions a commit named: the
+    /// reusable pages inside them become theirs, those around stay plain;
+    /// another region size forgets them.
+    #[test]
+    fn adopted_regions_take_their_free_pages() {
+        let mut f = FreeSpace::default();
+        f.add_reusable(ext(261, 20));
+        f.add_reusable(ext(296, 2));
+        f.adopt_zones(8, &[272, 296]);
+        assert_eq!(f.zone_count(), 2);
+        let mut taken = Vec::new();
+        let mut alloc = Allocator {
+            free: &mut f,
+            page_count: 320,
+            taken: &mut taken,
+        };
+        assert_eq!(alloc.pages(11), [ext(261, 11)], "pages 261..272 are plain");
+        let (mut regions, mut unused) = (Vec::new(), Vec::new());
+        assert_eq!(
+            alloc.branch_pages(11, 10, &mut regions, &mut unused),
+            [ext(272, 8), ext(296, 2), ext(320, 1)]
+        );
+        assert_eq!(f.reusable().collect::<Vec<_>>(), [ext(280, 1)]);
+        f.add_reusable(ext(272, 2));
+        f.set_region_pages(16);
+        assert_eq!(f.zone_count(), 0);
+        let mut alloc = Allocator {
+            free: &mut f,
+            page_count: 336,
+            taken: &mut taken,
+        };
+        assert_eq!(alloc.pages(3), [ext(272, 2), ext(280, 1)], "plain again");
     }
 }

@@ -31,6 +31,7 @@
 
 use crate::checksum::checksum;
 use crate::error::{Error, Result};
+use crate::storage::file::DataFile;
 
 pub(crate) const MAGIC: [u8; 8] = *b"IRONBARK";
 pub(crate) const FORMAT_VERSION: u32 = 6;
@@ -46,6 +47,82 @@ pub(crate) const META_LEN: usize = 88;
 pub(crate) const META_SLOTS: u64 = 2;
 pub(crate) const MIN_PAGE_SIZE: usize = 1024;
 pub(crate) const MAX_PAGE_SIZE: usize = 65536;
+
+/// Where a meta page's list of branch regions starts: right after the
+/// meta proper.
+const ZONES_AT: usize = META_LEN;
+
+/// The most branch regions a meta page of `page_size` bytes names.
+pub(crate) fn max_zones(page_size: usize) -> usize {
+    (page_size - ZONES_AT - 16) / 8
+}
+
+/// The list of branch regions a commit writes after its meta (a hint for
+/// the next writer's placement, read by no reader): region size in pages
+/// (u32), count (u32), each region's first page (u64), and the XXH3-64 of
+/// those bytes. `zones` must hold at most `max_zones` regions.
+pub(crate) fn encode_zones(region_pages: u64, zones: impl Iterator<Item = u64>, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&(region_pages as u32).to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    let mut n = 0u32;
+    for z in zones {
+        out.extend_from_slice(&z.to_le_bytes());
+        n += 1;
+    }
+    out[4..8].copy_from_slice(&n.to_le_bytes());
+    let sum = checksum(out);
+    out.extend_from_slice(&sum.to_le_bytes());
+}
+
+/// The branch regions named after the meta in `page` (a whole meta page),
+/// if the list is whole, of regions of `region_pages` pages, each aligned
+/// and within `page_count`; else none. Being a hint, a damaged or foreign
+/// list is ignored, never an error.
+pub(crate) fn decode_zones(page: &[u8], region_pages: u64, page_count: u64) -> Vec<u64> {
+    let none = Vec::new();
+    let Some(head) = page.get(ZONES_AT..ZONES_AT + 8) else {
+        return none;
+    };
+    let n = u32_at(head, 4) as usize;
+    if u32_at(head, 0) as u64 != region_pages || region_pages == 0 || n > max_zones(page.len()) {
+        return none;
+    }
+    let end = ZONES_AT + 8 + 8 * n;
+    if checksum(&page[ZONES_AT..end]) != u64_at(page, end) {
+        return none;
+    }
+    let zones: Vec<u64> = (0..n).map(|i| u64_at(page, ZONES_AT + 8 + 8 * i)).collect();
+    let fits = |&z: &u64| {
+        z.is_multiple_of(region_pages)
+            && z.checked_add(region_pages).is_some_and(|e| e <= page_count)
+    };
+    if zones.iter().all(fits) && zones.windows(2).all(|w| w[0] < w[1]) {
+        zones
+    } else {
+        none
+    }
+}
+
+/// The branch regions named after the meta of commit `meta` in the
+/// file's meta slots (either: a clean close writes both), for regions of
+/// `region_pages` pages. A hint: an unreadable or damaged list is none.
+pub(crate) fn read_zones(file: &DataFile, meta: &Meta, region_pages: u64) -> Vec<u64> {
+    if region_pages == 0 {
+        return Vec::new();
+    }
+    let ps = meta.page_size as usize;
+    let mut page = vec![0u8; ps];
+    for slot in 0..META_SLOTS {
+        if file.read_exact_at(&mut page, slot * ps as u64).is_err() {
+            continue;
+        }
+        if Meta::decode(&page, slot).is_ok_and(|m| m.txn == meta.txn) {
+            return decode_zones(&page, region_pages, meta.page_count);
+        }
+    }
+    Vec::new()
+}
 
 /// A decoded, checksum-verified meta page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -32,7 +32,7 @@ use crate::state::{self, BlobRef, Chain, Plan};
 use crate::storage::arena::ARENA_BIT;
 use crate::storage::file::DataFile;
 use crate::storage::freespace::{Allocator, Extent, FreeSpace, Freed, Pending, Protector};
-use crate::storage::meta::Meta;
+use crate::storage::meta::{encode_zones, max_zones, Meta};
 use crate::txn::checkpoint_steps::{self, StepPlan, Steps};
 use crate::txn::logged::{self, Logged};
 use crate::txn::seal::{order_dirty, seal_all};
@@ -488,6 +488,16 @@ fn write_commit(
         &mut space.freed,
     );
     let (order, blobs, real) = (&placement.pages, &placement.blobs, &mut placement.real);
+    // A shrinking commit gives the regions up, so that their free pages
+    // at the file's end go too; the next commit starts new ones.
+    let region_pages = if space.shrink {
+        0
+    } else {
+        (shared.branch_region_bytes / ps) as u64
+    };
+    if w.free.region_pages() != region_pages {
+        w.free.set_region_pages(region_pages);
+    }
     let mut alloc = Allocator {
         free: &mut w.free,
         page_count,
@@ -499,10 +509,49 @@ fn write_commit(
             None => alloc.run((dirty.get(b).len() / ps) as u64),
         };
     }
-    let runs = alloc.pages(order.len() as u64);
+    // Branches go to branch regions (`FreeSpace::add_zone`), apart from
+    // the leaves, so that a lookup's upper levels lie in a few 2 MiB
+    // regions, each one folio of the page cache, mapped by one TLB entry.
+    let branches = order.iter().filter(|&&id| dirty.is_branch(id)).count() as u64;
+    // Leaves first: the file's size after them decides whether it is
+    // large enough for regions (a checkpoint of a new file's first
+    // logged commits).
+    let runs = alloc.pages(order.len() as u64 - branches);
+    let mut new_regions = Vec::new();
+    let mut unused = Vec::new();
+    let branch_runs = alloc.branch_pages(branches, max_zones(ps), &mut new_regions, &mut unused);
+    for e in unused {
+        space.freed.push(Freed::new(e, base.txn()));
+    }
     let mut next = runs.iter().flat_map(|e| e.start..e.end());
+    let mut next_branch = branch_runs.iter().flat_map(|e| e.start..e.end());
     for &id in order {
-        real[(id & !DIRTY_BIT) as usize] = next.next().expect("enough pages allocated");
+        real[(id & !DIRTY_BIT) as usize] = if dirty.is_branch(id) {
+            next_branch.next()
+        } else {
+            next.next()
+        }
+        .expect("enough pages allocated");
+    }
+    // A new region is written whole first: a write of an aligned 2 MiB
+    // makes one folio of it in the page cache, which the map then maps
+    // with one entry; the branches written into it later keep that folio.
+    let (mut region_calls, mut region_bytes) = (0, 0);
+    if !new_regions.is_empty() {
+        ensure_file_len(
+            shared,
+            &mut w.file_len,
+            &mut w.allocated_to,
+            alloc.page_count,
+        )?;
+        let rp = alloc.free.region_pages();
+        let zeros = vec![0u8; (rp as usize) * ps];
+        for &start in &new_regions {
+            region_calls += shared
+                .file
+                .write_vectored_at(&[&zeros], start * ps as u64)?;
+            region_bytes += zeros.len() as u64;
+        }
     }
 
     // 3. Patch, stamp, checksum. A spilled or parked page is written as it
@@ -548,8 +597,8 @@ fn write_commit(
     sealed_runs.flush(&shared.file)?;
     // Written already: the spilled and parked pages, and the blobs.
     let (early_calls, early_bytes) = (
-        sealed_runs.calls + blob_calls,
-        sealed_runs.bytes + blob_bytes,
+        sealed_runs.calls + blob_calls + region_calls,
+        sealed_runs.bytes + blob_bytes + region_bytes,
     );
     let (order, real) = (&placement.pages, &placement.real);
 
@@ -673,9 +722,10 @@ fn write_commit(
         },
     };
     let meta_bytes = meta.encode();
+    encode_zones(w.free.region_pages(), w.free.zones(), &mut w.zone_list);
     calls += shared
         .file
-        .write_vectored_at(&[&meta_bytes], slot * ps as u64)?;
+        .write_vectored_at(&[&meta_bytes, &w.zone_list], slot * ps as u64)?;
     let c = &shared.counters;
     c.write_calls.fetch_add(calls, Ordering::Relaxed);
     c.bytes_written
@@ -1267,9 +1317,10 @@ fn write_clean_mark(shared: &Shared, w: &mut WriterState, meta: &Meta) -> Result
     };
     let slot = 1 - w.durable_slot;
     let ps = shared.limits.page_size as u64;
+    encode_zones(w.free.region_pages(), w.free.zones(), &mut w.zone_list);
     shared
         .file
-        .write_vectored_at(&[&meta.encode()], slot * ps)?;
+        .write_vectored_at(&[&meta.encode(), &w.zone_list], slot * ps)?;
     sync_file(shared, w)?;
     w.durable_slot = slot;
     shared.save_durable(w);

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::state;
 use crate::storage::log::{log_path, RedoLog};
-use crate::storage::meta::{Meta, META_LEN};
+use crate::storage::meta::{read_zones, Meta, META_LEN};
 use crate::txn::shared::{Following, Shared, Snapshot, WriterGuard, WriterState};
 use crate::txn::write::WriteTxn;
 
@@ -76,6 +76,9 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
     // Given back when the lock was taken (`Shared::lock_writer`).
     assert!(w.taken_ahead.is_empty(), "pages taken ahead at a replay");
     w.free = loaded.free;
+    let region_pages = (shared.branch_region_bytes / shared.limits.page_size) as u64;
+    w.free
+        .adopt_zones(region_pages, &read_zones(&shared.file, &meta, region_pages));
     w.chain = loaded.chain;
     w.state_txn = top;
     w.durable_txn = meta.txn;

@@ -31,7 +31,7 @@ use crate::storage::freespace::{FreeSpace, Freed, Protector, TakenAhead};
 use crate::storage::lockfile::WRITER_WAITERS;
 use crate::storage::log::{ChainEnd, RedoLog};
 use crate::storage::map::Map;
-use crate::storage::meta::Meta;
+use crate::storage::meta::{read_zones, Meta};
 use crate::txn::readers::ReaderTable;
 use crate::txn::seal::Placement;
 use crate::txn::snapshot_lender::{Lendable, Lender};
@@ -153,6 +153,9 @@ pub(crate) struct WriterState {
     pub(crate) overlay_marks: Vec<(u64, crate::storage::overlay::Mark)>,
     /// The commit's placement buffers, kept between commits.
     pub(crate) placement: Placement,
+    /// The list of branch regions written after each meta
+    /// (`storage::meta::encode_zones`), kept between commits.
+    pub(crate) zone_list: Vec<u8>,
     /// A read-only instance's place in the log it follows
     /// (`recovery::follow_log`).
     pub(crate) following: Option<Following>,
@@ -207,6 +210,7 @@ impl WriterState {
             redo_buffer: Vec::new(),
             overlay_marks: Vec::new(),
             placement: Placement::default(),
+            zone_list: Vec::new(),
             following: None,
             owner_token: None,
         }
@@ -266,6 +270,8 @@ pub(crate) struct Shared {
     pub(crate) checkpoint_log_bytes: Option<u64>,
     /// `Options::checkpoint_step_pages` of the first open in this process.
     pub(crate) checkpoint_step_pages: Option<u64>,
+    /// `Options::branch_region_bytes` of the first open in this process.
+    pub(crate) branch_region_bytes: usize,
     /// The instance has no write access (the first open was read-only).
     pub(crate) read_only: bool,
     /// This database's identity in this process, carried by its tree
@@ -690,6 +696,9 @@ impl Shared {
         // it is missing from the state loaded.
         assert!(w.taken_ahead.is_empty(), "pages taken ahead at a refresh");
         w.free = state.free;
+        let region_pages = (self.branch_region_bytes / self.limits.page_size) as u64;
+        w.free
+            .adopt_zones(region_pages, &read_zones(&self.file, &meta, region_pages));
         w.chain = state.chain;
         w.file_len = self.file.len()?;
         w.allocated_to = w.allocated_to.min(w.file_len);

@@ -1,0 +1,264 @@
+//! Branch regions: the writer places branch pages in aligned regions that
+//! hold nothing else (docs/design.md, "Branch regions"), so that a
+//! lookup's upper levels lie in a few of them. Checked on the closed file,
+//! read as docs/file-format.md lays it out: the live branches of a random
+//! load lie in the regions the meta names, and in few, where without
+//! regions they spread over many; the regions outlive a reopen (a single
+//! put then takes no new one); a damaged list of them is ignored, and the
+//! next commit names regions again. `check()` passes throughout.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use common::{temp_db, Rng};
+use ironbark::{Database, Durability, Options};
+
+const PAGE: usize = 4096;
+/// 16 pages: a file of a few MiB holds many regions.
+const REGION: usize = 64 << 10;
+const REGION_PAGES: u64 = (REGION / PAGE) as u64;
+const KIND_BRANCH: u8 = 1;
+/// Where the list of regions starts in a meta page (after the meta's 88
+/// bytes).
+const LIST_AT: usize = 88;
+
+fn options(region: usize, logged: bool) -> Options {
+    Options {
+        page_size: PAGE,
+        durability: Durability::None,
+        logged_commits: logged,
+        branch_region_bytes: region,
+        ..Options::default()
+    }
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(b[at..at + 2].try_into().unwrap())
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// The live branch pages of the file's one tree: from the newest root
+/// (the branch no other references, with the highest txn), through child
+/// references whose txn matches the child's header.
+fn live_branches(path: &Path) -> BTreeSet<u64> {
+    let data = std::fs::read(path).unwrap();
+    let mut branches = std::collections::BTreeMap::new();
+    for pgno in 2..(data.len() / PAGE) as u64 {
+        let p = &data[pgno as usize * PAGE..][..PAGE];
+        if p[16] != KIND_BRANCH || u64_at(p, 24) != pgno {
+            continue;
+        }
+        let count = u16_at(p, 18) as usize;
+        let children: Vec<(u64, u64)> = (0..count)
+            .map(|i| {
+                let cell = u16_at(p, 32 + 6 * i) as usize;
+                (u64_at(p, cell), u64_at(p, cell + 8))
+            })
+            .collect();
+        branches.insert(pgno, (u64_at(p, 8), children));
+    }
+    let referenced: BTreeSet<(u64, u64)> = branches
+        .values()
+        .flat_map(|(_, c)| c.iter().copied())
+        .collect();
+    let root = branches
+        .iter()
+        .filter(|(p, (txn, _))| !referenced.contains(&(**p, *txn)))
+        .max_by_key(|(_, (txn, _))| *txn)
+        .map(|(p, _)| *p)
+        .expect("a root branch");
+    let (mut live, mut stack) = (BTreeSet::new(), vec![root]);
+    while let Some(p) = stack.pop() {
+        if live.insert(p) {
+            for &(child, txn) in &branches[&p].1 {
+                if branches.get(&child).is_some_and(|(t, _)| *t == txn) {
+                    stack.push(child);
+                }
+            }
+        }
+    }
+    live
+}
+
+/// The regions the newest meta names (its list's checksum unchecked:
+/// the engine checks it; here a damaged list is one the test damaged).
+fn listed_regions(path: &Path) -> Vec<u64> {
+    let data = std::fs::read(path).unwrap();
+    let newest = (0..2)
+        .max_by_key(|&slot| u64_at(&data[slot * PAGE..], 16))
+        .unwrap();
+    let list = &data[newest * PAGE + LIST_AT..];
+    assert_eq!(
+        u32_at(list, 0) as u64,
+        REGION_PAGES,
+        "the list's region size"
+    );
+    (0..u32_at(list, 4) as usize)
+        .map(|i| u64_at(list, 8 + 8 * i))
+        .collect()
+}
+
+fn regions_of(pages: &BTreeSet<u64>) -> BTreeSet<u64> {
+    pages
+        .iter()
+        .map(|p| p / REGION_PAGES * REGION_PAGES)
+        .collect()
+}
+
+/// A sorted load: `commits` commits of 1,000 keys in order (16-byte keys,
+/// 100-byte values). Each branch is written for the last time when it
+/// fills, at its own commit: without regions, beside that commit's leaves.
+fn load_sorted(db: &Database, commits: u64) {
+    for c in 0..commits {
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        for i in c * 1000..(c + 1) * 1000 {
+            let mut k = [0u8; 16];
+            k[..8].copy_from_slice(&i.to_be_bytes());
+            tx.put(&t, &k, &[i as u8; 100]).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+}
+
+/// `commits` commits of `puts` random keys (16-byte keys, 100-byte values).
+fn load(db: &Database, rng: &mut Rng, commits: u64, puts: u64) {
+    for _ in 0..commits {
+        let mut tx = db.begin_write().unwrap();
+        let t = tx.open_tree("t").unwrap();
+        for _ in 0..puts {
+            tx.put(&t, &rng.bytes(16), &rng.bytes(100)).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+}
+
+fn assert_clean(db: &Database) {
+    let report = db.check().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+}
+
+#[test]
+fn a_sorted_load_keeps_its_branches_in_few_regions() {
+    for logged in [false, true] {
+        let mut spread = Vec::new();
+        for region in [REGION, 0] {
+            let t = temp_db("regions.ib");
+            {
+                let db = Database::open_with(&t.path, &options(region, logged)).unwrap();
+                load_sorted(&db, 60);
+                assert_clean(&db);
+            }
+            let live = live_branches(&t.path);
+            let regions = regions_of(&live);
+            if region != 0 {
+                // Branches written before the file held 32 regions lie
+                // anywhere (`ZONE_MIN_REGIONS`): the first few, here.
+                let regions: BTreeSet<u64> = regions
+                    .iter()
+                    .copied()
+                    .filter(|&r| r >= 32 * REGION_PAGES)
+                    .collect();
+                let listed: BTreeSet<u64> = listed_regions(&t.path).into_iter().collect();
+                assert!(
+                    regions.is_subset(&listed),
+                    "logged {logged}: branches in {regions:?}, regions {listed:?}"
+                );
+                let packed = (live.len() as u64).div_ceil(REGION_PAGES);
+                // The regions also hold the copies that the newest durable
+                // commit still reads (none synced here).
+                assert!(
+                    regions.len() as u64 <= packed + 2,
+                    "logged {logged}: {} branches in {} regions",
+                    live.len(),
+                    regions.len()
+                );
+            }
+            spread.push((live.len(), regions.len()));
+        }
+        // The same load without regions: its branches lie in many more.
+        assert!(
+            spread[1].1 >= 3 * spread[0].1,
+            "logged {logged}: (branches, regions) with and without: {spread:?}"
+        );
+    }
+}
+
+#[test]
+fn regions_outlive_a_reopen_and_a_damaged_list() {
+    for logged in [false, true] {
+        regions_outlive_a_reopen(logged);
+    }
+}
+
+/// With logged commits, the put of each open reaches the file at its
+/// close (a checkpoint), and the loads' small commits at checkpoints.
+fn regions_outlive_a_reopen(logged: bool) {
+    let t = temp_db("reopen.ib");
+    let mut rng = Rng::new(11);
+    {
+        let db = Database::open_with(&t.path, &options(REGION, logged)).unwrap();
+        load(&db, &mut rng, 300, 100);
+    }
+    let listed = listed_regions(&t.path);
+    assert!(!listed.is_empty(), "logged {logged}: no region named");
+    // A put per open: its path's branches go to the regions named, and no
+    // region is added (without the list, each open would take one).
+    for _ in 0..10 {
+        let db = Database::open_with(&t.path, &options(REGION, logged)).unwrap();
+        load(&db, &mut rng, 1, 1);
+        assert_clean(&db);
+    }
+    assert_eq!(listed_regions(&t.path), listed, "no region added");
+    let live = live_branches(&t.path);
+    let listed_set: BTreeSet<u64> = listed.iter().copied().collect();
+    assert!(regions_of(&live).is_subset(&listed_set));
+    // Both lists damaged: the open ignores them (no error, nothing lost),
+    // and its commits name the regions they place branches in.
+    let count = {
+        let db = Database::open_with(&t.path, &options(REGION, logged)).unwrap();
+        db.check().unwrap().entries
+    };
+    let mut data = std::fs::read(&t.path).unwrap();
+    for slot in 0..2 {
+        data[slot * PAGE + LIST_AT + 8] ^= 0x55;
+    }
+    std::fs::write(&t.path, &data).unwrap();
+    {
+        let db = Database::open_with(&t.path, &options(REGION, logged)).unwrap();
+        assert_eq!(db.check().unwrap().entries, count);
+        load(&db, &mut rng, 50, 100);
+        assert_clean(&db);
+    }
+    let relisted: BTreeSet<u64> = listed_regions(&t.path).into_iter().collect();
+    assert!(!relisted.is_empty());
+    let live = live_branches(&t.path);
+    let outside = live
+        .iter()
+        .filter(|p| !relisted.contains(&(*p / REGION_PAGES * REGION_PAGES)))
+        .count();
+    // 5,000 random puts rewrite most branches.
+    assert!(
+        outside * 4 < live.len(),
+        "{outside} of {} branches outside the regions named",
+        live.len()
+    );
+}
+
+#[test]
+fn a_region_size_that_is_not_a_power_of_two_is_refused() {
+    let t = temp_db("bad.ib");
+    for bad in [3 * PAGE, PAGE / 2] {
+        let err = Database::open_with(&t.path, &options(bad, false)).unwrap_err();
+        assert!(matches!(err, ironbark::Error::InvalidOption(_)), "{err:?}");
+    }
+}
