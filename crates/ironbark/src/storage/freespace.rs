@@ -190,7 +190,7 @@ impl FreeSpace {
     pub(crate) fn adopt_zones(&mut self, region_pages: u64, starts: &[u64]) {
         self.set_region_pages(region_pages);
         for &z in starts {
-            assert!(z.is_multiple_of(region_pages), "region at {z}");
+            assert!(z % region_pages == 0, "region at {z}");
             if !self.zones.insert(z) {
                 continue;
             }
@@ -236,7 +236,7 @@ impl FreeSpace {
     /// freed later join the region's free pages.
     pub(crate) fn add_zone(&mut self, start: u64) {
         let rp = self.region_pages;
-        assert!(rp > 0 && start.is_multiple_of(rp), "region at {start}");
+        assert!(rp > 0 && start % rp == 0, "region at {start}");
         debug_assert!(self
             .by_start
             .range(..start + rp)

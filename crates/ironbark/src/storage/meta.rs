@@ -94,8 +94,7 @@ pub(crate) fn decode_zones(page: &[u8], region_pages: u64, page_count: u64) -> V
     }
     let zones: Vec<u64> = (0..n).map(|i| u64_at(page, ZONES_AT + 8 + 8 * i)).collect();
     let fits = |&z: &u64| {
-        z.is_multiple_of(region_pages)
-            && z.checked_add(region_pages).is_some_and(|e| e <= page_count)
+        z % region_pages == 0 && z.checked_add(region_pages).is_some_and(|e| e <= page_count)
     };
     if zones.iter().all(fits) && zones.windows(2).all(|w| w[0] < w[1]) {
         zones
