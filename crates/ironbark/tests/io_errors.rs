@@ -154,6 +154,12 @@ fn base_file(path: &std::path::Path) {
     tx.commit().unwrap();
 }
 
+/// Branch regions of one page (docs/design.md, "Branch regions"): past
+/// 32 pages, a commit starts one for each branch page it cannot place in
+/// those it has, so the workload's commits write new regions and name
+/// them after their metas.
+const REGION_BYTES: usize = 4096;
+
 #[test]
 fn every_nth_operation_fails_cleanly() {
     for logged in [true, false] {
@@ -180,11 +186,20 @@ fn every_nth_operation(logged: bool) {
             io_hook: Some(IoHookHandle(counter.clone())),
             durability: Durability::None,
             logged_commits: logged,
+            branch_region_bytes: REGION_BYTES,
             ..Options::default()
         };
         let db = Database::open_with(&t.path, &options).unwrap();
         workload(&db, 5);
     }
+    // The workload's commits started branch regions (the meta names some),
+    // so errors hit their writes too.
+    let head = std::fs::read(&t.path).unwrap();
+    assert!(
+        (0..2)
+            .any(|slot| u32::from_le_bytes(head[slot * 4096 + 92..][..4].try_into().unwrap()) > 0),
+        "logged {logged}: no branch region named"
+    );
     let total = counter.count.load(Ordering::SeqCst);
     assert!(total > 40, "the workload made only {total} I/O operations");
     let mut runs = 0;
@@ -203,6 +218,7 @@ fn every_nth_operation(logged: bool) {
                     io_hook: Some(IoHookHandle(failer.clone())),
                     durability: Durability::None,
                     logged_commits: logged,
+                    branch_region_bytes: REGION_BYTES,
                     ..Options::default()
                 };
                 let (committed, maybe) = match Database::open_with(&t.path, &options) {

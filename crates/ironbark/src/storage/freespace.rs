@@ -1,5 +1,5 @@
 //! Free space: which pages may be written, and which are waiting; and
-//! where new pages go (`Allocator`, `TakenAhead`).
+//! where new pages go (`Allocator`, `TakenAhead`, branch regions).
 //!
 //! Invariants:
 //! - A page is in at most one place: a reusable extent, a pending extent, or
@@ -20,6 +20,11 @@
 //!   pages may differ from the writer's (`Protector`).
 //! - Reusable extents are kept merged (no two touch), so the allocator sees
 //!   the longest contiguous runs.
+//! - The reusable pages inside branch regions (aligned 2 MiB runs the
+//!   writer keeps for branch pages: docs/design.md, "Branch regions") are
+//!   kept apart and given to branch pages only (`Allocator::branch_pages`);
+//!   on disk, and to everything that reads free space as a whole
+//!   (`reusable`), they are reusable pages like the others.
 //!
 //! Why the interval and not just "freed after the oldest reader" (LMDB's
 //! rule): a long-lived reader then pins only the pages its own snapshot can
@@ -245,6 +250,16 @@ impl FreeSpace {
         assert!(self.zones.insert(start), "region {start} twice");
     }
 
+    /// Forgets the branch regions from page `end` on: those a failed
+    /// commit started past the file's end, where nothing of them is free.
+    pub(crate) fn forget_zones_from(&mut self, end: u64) {
+        let gone = self.zones.split_off(&end);
+        assert!(
+            self.zone_free.range(end..).next().is_none(),
+            "free pages in the regions of a failed commit: {gone:?}"
+        );
+    }
+
     /// Takes up to `n` free pages of the branch regions, lowest first, so
     /// that branches fill few regions.
     pub(crate) fn take_zone(&mut self, mut n: u64, out: &mut Vec<Extent>) -> u64 {
@@ -314,35 +329,19 @@ impl FreeSpace {
     pub(crate) fn all_merged(&self) -> Vec<Extent> {
         let mut all: Vec<Extent> = self.reusable().collect();
         all.extend(self.pending().map(|p| p.extent));
-        all.sort_unstable();
-        let mut out: Vec<Extent> = Vec::with_capacity(all.len());
-        for e in all {
-            match out.last_mut() {
-                Some(last) if last.end() == e.start => last.len += e.len,
-                _ => out.push(e),
-            }
-        }
-        out
+        merged(all)
     }
 
     /// The reusable extents, in page order, merged (branch regions'
     /// pages included).
     pub(crate) fn reusable(&self) -> impl Iterator<Item = Extent> + '_ {
-        let mut all: Vec<Extent> = self
+        let all: Vec<Extent> = self
             .by_start
             .iter()
             .chain(self.zone_free.iter())
             .map(|(&start, &len)| Extent { start, len })
             .collect();
-        all.sort_unstable();
-        let mut out: Vec<Extent> = Vec::with_capacity(all.len());
-        for e in all {
-            match out.last_mut() {
-                Some(last) if last.end() == e.start => last.len += e.len,
-                _ => out.push(e),
-            }
-        }
-        out.into_iter()
+        merged(all).into_iter()
     }
 
     /// Adds a reusable extent, merging it with its neighbours; the pages
@@ -518,6 +517,19 @@ impl FreeSpace {
         }
         Some(Extent { start, len: take })
     }
+}
+
+/// `extents` (no two overlapping) in page order, those that touch merged.
+fn merged(mut extents: Vec<Extent>) -> Vec<Extent> {
+    extents.sort_unstable();
+    let mut out: Vec<Extent> = Vec::with_capacity(extents.len());
+    for e in extents {
+        match out.last_mut() {
+            Some(last) if last.end() == e.start => last.len += e.len,
+            _ => out.push(e),
+        }
+    }
+    out
 }
 
 /// Branch regions begin once the file holds this many regions' pages (64
@@ -989,6 +1001,15 @@ mod tests {
         );
         assert_eq!(regions, [264, 288]);
         assert!(unused.is_empty());
+        // A failed commit's new region is forgotten; the one before stays.
+        let mut g = f.clone();
+        g.forget_zones_from(288);
+        assert_eq!(g.zones().collect::<Vec<_>>(), [264]);
+        let mut alloc = Allocator {
+            free: &mut f,
+            page_count: 296,
+            taken: &mut taken,
+        };
         // No room left in the meta for another region: as leaves.
         assert_eq!(
             alloc.branch_pages(3, 2, &mut regions, &mut unused),

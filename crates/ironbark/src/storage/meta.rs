@@ -22,6 +22,10 @@
 //! | 72 | 8 | replay to: the txn the log's records must reach to complete this commit (its own txn, except for those steps) |
 //! | 80 | 8 | XXH3-64 of bytes 0..80 |
 //!
+//! After it, the list of branch regions (`encode_zones`): a placement
+//! hint for the next writer, which no reader reads and which an open
+//! ignores if it fails its checks (`decode_zones`).
+//!
 //! Format 4 had neither log field (its checksum at 64 covered bytes
 //! 0..64); such a meta reads as one whose log base and replay target are
 //! its txn. Format 5 is this layout, written by builds that kept values

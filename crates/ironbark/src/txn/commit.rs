@@ -241,6 +241,8 @@ fn finish(
             // Nothing was published: the pages written went to free space,
             // which gets them back; the pages this commit freed are in use.
             w.free.roll_back(base.txn() + 1, &space.taken);
+            // And the branch regions it started lie past the file.
+            w.free.forget_zones_from(base.meta.page_count);
             Err(e)
         }
     };
@@ -533,17 +535,22 @@ fn write_commit(
         }
         .expect("enough pages allocated");
     }
-    // A new region is written whole first: a write of an aligned 2 MiB
-    // makes one folio of it in the page cache, which the map then maps
-    // with one entry; the branches written into it later keep that folio.
-    let (mut region_calls, mut region_bytes) = (0, 0);
-    if !new_regions.is_empty() {
+    // The file covers the pages written before step 5 (which covers the
+    // rest; a commit with neither new regions nor blobs looks once,
+    // there). A new region is written whole first: a write of an aligned
+    // 2 MiB makes one folio of it in the page cache, which the map then
+    // maps with one entry; the branches written into it later keep that
+    // folio.
+    if !new_regions.is_empty() || !placement.blobs.is_empty() {
         ensure_file_len(
             shared,
             &mut w.file_len,
             &mut w.allocated_to,
             alloc.page_count,
         )?;
+    }
+    let (mut region_calls, mut region_bytes) = (0, 0);
+    if !new_regions.is_empty() {
         let rp = alloc.free.region_pages();
         let zeros = vec![0u8; (rp as usize) * ps];
         for &start in &new_regions {
@@ -561,17 +568,7 @@ fn write_commit(
     // the write reads what the checksum just read; step 5 writes the
     // rest. Writing these pages first is safe for the reason the rest
     // are: they are free in every durable commit and every snapshot, and
-    // the meta that makes them reachable is written last. The file covers
-    // the blobs' pages before they are written (step 5 covers the rest; a
-    // commit without blobs looks once, there).
-    if !placement.blobs.is_empty() {
-        ensure_file_len(
-            shared,
-            &mut w.file_len,
-            &mut w.allocated_to,
-            alloc.page_count,
-        )?;
-    }
+    // the meta that makes them reachable is written last.
     let mut sealed_runs = SealedRuns::new(ps);
     let (mut blob_calls, mut blob_bytes) = (0, 0);
     seal_all(
@@ -728,8 +725,10 @@ fn write_commit(
         .write_vectored_at(&[&meta_bytes, &w.zone_list], slot * ps as u64)?;
     let c = &shared.counters;
     c.write_calls.fetch_add(calls, Ordering::Relaxed);
-    c.bytes_written
-        .fetch_add(bytes + meta_bytes.len() as u64, Ordering::Relaxed);
+    c.bytes_written.fetch_add(
+        bytes + (meta_bytes.len() + w.zone_list.len()) as u64,
+        Ordering::Relaxed,
+    );
     c.pages_written
         .fetch_add(bytes / ps as u64 + 1, Ordering::Relaxed);
     match plan {
