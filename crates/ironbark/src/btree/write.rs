@@ -1110,8 +1110,14 @@ impl<'a> TreeWriter<'a> {
             return Ok(false);
         };
         let mut path = [Step::default(); MAX_DEPTH];
-        let copied = self.copy_path_to(tree, key, &mut path)?;
-        assert!(copied, "a key its leaf's overlay keeps is in the tree");
+        // A key the leaf's overlay keeps leads the descent to the leaf,
+        // unless the file is damaged (a branch routes it elsewhere).
+        if !self.copy_path_to(tree, key, &mut path)? {
+            return Err(Error::corrupted_page(
+                leaf,
+                "a key of the leaf's value overlay does not lead to the leaf",
+            ));
+        }
         // Its tombstones took cells out, as deletes would have: the copy
         // merges with a sibling if underfull, as theirs would have.
         let branches = tree.root.depth as usize - 1;

@@ -568,6 +568,14 @@ impl Allocator<'_> {
         }
     }
 
+    /// Whether a commit of `n` more pages may place branches in regions:
+    /// regions are on, and the file would reach [`ZONE_MIN_REGIONS`] of
+    /// them if all `n` came from its end.
+    pub(crate) fn may_place_regions(&self, n: u64) -> bool {
+        let rp = self.free.region_pages();
+        rp > 0 && self.page_count + n >= ZONE_MIN_REGIONS * rp
+    }
+
     /// `n` pages for branch pages, lowest first: from the branch regions'
     /// free pages, then from new regions at the file's end (once the file
     /// holds [`ZONE_MIN_REGIONS`] regions; before, as [`Allocator::pages`]).

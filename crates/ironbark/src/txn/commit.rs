@@ -514,26 +514,38 @@ fn write_commit(
     // Branches go to branch regions (`FreeSpace::add_zone`), apart from
     // the leaves, so that a lookup's upper levels lie in a few 2 MiB
     // regions, each one folio of the page cache, mapped by one TLB entry.
-    let branches = order.iter().filter(|&&id| dirty.is_branch(id)).count() as u64;
-    // Leaves first: the file's size after them decides whether it is
-    // large enough for regions (a checkpoint of a new file's first
-    // logged commits).
-    let runs = alloc.pages(order.len() as u64 - branches);
+    // A file too small for regions, even after this commit, keeps every
+    // page in one order (pre-order: leaves in key order, each branch
+    // before its children).
     let mut new_regions = Vec::new();
     let mut unused = Vec::new();
-    let branch_runs = alloc.branch_pages(branches, max_zones(ps), &mut new_regions, &mut unused);
+    if alloc.may_place_regions(order.len() as u64) {
+        let branches = order.iter().filter(|&&id| dirty.is_branch(id)).count() as u64;
+        // Leaves first: the file's size after them decides whether it is
+        // large enough for regions (a checkpoint of a new file's first
+        // logged commits).
+        let runs = alloc.pages(order.len() as u64 - branches);
+        let branch_runs =
+            alloc.branch_pages(branches, max_zones(ps), &mut new_regions, &mut unused);
+        let mut next = runs.iter().flat_map(|e| e.start..e.end());
+        let mut next_branch = branch_runs.iter().flat_map(|e| e.start..e.end());
+        for &id in order {
+            real[(id & !DIRTY_BIT) as usize] = if dirty.is_branch(id) {
+                next_branch.next()
+            } else {
+                next.next()
+            }
+            .expect("enough pages allocated");
+        }
+    } else {
+        let runs = alloc.pages(order.len() as u64);
+        let mut next = runs.iter().flat_map(|e| e.start..e.end());
+        for &id in order {
+            real[(id & !DIRTY_BIT) as usize] = next.next().expect("enough pages allocated");
+        }
+    }
     for e in unused {
         space.freed.push(Freed::new(e, base.txn()));
-    }
-    let mut next = runs.iter().flat_map(|e| e.start..e.end());
-    let mut next_branch = branch_runs.iter().flat_map(|e| e.start..e.end());
-    for &id in order {
-        real[(id & !DIRTY_BIT) as usize] = if dirty.is_branch(id) {
-            next_branch.next()
-        } else {
-            next.next()
-        }
-        .expect("enough pages allocated");
     }
     // The file covers the pages written before step 5 (which covers the
     // rest; a commit with neither new regions nor blobs looks once,
