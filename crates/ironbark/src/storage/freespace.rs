@@ -199,30 +199,19 @@ impl FreeSpace {
             if !self.zones.insert(z) {
                 continue;
             }
+            // The free extents that reach into the region, given back
+            // through `add_reusable`, which splits them at its edges.
             let end = z + region_pages;
-            let inside: Vec<(u64, u64)> = self
+            let inside: Vec<Extent> = self
                 .by_start
                 .range(..end)
                 .rev()
                 .take_while(|(&s, &l)| s + l > z)
-                .map(|(&s, &l)| (s, l))
+                .map(|(&start, &len)| Extent { start, len })
                 .collect();
-            for (s, l) in inside {
-                self.remove_reusable(s, l);
-                if s < z {
-                    self.add_plain(Extent {
-                        start: s,
-                        len: z - s,
-                    });
-                }
-                if s + l > end {
-                    self.add_plain(Extent {
-                        start: end,
-                        len: s + l - end,
-                    });
-                }
-                let (a, b) = (s.max(z), (s + l).min(end));
-                self.add_zone_free(a, b - a);
+            for extent in inside {
+                self.remove_reusable(extent.start, extent.len);
+                self.add_reusable(extent);
             }
         }
     }
