@@ -6,7 +6,8 @@
 //! regions they spread over many; the regions outlive a reopen (a single
 //! put then takes no new one); a damaged list of them is ignored, and the
 //! next commit names regions again; a whole list naming regions that hold
-//! leaves loses nothing. `check()` passes throughout.
+//! leaves, and a region size changed between opens, lose nothing.
+//! `check()` passes throughout.
 
 mod common;
 
@@ -336,6 +337,47 @@ fn a_list_naming_regions_that_hold_leaves_loses_nothing() {
             every.iter().all(|r| listed.contains(r)),
             "the regions named stay named"
         );
+    }
+}
+
+/// Reopened with regions off, then with regions of another size, the
+/// list the file names is of no use (off: ignored; another size: not
+/// adopted): nothing is lost, `check()` stays clean, and the commits of
+/// the new size name regions of that size.
+#[test]
+fn a_changed_region_size_loses_nothing() {
+    for logged in [false, true] {
+        let t = temp_db("resized.ib");
+        let mut model = Model::new();
+        let mut rng = Rng::new(31);
+        for (round, region) in [REGION, 0, 2 * REGION, REGION].into_iter().enumerate() {
+            {
+                let db = Database::open_with(&t.path, &options(region, logged)).unwrap();
+                put(&db, &mut rng, &mut model, 300);
+                assert_clean(&db);
+                let rx = db.begin_read().unwrap();
+                let tree = rx.tree("t").unwrap();
+                let mut n = 0;
+                for item in rx.iter(&tree).unwrap() {
+                    let (k, v) = item.unwrap();
+                    assert_eq!(model.get(k).map(Vec::as_slice), Some(v), "round {round}");
+                    n += 1;
+                }
+                assert_eq!(n, model.len(), "logged {logged}, round {round}");
+            }
+            let data = std::fs::read(&t.path).unwrap();
+            let newest = (0..2)
+                .max_by_key(|&slot| u64_at(&data[slot * PAGE..], 16))
+                .unwrap();
+            let list = &data[newest * PAGE + LIST_AT..];
+            let (size, named) = (u32_at(list, 0) as usize, u32_at(list, 4));
+            if region == 0 {
+                assert_eq!(named, 0, "logged {logged}: regions named with regions off");
+            } else {
+                assert_eq!(size * PAGE, region, "logged {logged}, round {round}");
+                assert!(named > 0, "logged {logged}, round {round}: no region named");
+            }
+        }
     }
 }
 
