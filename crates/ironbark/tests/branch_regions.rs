@@ -93,11 +93,16 @@ fn live_branches(path: &Path) -> BTreeSet<u64> {
 
 /// The regions the newest meta names (its list's checksum unchecked:
 /// the engine checks it; here a damaged list is one the test damaged).
+/// The meta slot (0 or 1) of the newest commit in the file's bytes.
+fn newest_meta(data: &[u8]) -> usize {
+    (0..2)
+        .max_by_key(|&slot| u64_at(&data[slot * PAGE..], 16))
+        .unwrap()
+}
+
 fn listed_regions(path: &Path) -> Vec<u64> {
     let data = std::fs::read(path).unwrap();
-    let newest = (0..2)
-        .max_by_key(|&slot| u64_at(&data[slot * PAGE..], 16))
-        .unwrap();
+    let newest = newest_meta(&data);
     let list = &data[newest * PAGE + LIST_AT..];
     assert_eq!(
         u32_at(list, 0) as u64,
@@ -272,6 +277,19 @@ fn put(db: &Database, rng: &mut Rng, model: &mut Model, commits: u64) {
     }
 }
 
+/// Asserts that tree "t" holds exactly `model`.
+fn assert_holds(db: &Database, model: &Model, what: &str) {
+    let rx = db.begin_read().unwrap();
+    let tree = rx.tree("t").unwrap();
+    let mut n = 0;
+    for item in rx.iter(&tree).unwrap() {
+        let (k, v) = item.unwrap();
+        assert_eq!(model.get(k).map(Vec::as_slice), Some(v), "{what}");
+        n += 1;
+    }
+    assert_eq!(n, model.len(), "{what}");
+}
+
 /// Writes, after both meta pages, a whole list (its checksum right) that
 /// names `regions`.
 fn write_list(path: &Path, regions: &[u64]) {
@@ -306,9 +324,7 @@ fn a_list_naming_regions_that_hold_leaves_loses_nothing() {
             put(&db, &mut rng, &mut model, 300);
         }
         let data = std::fs::read(&t.path).unwrap();
-        let newest = (0..2)
-            .max_by_key(|&slot| u64_at(&data[slot * PAGE..], 16))
-            .unwrap();
+        let newest = newest_meta(&data);
         let page_count = u64_at(&data[newest * PAGE..], 24);
         let every: Vec<u64> = (0..page_count / REGION_PAGES)
             .map(|r| r * REGION_PAGES)
@@ -322,15 +338,7 @@ fn a_list_naming_regions_that_hold_leaves_loses_nothing() {
             let db = Database::open_with(&t.path, &options(REGION, logged)).unwrap();
             put(&db, &mut rng, &mut model, 40);
             assert_clean(&db);
-            let rx = db.begin_read().unwrap();
-            let tree = rx.tree("t").unwrap();
-            let mut n = 0;
-            for item in rx.iter(&tree).unwrap() {
-                let (k, v) = item.unwrap();
-                assert_eq!(model.get(k).map(Vec::as_slice), Some(v), "round {round}");
-                n += 1;
-            }
-            assert_eq!(n, model.len(), "logged {logged}, round {round}");
+            assert_holds(&db, &model, &format!("logged {logged}, round {round}"));
         }
         let listed: BTreeSet<u64> = listed_regions(&t.path).into_iter().collect();
         assert!(
@@ -355,20 +363,10 @@ fn a_changed_region_size_loses_nothing() {
                 let db = Database::open_with(&t.path, &options(region, logged)).unwrap();
                 put(&db, &mut rng, &mut model, 300);
                 assert_clean(&db);
-                let rx = db.begin_read().unwrap();
-                let tree = rx.tree("t").unwrap();
-                let mut n = 0;
-                for item in rx.iter(&tree).unwrap() {
-                    let (k, v) = item.unwrap();
-                    assert_eq!(model.get(k).map(Vec::as_slice), Some(v), "round {round}");
-                    n += 1;
-                }
-                assert_eq!(n, model.len(), "logged {logged}, round {round}");
+                assert_holds(&db, &model, &format!("logged {logged}, round {round}"));
             }
             let data = std::fs::read(&t.path).unwrap();
-            let newest = (0..2)
-                .max_by_key(|&slot| u64_at(&data[slot * PAGE..], 16))
-                .unwrap();
+            let newest = newest_meta(&data);
             let list = &data[newest * PAGE + LIST_AT..];
             let (size, named) = (u32_at(list, 0) as usize, u32_at(list, 4));
             if region == 0 {
