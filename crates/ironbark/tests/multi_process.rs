@@ -1,7 +1,8 @@
 //! Many processes on one database, with real processes (this test binary
 //! re-run as a child with a role in `IRONBARK_MP_ROLE`): a writer and
 //! readers running at once, SIGKILL of a writer mid-transaction and of
-//! readers holding snapshots, two processes taking turns as writer, a file
+//! readers holding snapshots, two processes taking turns as writer (also
+//! with branch regions, each placing branches in the other's), a file
 //! grown by another process, and read-only opens (with and without a usable
 //! lock file), also by other users (`setpriv`, needs root as CI has).
 //! `check()` passes after each.
@@ -454,6 +455,82 @@ fn two_processes_alternate_as_writer_without_losing_an_update() {
     assert_eq!(u64_of(rx.get(&tr, b"counter").unwrap().unwrap()), 2 * EACH);
     assert_eq!(rx.len(&tr).unwrap(), 2 * EACH + 1);
     db.check().unwrap();
+}
+
+/// Branch regions of 2 pages (docs/design.md, "Branch regions"), so that
+/// a file of a few hundred KiB holds the 32 regions they start at.
+const SMALL_REGIONS: usize = 8192;
+
+fn small_regions(logged: bool) -> Options {
+    Options {
+        logged_commits: logged,
+        branch_region_bytes: SMALL_REGIONS,
+        ..Options::default()
+    }
+}
+
+/// As `incrementer_role`, with small branch regions, file or logged
+/// commits, and a checkpoint every 25 commits.
+fn region_incrementer_role(path: &Path, name: &str, logged: bool, n: u64) {
+    let db = Database::open_with(path, &small_regions(logged)).unwrap();
+    for i in 0..n {
+        let mut tx = db.begin_write().unwrap();
+        tx.set_durability(Durability::None);
+        let t = tx.open_tree("t").unwrap();
+        let c = tx.get(&t, b"counter").unwrap().map(u64_of).unwrap_or(0);
+        tx.put(&t, b"counter", &(c + 1).to_le_bytes()).unwrap();
+        tx.put(&t, format!("{name}{i:05}").as_bytes(), &[1u8; 300])
+            .unwrap();
+        tx.commit().unwrap();
+        if i % 25 == 24 {
+            db.checkpoint().unwrap();
+        }
+    }
+    db.sync().unwrap();
+}
+
+/// Two writer processes taking turns, each with branch regions: each
+/// reloads the free space and the regions the other's commits named
+/// (`txn::shared`), and places its branches there. No update is lost, the
+/// file checks clean, and its newest meta names regions.
+#[test]
+fn two_processes_alternate_as_writer_with_branch_regions() {
+    const EACH: u64 = 400;
+    if let Some((role, path)) = role() {
+        let (name, logged) = role.split_once('-').expect("role name-logged");
+        region_incrementer_role(&path, name, logged == "logged", EACH);
+        return;
+    }
+    let test = "two_processes_alternate_as_writer_with_branch_regions";
+    for mode in ["file", "logged"] {
+        let t = temp_db("region-turns.ib");
+        Database::open_with(&t.path, &small_regions(mode == "logged")).unwrap();
+        let a = spawn(test, &format!("a-{mode}"), &t.path);
+        let b = spawn(test, &format!("b-{mode}"), &t.path);
+        wait_ok(a, "process a");
+        wait_ok(b, "process b");
+        {
+            let db = Database::open_with(&t.path, &small_regions(mode == "logged")).unwrap();
+            let rx = db.begin_read().unwrap();
+            let tr = rx.tree("t").unwrap();
+            assert_eq!(u64_of(rx.get(&tr, b"counter").unwrap().unwrap()), 2 * EACH);
+            assert_eq!(rx.len(&tr).unwrap(), 2 * EACH + 1);
+            let report = db.check().unwrap();
+            assert!(report.is_clean(), "{mode}: {:?}", report.problems);
+        }
+        // The newest meta's list (docs/file-format.md: after byte 88, the
+        // region size in pages, then the count).
+        let data = std::fs::read(&t.path).unwrap();
+        let page = u32::from_le_bytes(data[12..16].try_into().unwrap()) as usize;
+        let txn =
+            |slot: usize| u64::from_le_bytes(data[slot * page + 16..][..8].try_into().unwrap());
+        let newest = if txn(1) > txn(0) { 1 } else { 0 };
+        let list = &data[newest * page + 88..];
+        let size = u32::from_le_bytes(list[..4].try_into().unwrap()) as usize;
+        let named = u32::from_le_bytes(list[4..8].try_into().unwrap());
+        assert_eq!(size * page, SMALL_REGIONS, "{mode}");
+        assert!(named > 0, "{mode}: no region named");
+    }
 }
 
 /// Opens while the file is small, then waits for the parent to grow it and
