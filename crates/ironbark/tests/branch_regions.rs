@@ -91,8 +91,6 @@ fn live_branches(path: &Path) -> BTreeSet<u64> {
     live
 }
 
-/// The regions the newest meta names (its list's checksum unchecked:
-/// the engine checks it; here a damaged list is one the test damaged).
 /// The meta slot (0 or 1) of the newest commit in the file's bytes.
 fn newest_meta(data: &[u8]) -> usize {
     (0..2)
@@ -100,6 +98,8 @@ fn newest_meta(data: &[u8]) -> usize {
         .unwrap()
 }
 
+/// The regions the newest meta names (its list's checksum unchecked:
+/// the engine checks it; here a damaged list is one the test damaged).
 fn listed_regions(path: &Path) -> Vec<u64> {
     let data = std::fs::read(path).unwrap();
     let newest = newest_meta(&data);

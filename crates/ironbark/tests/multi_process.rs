@@ -419,9 +419,16 @@ fn sigkill_of_readers_frees_their_slots_and_space_is_reused() {
 }
 
 /// Increments the shared counter `n` times, one transaction each, and adds
-/// its own key per increment.
-fn incrementer_role(path: &Path, name: &str, n: u64) {
-    let db = Database::open(path).unwrap();
+/// its own key per increment; a checkpoint every `checkpoint_every`
+/// commits, if given.
+fn incrementer_role(
+    path: &Path,
+    options: &Options,
+    name: &str,
+    n: u64,
+    checkpoint_every: Option<u64>,
+) {
+    let db = Database::open_with(path, options).unwrap();
     for i in 0..n {
         let mut tx = db.begin_write().unwrap();
         tx.set_durability(Durability::None);
@@ -431,6 +438,9 @@ fn incrementer_role(path: &Path, name: &str, n: u64) {
         tx.put(&t, format!("{name}{i:05}").as_bytes(), &[1u8; 300])
             .unwrap();
         tx.commit().unwrap();
+        if checkpoint_every.is_some_and(|every| i % every == every - 1) {
+            db.checkpoint().unwrap();
+        }
     }
     db.sync().unwrap();
 }
@@ -439,7 +449,7 @@ fn incrementer_role(path: &Path, name: &str, n: u64) {
 fn two_processes_alternate_as_writer_without_losing_an_update() {
     const EACH: u64 = 300;
     if let Some((role, path)) = role() {
-        incrementer_role(&path, &role, EACH);
+        incrementer_role(&path, &Options::default(), &role, EACH, None);
         return;
     }
     let test = "two_processes_alternate_as_writer_without_losing_an_update";
@@ -469,28 +479,8 @@ fn small_regions(logged: bool) -> Options {
     }
 }
 
-/// As `incrementer_role`, with small branch regions, file or logged
-/// commits, and a checkpoint every 25 commits.
-fn region_incrementer_role(path: &Path, name: &str, logged: bool, n: u64) {
-    let db = Database::open_with(path, &small_regions(logged)).unwrap();
-    for i in 0..n {
-        let mut tx = db.begin_write().unwrap();
-        tx.set_durability(Durability::None);
-        let t = tx.open_tree("t").unwrap();
-        let c = tx.get(&t, b"counter").unwrap().map(u64_of).unwrap_or(0);
-        tx.put(&t, b"counter", &(c + 1).to_le_bytes()).unwrap();
-        tx.put(&t, format!("{name}{i:05}").as_bytes(), &[1u8; 300])
-            .unwrap();
-        tx.commit().unwrap();
-        if i % 25 == 24 {
-            db.checkpoint().unwrap();
-        }
-    }
-    db.sync().unwrap();
-}
-
-/// Two writer processes taking turns, each with branch regions: each
-/// reloads the free space and the regions the other's commits named
+/// Two writer processes taking turns, each with branch regions and a
+/// checkpoint every 25 commits: each reloads the free space and the regions the other's commits named
 /// (`txn::shared`), and places its branches there. No update is lost, the
 /// file checks clean, and its newest meta names regions.
 #[test]
@@ -498,7 +488,8 @@ fn two_processes_alternate_as_writer_with_branch_regions() {
     const EACH: u64 = 400;
     if let Some((role, path)) = role() {
         let (name, logged) = role.split_once('-').expect("role name-logged");
-        region_incrementer_role(&path, name, logged == "logged", EACH);
+        let options = small_regions(logged == "logged");
+        incrementer_role(&path, &options, name, EACH, Some(25));
         return;
     }
     let test = "two_processes_alternate_as_writer_with_branch_regions";

@@ -519,30 +519,25 @@ fn write_commit(
     // before its children).
     let mut new_regions = Vec::new();
     let mut unused = Vec::new();
-    if alloc.may_place_regions(order.len() as u64) {
-        let branches = order.iter().filter(|&&id| dirty.is_branch(id)).count() as u64;
-        // Leaves first: the file's size after them decides whether it is
-        // large enough for regions (a checkpoint of a new file's first
-        // logged commits).
-        let runs = alloc.pages(order.len() as u64 - branches);
-        let branch_runs =
-            alloc.branch_pages(branches, max_zones(ps), &mut new_regions, &mut unused);
-        let mut next = runs.iter().flat_map(|e| e.start..e.end());
-        let mut next_branch = branch_runs.iter().flat_map(|e| e.start..e.end());
-        for &id in order {
-            real[(id & !DIRTY_BIT) as usize] = if dirty.is_branch(id) {
-                next_branch.next()
-            } else {
-                next.next()
-            }
-            .expect("enough pages allocated");
+    let regions = alloc.may_place_regions(order.len() as u64);
+    let branches = match regions {
+        true => order.iter().filter(|&&id| dirty.is_branch(id)).count() as u64,
+        false => 0,
+    };
+    // Leaves first: the file's size after them decides whether it is
+    // large enough for regions (a checkpoint of a new file's first logged
+    // commits).
+    let runs = alloc.pages(order.len() as u64 - branches);
+    let branch_runs = alloc.branch_pages(branches, max_zones(ps), &mut new_regions, &mut unused);
+    let mut next = runs.iter().flat_map(|e| e.start..e.end());
+    let mut next_branch = branch_runs.iter().flat_map(|e| e.start..e.end());
+    for &id in order {
+        real[(id & !DIRTY_BIT) as usize] = if regions && dirty.is_branch(id) {
+            next_branch.next()
+        } else {
+            next.next()
         }
-    } else {
-        let runs = alloc.pages(order.len() as u64);
-        let mut next = runs.iter().flat_map(|e| e.start..e.end());
-        for &id in order {
-            real[(id & !DIRTY_BIT) as usize] = next.next().expect("enough pages allocated");
-        }
+        .expect("enough pages allocated");
     }
     for e in unused {
         space.freed.push(Freed::new(e, base.txn()));
