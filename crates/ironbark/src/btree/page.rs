@@ -509,28 +509,56 @@ impl<'a> Node<'a> {
     }
 
     /// The first slot from `first` (below the count) whose head is not
-    /// below `h`, by a binary search of the slot array written as a
-    /// select, not a branch, on the comparison: its outcome is a coin toss
-    /// the branch predictor loses half the time. LLVM's x86 backend may
-    /// still make the select a branch in a loop;
-    /// `std::hint::select_unpredictable` would keep it, but needs Rust
-    /// 1.88, above the MSRV. The probes index the slot array sliced once,
-    /// with `u32` indices (a count is a `u16`): their offsets cannot
-    /// overflow, so each costs one bounds check against the array's
-    /// length, not two against the page's.
+    /// below `h`. The outcome of comparing a random key's head with a
+    /// slot's is a coin toss the branch predictor loses half the time,
+    /// and a loop of selects on it is compiled as a loop of branches (LLVM's
+    /// x86 backend turns a select in a loop into a branch where a load
+    /// feeds its condition; `std::hint::select_unpredictable`, which would
+    /// keep it, needs Rust 1.88, above the MSRV). So the search halves the
+    /// range with branches only while it holds more than `HEAD_WINDOW`
+    /// slots (a leaf of 35 entries takes 2 or 3 such steps instead of 6,
+    /// a branch of 150 5 instead of 8), then counts the heads below `h`
+    /// among the next `HEAD_WINDOW` slots: independent loads, added up, no
+    /// branch on any outcome. Heads past the range are not below `h`, so
+    /// counting a whole window past its end changes nothing. The probes
+    /// index the slot array sliced once, with `u32` indices (a count is a
+    /// `u16`): their offsets cannot overflow, so each costs one bounds
+    /// check against the array's length, not two against the page's.
     #[inline(always)]
     fn first_head_not_below(&self, first: usize, h: u32) -> usize {
         debug_assert!(first < self.count);
         let slots = self.slots();
-        let mut base = first as u32;
-        let mut size = (self.count - first) as u32;
-        while size > 1 {
-            let half = size / 2;
-            let mid = base + half;
-            base = if slot_head(slots, mid) < h { mid } else { base };
-            size -= half;
+        let count = self.count as u32;
+        // The answer is in lo..=lo + n: every head before `lo` is below
+        // `h`, none from `lo + n` on is.
+        let (mut lo, mut n) = (first as u32, count - first as u32);
+        while n > HEAD_WINDOW {
+            let half = n / 2;
+            if slot_head(slots, lo + half) < h {
+                lo += half + 1;
+                n -= half + 1;
+            } else {
+                n = half;
+            }
         }
-        base as usize + usize::from(slot_head(slots, base) < h)
+        // A whole window where the page has one from `first` (a fixed
+        // count of probes, unrolled, no loop to leave): moved back from
+        // `lo` to end at the count, it takes in heads before `lo`, which
+        // are below `h` and counted.
+        let first = first as u32;
+        if count - first >= HEAD_WINDOW {
+            let start = lo.min(count - HEAD_WINDOW);
+            let window =
+                &slots[start as usize * SLOT_LEN..(start + HEAD_WINDOW) as usize * SLOT_LEN];
+            let below: u32 = (0..HEAD_WINDOW)
+                .map(|i| u32::from(slot_head(window, i) < h))
+                .sum();
+            return (start + below) as usize;
+        }
+        let below: u32 = (lo..count)
+            .map(|i| u32::from(slot_head(slots, i) < h))
+            .sum();
+        (lo + below) as usize
     }
 
     /// Asks for the lines of leaf cells `search_leaf(key)` will read,
@@ -667,6 +695,12 @@ impl<'a> Node<'a> {
         Ok(used >= bytes)
     }
 }
+
+/// Slots whose heads a search counts instead of halving them
+/// (`Node::first_head_not_below`): 8 slots are 48 bytes, one or two
+/// lines. Lookups on a 1M random fill ran as fast with 8 as with 16 or
+/// 32, and 8 adds the fewest instructions (benchmarks.md, session 56).
+const HEAD_WINDOW: u32 = 8;
 
 /// Bytes of a leaf cell a lookup asks for ahead (`Node::head_range`):
 /// three lines, a 16-byte key and a 100-byte value wherever it starts.
@@ -1632,6 +1666,46 @@ pub(crate) mod tests {
                             "{probe:?} in {keys:?}"
                         );
                     }
+                }
+            }
+        }
+    }
+
+    /// `first_head_not_below` answers as a scan of the slot array does,
+    /// on pages of every slot count from 1 to a 4 KiB page's worth, heads
+    /// in runs of equal ones, from slot 0 or 1, for heads below, among,
+    /// equal to and above the page's: the halving, the whole window moved
+    /// back to end at the count, and the short count of a small page.
+    #[test]
+    fn the_first_head_not_below_agrees_with_a_scan() {
+        let mut rng = Rng(0x5eed_0f_4ead);
+        let mut page = vec![0u8; 4096];
+        for count in 1..=200usize {
+            // Keys of 5 bytes from a small alphabet: their heads repeat.
+            let mut keys: Vec<Vec<u8>> = (0..count)
+                .map(|_| (0..5).map(|_| b"0a~"[rng.below(3) as usize]).collect())
+                .collect();
+            keys.sort();
+            keys.dedup();
+            let cells: Vec<Vec<u8>> = keys.iter().map(|k| leaf_cell_inline(k, b"")).collect();
+            fill_page(&mut page, true, &cells);
+            let node = Node::parse(&page, 1, None).unwrap();
+            let heads: Vec<u32> = (0..node.count as u32)
+                .map(|i| slot_head(node.slots(), i))
+                .collect();
+            let mut probes = vec![0, u32::MAX];
+            for &h in &heads {
+                probes.extend([h.wrapping_sub(1), h, h.wrapping_add(1)]);
+            }
+            for first in [0, 1].into_iter().filter(|&f| f < node.count) {
+                for &h in &probes {
+                    let want = first + heads[first..].iter().filter(|&&x| x < h).count();
+                    assert_eq!(
+                        node.first_head_not_below(first, h),
+                        want,
+                        "{} slots from {first}, head {h:#x}",
+                        node.count
+                    );
                 }
             }
         }
