@@ -1678,7 +1678,7 @@ pub(crate) mod tests {
     /// back to end at the count, and the short count of a small page.
     #[test]
     fn the_first_head_not_below_agrees_with_a_scan() {
-        let mut rng = Rng(0x5eed_0f_4ead);
+        let mut rng = Rng(0x005e_ed0f_4ead);
         let mut page = vec![0u8; 4096];
         for count in 1..=200usize {
             // Keys of 5 bytes from a small alphabet: their heads repeat.
