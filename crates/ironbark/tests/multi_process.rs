@@ -480,9 +480,10 @@ fn small_regions(logged: bool) -> Options {
 }
 
 /// Two writer processes taking turns, each with branch regions and a
-/// checkpoint every 25 commits: each reloads the free space and the regions the other's commits named
-/// (`txn::shared`), and places its branches there. No update is lost, the
-/// file checks clean, and its newest meta names regions.
+/// checkpoint every 25 commits: each reloads the free space and the
+/// regions the other's commits named (`txn::shared`), and places its
+/// branches there. No update is lost, the file checks clean, and its
+/// newest meta names regions.
 #[test]
 fn two_processes_alternate_as_writer_with_branch_regions() {
     const EACH: u64 = 400;

@@ -520,9 +520,10 @@ fn write_commit(
     let mut new_regions = Vec::new();
     let mut unused = Vec::new();
     let regions = alloc.may_place_regions(order.len() as u64);
-    let branches = match regions {
-        true => order.iter().filter(|&&id| dirty.is_branch(id)).count() as u64,
-        false => 0,
+    let branches = if regions {
+        order.iter().filter(|&&id| dirty.is_branch(id)).count() as u64
+    } else {
+        0
     };
     // Leaves first: the file's size after them decides whether it is
     // large enough for regions (a checkpoint of a new file's first logged
