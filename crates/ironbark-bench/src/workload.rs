@@ -143,7 +143,7 @@ impl Limit<'_> {
             }
         }
         match self.deadline {
-            Some(d) => ops % 64 == 0 && Instant::now() >= d,
+            Some(d) => ops.is_multiple_of(64) && Instant::now() >= d,
             None => ops >= self.count,
         }
     }
@@ -194,7 +194,7 @@ fn read_random(
             t.missing += 1;
         }
         t.ops += 1;
-        if t.ops % progress::CHUNK == 0 {
+        if t.ops.is_multiple_of(progress::CHUNK) {
             progress::add(progress::CHUNK);
         }
     }
@@ -214,7 +214,7 @@ fn read_seq(ctx: &Ctx<'_>, s: &mut dyn Session, reverse: bool, count: u64) -> Re
             bad = Some(k.to_vec());
         }
         n += 1;
-        if n % progress::CHUNK == 0 {
+        if n.is_multiple_of(progress::CHUNK) {
             progress::add(progress::CHUNK);
             let now = Instant::now();
             hist.saturating_record((now - last).as_nanos() as u64 / progress::CHUNK);
@@ -265,7 +265,7 @@ fn seek_random(ctx: &Ctx<'_>, s: &mut dyn Session, seed: u64, limit: Limit<'_>) 
             t.missing += 1;
         }
         t.ops += 1;
-        if t.ops % progress::CHUNK == 0 {
+        if t.ops.is_multiple_of(progress::CHUNK) {
             progress::add(progress::CHUNK);
         }
     }

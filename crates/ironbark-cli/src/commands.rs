@@ -441,7 +441,7 @@ fn preflight(
                 }
             }
             done += 1;
-            if done % 4096 == 0 {
+            if done.is_multiple_of(4096) {
                 pb.set_position(done);
             }
             Ok(())
@@ -630,7 +630,7 @@ fn write_dump(
             dumpfile::encode_line(format, v, &mut line);
             out.write_all(&line).map_err(output_error)?;
             done += 1;
-            if done % 4096 == 0 {
+            if done.is_multiple_of(4096) {
                 pb.set_position(done);
             }
             Ok(())
@@ -842,7 +842,7 @@ fn load_into(
                 ),
             })?;
             entries += 1;
-            if entries % 4096 == 0 {
+            if entries.is_multiple_of(4096) {
                 pb.set_position(reader.bytes_read());
             }
         }

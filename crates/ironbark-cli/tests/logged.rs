@@ -48,7 +48,7 @@ fn commit(db: &ironbark::Database, n: u64) {
     let log = tx.open_tree("log").unwrap();
     let meta = tx.open_tree("meta").unwrap();
     tx.put(&log, &key(n), &value(n)).unwrap();
-    if n % 5 == 0 {
+    if n.is_multiple_of(5) {
         tx.delete(&log, &key(n - 1)).unwrap();
     }
     tx.put(&meta, b"counter", n.to_string().as_bytes()).unwrap();

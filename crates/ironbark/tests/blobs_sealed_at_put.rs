@@ -25,7 +25,7 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// A value two blob pages long for some keys, one page for the others.
 fn value(rng: &mut Rng, i: u64) -> Vec<u8> {
-    rng.bytes(if i % 7 == 0 { 6000 } else { 4000 })
+    rng.bytes(if i.is_multiple_of(7) { 6000 } else { 4000 })
 }
 
 fn key(i: u64) -> Vec<u8> {

@@ -527,7 +527,7 @@ fn a_format_5_file_opens_takes_larger_inline_values_and_becomes_format_6() {
     let old = |i: u32| {
         vec![
             i as u8;
-            if i % 5 == 0 {
+            if i.is_multiple_of(5) {
                 2500
             } else {
                 1500 + i as usize * 10

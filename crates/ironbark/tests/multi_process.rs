@@ -185,7 +185,7 @@ fn reader_role(path: &Path) {
         assert!(v >= seen, "snapshots went back in time: {v} after {seen}");
         seen = v;
         snapshots += 1;
-        if snapshots % 50 == 0 {
+        if snapshots.is_multiple_of(50) {
             held.push((rx, v));
             if held.len() > 3 {
                 held.remove(0);

@@ -570,7 +570,7 @@ fn a_read_only_process_compacts_beside_a_writer_of_logged_commits() {
     });
     while !heard.is_finished() {
         w.commit_one(&db);
-        if w.n % 400 == 0 {
+        if w.n.is_multiple_of(400) {
             db.checkpoint().unwrap();
         }
     }

@@ -1188,14 +1188,14 @@ mod tests {
                     frames.push(frame(step));
                     model.push((step, step as u32 * 3));
                 }
-                4 if x % 7 == 0 => {
+                4 if x.is_multiple_of(7) => {
                     frames.clear();
                     model.clear();
                 }
                 _ if !model.is_empty() => {
                     frames.top_mut().expect("a frame").idx += 1;
                     model.last_mut().unwrap().1 += 1;
-                    if x % 2 == 0 {
+                    if x.is_multiple_of(2) {
                         frames.pop();
                         model.pop();
                     }

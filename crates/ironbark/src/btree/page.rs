@@ -510,20 +510,21 @@ impl<'a> Node<'a> {
 
     /// The first slot from `first` (below the count) whose head is not
     /// below `h`. The outcome of comparing a random key's head with a
-    /// slot's is a coin toss the branch predictor loses half the time,
-    /// and a loop of selects on it is compiled as a loop of branches (LLVM's
-    /// x86 backend turns a select in a loop into a branch where a load
-    /// feeds its condition; `std::hint::select_unpredictable`, which would
-    /// keep it, needs Rust 1.88, above the MSRV). So the search halves the
-    /// range with branches only while it holds more than `HEAD_WINDOW`
-    /// slots (a leaf of 35 entries takes 2 or 3 such steps instead of 6,
-    /// a branch of 150 5 instead of 8), then counts the heads below `h`
-    /// among the next `HEAD_WINDOW` slots: independent loads, added up, no
-    /// branch on any outcome. Heads past the range are not below `h`, so
-    /// counting a whole window past its end changes nothing. The probes
-    /// index the slot array sliced once, with `u32` indices (a count is a
-    /// `u16`): their offsets cannot overflow, so each costs one bounds
-    /// check against the array's length, not two against the page's.
+    /// slot's is a coin toss the branch predictor loses half the time, so
+    /// no step branches on one. Each halving step is a select marked
+    /// unpredictable (`std::hint::select_unpredictable`), which LLVM keeps
+    /// as a conditional move: unmarked, its x86 backend turns a select in
+    /// a loop into a branch where a load feeds the condition. The range's
+    /// length after each step depends only on the count, so the loop's
+    /// exit is the same for every key of a page. Once `HEAD_WINDOW` slots
+    /// or fewer are left, the search counts the heads below `h` among
+    /// the next `HEAD_WINDOW` slots: independent loads, added up, where
+    /// three more halving steps would each wait for the load before.
+    /// Heads past the range are not below `h`, so counting a whole window
+    /// past its end changes nothing. The probes index the slot array
+    /// sliced once, with `u32` indices (a count is a `u16`): their offsets
+    /// cannot overflow, so each costs one bounds check against the array's
+    /// length, not two against the page's.
     #[inline(always)]
     fn first_head_not_below(&self, first: usize, h: u32) -> usize {
         debug_assert!(first < self.count);
@@ -534,12 +535,12 @@ impl<'a> Node<'a> {
         let (mut lo, mut n) = (first as u32, count - first as u32);
         while n > HEAD_WINDOW {
             let half = n / 2;
-            if slot_head(slots, lo + half) < h {
-                lo += half + 1;
-                n -= half + 1;
-            } else {
-                n = half;
-            }
+            // Either way the answer stays in the new range: past `lo +
+            // half` if its head is below `h`, else at or before it, and
+            // `n - half >= half`.
+            let below = slot_head(slots, lo + half) < h;
+            lo = std::hint::select_unpredictable(below, lo + half, lo);
+            n -= half;
         }
         // A whole window where the page has one from `first` (a fixed
         // count of probes, unrolled, no loop to leave): moved back from
@@ -698,8 +699,8 @@ impl<'a> Node<'a> {
 
 /// Slots whose heads a search counts instead of halving them
 /// (`Node::first_head_not_below`): 8 slots are 48 bytes, one or two
-/// lines. Lookups on a 1M random fill ran as fast with 8 as with 16 or
-/// 32, and 8 adds the fewest instructions (benchmarks.md, session 56).
+/// lines. Lookups on a 1M random fill, the halving steps conditional
+/// moves, ran slower with 4 or 16 (benchmarks.md, session 57).
 const HEAD_WINDOW: u32 = 8;
 
 /// Bytes of a leaf cell a lookup asks for ahead (`Node::head_range`):

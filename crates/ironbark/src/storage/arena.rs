@@ -323,7 +323,7 @@ impl Arena {
     pub(crate) fn overlay_in(&self, unit: u64) -> Option<OverlayPage<'_>> {
         let size = UnitSize::of(unit)?;
         let first = unit & !UNIT_TAGS;
-        if first % size.eighths() != 0 || first >= self.slots * OVERLAY_UNITS_PER_SLOT {
+        if !first.is_multiple_of(size.eighths()) || first >= self.slots * OVERLAY_UNITS_PER_SLOT {
             // A unit starts at a multiple of its size (a whole slot's at
             // its slot), so it ends within its slot.
             return None;

@@ -230,7 +230,7 @@ impl FreeSpace {
     /// freed later join the region's free pages.
     pub(crate) fn add_zone(&mut self, start: u64) {
         let rp = self.region_pages;
-        assert!(rp > 0 && start % rp == 0, "region at {start}");
+        assert!(rp > 0 && start.is_multiple_of(rp), "region at {start}");
         debug_assert!(self
             .by_start
             .range(..start + rp)

@@ -164,7 +164,7 @@ impl<'db> WriteTxn<'db> {
         let w = &mut *self.writer;
         if w.overlay_misses >= MISSES_BEFORE_SAMPLING {
             w.overlay_misses += 1;
-            if w.overlay_misses % OVERLAY_SAMPLE != 0 {
+            if !w.overlay_misses.is_multiple_of(OVERLAY_SAMPLE) {
                 return Ok(Change::Declined);
             }
         }

@@ -111,7 +111,7 @@ impl ReadTxn {
                     let shown = shared.readers.published_txn();
                     let lent = shared.lender.newest_txn();
                     if lent != 0 && lent >= shown {
-                        if attempts % 64 == 0 {
+                        if attempts.is_multiple_of(64) {
                             std::thread::yield_now();
                         } else {
                             std::hint::spin_loop();

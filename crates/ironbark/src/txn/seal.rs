@@ -141,7 +141,7 @@ fn order_scanning(catalog: &Catalog, dirty: &DirtyPages, p: &mut Placement) -> R
         }
         while let Some(id) = p.stack.pop() {
             p.pages.push(id);
-            if p.pages.len() % SPILL_READS == 0 {
+            if p.pages.len().is_multiple_of(SPILL_READS) {
                 dirty.forget_spill_reads();
             }
             let node = Node::parse(dirty.get(id), id, None)?;

@@ -147,7 +147,7 @@ impl<T: Lendable> Lender<T> {
     /// Writes the pair under the sequence lock. The caller holds `retained`.
     fn set_newest(&self, _held: &mut Retained<T>, snapshot: *const T, txn: u64) {
         let s = self.seq.load(SeqCst);
-        debug_assert!(s % 2 == 0, "the sequence lock has one writer");
+        debug_assert!(s.is_multiple_of(2), "the sequence lock has one writer");
         self.seq.store(s + 1, SeqCst);
         self.newest.store(snapshot.cast_mut(), SeqCst);
         self.newest_txn.store(txn, SeqCst);
@@ -315,7 +315,7 @@ impl<T: Lendable> Lender<T> {
         // Read after registering: a snapshot freed since cannot be read
         // here (module doc).
         let s = self.seq.load(SeqCst);
-        if s % 2 != 0 {
+        if !s.is_multiple_of(2) {
             return None;
         }
         let snapshot = self.newest.load(SeqCst);
