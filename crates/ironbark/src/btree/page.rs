@@ -542,6 +542,7 @@ impl<'a> Node<'a> {
             lo = std::hint::select_unpredictable(below, lo + half, lo);
             n -= half;
         }
+        debug_assert!(lo >= first as u32 && lo + n <= count);
         // A whole window where the page has one from `first` (a fixed
         // count of probes, unrolled, no loop to leave): moved back from
         // `lo` to end at the count, it takes in heads before `lo`, which
