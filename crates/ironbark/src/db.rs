@@ -943,7 +943,8 @@ fn open_instance(
         // already), so nothing it reads is ever overwritten.
         file.lockless_reader_lock()?;
         let loaded = load(&file, options.map_reservation)?;
-        if loaded.meta.replay_end(log_end(path, None)?)?.is_some() {
+        let end = log_end(path, None, loaded.meta.txn, options.salvage_damaged_log)?;
+        if loaded.meta.replay_end(end)?.is_some() {
             // Commits a crash left in the log: only a writer can replay
             // them, and this reader keeps writers out.
             return Err(Error::Locked);
@@ -984,7 +985,10 @@ fn open_instance(
         let log = open_log(path, options)?;
         // Before the lock file is laid out: a step of a checkpoint whose
         // log is damaged does not open, and leaves no lock file behind.
-        let end = match log_end(path, log.as_ref()).and_then(|end| loaded.meta.replay_end(end)) {
+        let salvage = options.salvage_damaged_log;
+        let end = match log_end(path, log.as_ref(), loaded.meta.txn, salvage)
+            .and_then(|end| loaded.meta.replay_end(end))
+        {
             Ok(end) => end,
             Err(e) => {
                 gated.discard();
@@ -1057,6 +1061,7 @@ fn open_instance(
         map_reservation: options.map_reservation,
         max_dirty_bytes: options.max_dirty_bytes,
         checkpoint_log_bytes: options.checkpoint_log_bytes,
+        salvage_damaged_log: options.salvage_damaged_log,
         checkpoint_step_pages: options.checkpoint_step_pages,
         branch_region_bytes: options.branch_region_bytes,
         read_only: options.read_only,
@@ -1106,15 +1111,23 @@ fn open_log(path: &Path, options: &Options) -> Result<Option<RedoLog>> {
 
 /// The txn of the redo log's last record (`None`: no log, or no record),
 /// read through `log` or, for an instance that keeps none, a read-only
-/// handle.
-fn log_end(path: &Path, log: Option<&RedoLog>) -> Result<Option<u64>> {
-    match log {
-        Some(l) => l.last_recorded_txn(),
+/// handle; `Corrupted` where a record past the chain's end proves a
+/// durable commit past `durable` (the data file's) damaged, unless
+/// `salvage` (`txn::recovery::checked_chain_end`).
+fn log_end(path: &Path, log: Option<&RedoLog>, durable: u64, salvage: bool) -> Result<Option<u64>> {
+    let read_only;
+    let log = match log {
+        Some(l) => l,
         None => match RedoLog::open_read_only(&crate::storage::log::log_path(path))? {
-            Some(l) => l.last_recorded_txn(),
-            None => Ok(None),
+            Some(l) => {
+                read_only = l;
+                &read_only
+            }
+            None => return Ok(None),
         },
-    }
+    };
+    let scan = log.scan()?;
+    crate::txn::recovery::checked_chain_end(log, &scan, durable, salvage, path)
 }
 
 /// The instance of a process that loaded the commit itself.
@@ -1149,6 +1162,7 @@ fn assemble(
         map_reservation: options.map_reservation,
         max_dirty_bytes: options.max_dirty_bytes,
         checkpoint_log_bytes: options.checkpoint_log_bytes,
+        salvage_damaged_log: options.salvage_damaged_log,
         checkpoint_step_pages: options.checkpoint_step_pages,
         branch_region_bytes: options.branch_region_bytes,
         read_only: options.read_only,

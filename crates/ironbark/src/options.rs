@@ -102,6 +102,20 @@ pub struct Options {
     /// and cost a sync each. Decided by the first open of the file in a
     /// process.
     pub checkpoint_step_pages: Option<u64>,
+    /// Opens a database whose redo log proves a durable commit damaged
+    /// (default `false`). After a crash, recovery replays the log's records
+    /// up to the first one that is torn or damaged. A record written after
+    /// the log was synced vouches for every record before it, so a damaged
+    /// record with an intact voucher after it is not a torn write but lost
+    /// durable data (the medium, a misdirected write): by default the open
+    /// that finds it (or the replay of a process that joins) fails with
+    /// [`crate::Error::Corrupted`] naming the commits, and nothing is
+    /// changed. With this set, recovery replays the records before the
+    /// damage and drops the rest: the database opens at the last commit
+    /// before the damaged one, a consistent but older state
+    /// (docs/design.md, "Recovery"). Decided by the first open of the file
+    /// in a process.
+    pub salvage_damaged_log: bool,
     /// Bytes of a branch region (default 2 MiB, a huge page; 0: none): the
     /// writer places branch pages in aligned regions of this size that
     /// hold nothing else (docs/design.md, "Branch regions"). For the
@@ -144,6 +158,7 @@ impl Default for Options {
             map_reservation: DEFAULT_MAP_RESERVATION,
             max_dirty_bytes: DEFAULT_MAX_DIRTY_BYTES,
             checkpoint_log_bytes: None,
+            salvage_damaged_log: false,
             checkpoint_step_pages: None,
             branch_region_bytes: DEFAULT_BRANCH_REGION_BYTES,
             io_hook: None,

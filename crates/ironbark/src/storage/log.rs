@@ -20,8 +20,19 @@
 //! | 12 | 4 | payload length in bytes (at most [`MAX_PAYLOAD`]) |
 //! | 16 | 8 | txn id of the commit (the first record: epoch + 1; then the previous one's + 1) |
 //! | 24 | 8 | epoch: the txn id of the checkpoint the chain starts from |
-//! | 32 | len | payload |
+//! | 32 | len | payload, which starts with the byte [`SYNC_MARKER`] when every earlier record of the chain was durable before this one was written |
 //! | 32 + len | 0-7 | zeros, to a multiple of 8 (checked by the scan, not checksummed) |
+//!
+//! Damage against a torn write: a crash tears only records not yet
+//! synced, and with no sync between them the kernel may write their pages
+//! in any order, so a chain that ends at a bad record followed by good
+//! ones is what a crash may leave, and the chain up to it is the state to
+//! recover. But a good record that carries the marker was written after a
+//! sync of every record before it: a bad record before it is damage to a
+//! durable commit (the medium, a misdirected write), which recovery
+//! reports instead of dropping the commits silently
+//! ([`RedoLog::vouched_past`]). The last durable record has no later one to
+//! vouch for it: its damage reads as a torn write.
 //!
 //! Recycling: after `restart(E)` the new chain overwrites the old one from
 //! offset 0, and the old chain's bytes after the new chain's end stay in
@@ -63,6 +74,15 @@ pub(crate) const HEADER_LEN: usize = 32;
 pub(crate) const MAX_PAYLOAD: usize = 64 << 20;
 /// Every record starts at a multiple of this.
 const ALIGN: usize = 8;
+/// The first byte of a record's payload when every record before it in
+/// its chain was durable before it was written (the log was synced through
+/// them): the record vouches for them. The scan strips it
+/// ([`LogRecord::after_sync`]); a later record that vouches for a damaged
+/// one proves that damage is not a torn write
+/// ([`RedoLog::vouched_past`]). 9 is no operation of the redo payload
+/// (`txn::redo`): a build older than the marker reports such a record as
+/// damage and opens nothing, rather than replaying part of it.
+pub(crate) const SYNC_MARKER: u8 = 9;
 /// The least the file grows by at a time (unless a quarter of its length
 /// is more): growth is rare and the log is recycled, so it pays to grow
 /// in big steps.
@@ -111,6 +131,10 @@ pub(crate) struct RedoLog {
     epoch: u64,
     /// The chain's last txn id, or the epoch before its first record.
     last_txn: u64,
+    /// The chain's last txn whose record a sync made durable, or the epoch
+    /// when none has been: the next record vouches for the chain
+    /// ([`SYNC_MARKER`]) when this is `last_txn`.
+    synced_through: u64,
     /// A writable map of the file's first `file_len` bytes, through which
     /// records are appended; made at the first append after the file grew
     /// (never for a log that is only read).
@@ -128,8 +152,12 @@ pub(crate) struct RedoLog {
 pub(crate) struct LogRecord {
     /// The txn id of the commit.
     pub(crate) txn: u64,
-    /// What the commit logged (opaque here).
+    /// What the commit logged (opaque here), less a leading
+    /// [`SYNC_MARKER`].
     pub(crate) payload: Vec<u8>,
+    /// The record carried the [`SYNC_MARKER`]: every record before it in
+    /// the chain was durable when it was written.
+    pub(crate) after_sync: bool,
 }
 
 /// The valid chain found at the start of the log.
@@ -183,11 +211,6 @@ pub(crate) fn log_path(data: &Path) -> std::path::PathBuf {
 }
 
 impl RedoLog {
-    /// The txn of the valid chain's last record (`None`: no record).
-    pub(crate) fn last_recorded_txn(&self) -> Result<Option<u64>> {
-        Ok(self.scan()?.records.last().map(|r| r.txn))
-    }
-
     /// Restarts the chain after the durable checkpoint `epoch` and empties
     /// the file, giving its blocks back (a clean close of the last process:
     /// the log holds nothing the file does not, and an empty log is found
@@ -239,6 +262,7 @@ impl RedoLog {
             last_sum: 0,
             epoch: 0,
             last_txn: 0,
+            synced_through: 0,
             map: None,
             zeros_written: 0,
             #[cfg(test)]
@@ -255,6 +279,8 @@ impl RedoLog {
     /// check: torn tails, zeros, garbage and the stale records of an older
     /// chain all end the chain. Never panics on any file content; an empty
     /// or all-zero file gives no records. Errors only when reading fails.
+    /// A record's [`SYNC_MARKER`] is taken off its payload
+    /// ([`LogRecord::after_sync`]).
     ///
     /// The records may include commits the data file already holds (a
     /// checkpoint newer than the chain's epoch, written before the restart's
@@ -318,9 +344,12 @@ impl RedoLog {
             {
                 break;
             }
+            let stored = &rec[HEADER_LEN..body_end];
+            let after_sync = stored.first() == Some(&SYNC_MARKER);
             scan.records.push(LogRecord {
                 txn,
-                payload: rec[HEADER_LEN..body_end].to_vec(),
+                payload: stored[usize::from(after_sync)..].to_vec(),
+                after_sync,
             });
             scan.epoch = epoch;
             scan.last_sum = sum;
@@ -329,6 +358,51 @@ impl RedoLog {
             scan.end = at + rec.len() as u64;
         }
         Ok(scan)
+    }
+
+    /// Looks past `end`, where a scan's chain ended, for a record that
+    /// vouches for commits past `through` (the newest commit the caller
+    /// holds without the log): a valid record of a txn above
+    /// `through + 1`, carrying the [`SYNC_MARKER`], chained to the record
+    /// that lies just before it (whose stored checksum seeds its own, so
+    /// garbage or a stale record of an older chain passes with chance
+    /// 2^-64). Its txn, if there is one: every record of the chain before
+    /// it was durable when it was written, so the chain's end at `end` is
+    /// damage to a durable record (of txn `through + 1`), not a torn write,
+    /// and replaying the chain up to `end` would drop durable commits.
+    /// `None` otherwise: nothing past `end`, records that vouch for none
+    /// (commits not yet synced, which a crash may tear in any order), or
+    /// stale records of an older chain (every txn of one is at most the
+    /// newer chain's epoch, so at most `through`). Reads the file from
+    /// `end` to its length; never panics on any content.
+    pub(crate) fn vouched_past(&self, end: u64, through: u64) -> Result<Option<u64>> {
+        let Some(least) = through.checked_add(1) else {
+            return Ok(None);
+        };
+        let len = self.file.len()?;
+        let mut window = Window {
+            file: &self.file,
+            len,
+            start: 0,
+            buf: Vec::new(),
+        };
+        let mut at = end.next_multiple_of(ALIGN as u64);
+        while let Some(h) = window.get(at, HEADER_LEN)? {
+            // A record that may be the one before a voucher: the voucher's
+            // txn is this one's + 1, above `through + 1`.
+            let (sum, stored_len) = (u64_at(h, 0), u32_at(h, 12));
+            let (txn, epoch) = (u64_at(h, 16), u64_at(h, 24));
+            if h[8..12] == MAGIC && stored_len as usize <= MAX_PAYLOAD && txn >= least {
+                let next = at + padded(stored_len as usize) as u64;
+                if let Some(voucher) = txn.checked_add(1) {
+                    if window.vouches(next, sum, voucher, epoch)? {
+                        return Ok(Some(voucher));
+                    }
+                }
+            }
+            at += ALIGN as u64;
+        }
+        Ok(None)
     }
 
     /// Starts a new chain after the checkpoint of txn `epoch`: the next
@@ -348,6 +422,7 @@ impl RedoLog {
         self.last_sum = epoch;
         self.epoch = epoch;
         self.last_txn = epoch;
+        self.synced_through = epoch;
     }
 
     #[cfg(test)]
@@ -358,6 +433,8 @@ impl RedoLog {
     pub(crate) fn resume(&mut self, scan: &Scan) {
         self.next = scan.end;
         self.epoch = scan.epoch;
+        // Whether the records found were ever synced is not known.
+        self.synced_through = scan.epoch;
         match scan.records.last() {
             Some(last) => {
                 self.last_sum = scan.last_sum;
@@ -377,19 +454,21 @@ impl RedoLog {
     /// (docs/design.md, "The redo log is written through a map"). Does not
     /// sync. On error the chain is as before (the file may have grown): the
     /// same txn can be appended again, at the same offset.
-    /// Refuses a payload over [`MAX_PAYLOAD`] (an `InvalidInput` I/O error).
+    /// Refuses a payload over [`MAX_PAYLOAD`], the marker counted (an
+    /// `InvalidInput` I/O error).
     ///
-    /// Panics unless `txn` is the last txn + 1 (a bug in the caller).
+    /// Panics unless `txn` is the last txn + 1, or if `payload` starts with
+    /// [`SYNC_MARKER`] (bugs in the caller: a payload starts with an operation).
     pub(crate) fn append(&mut self, txn: u64, payload: &[u8]) -> Result<()> {
-        let (head, end, sum) = self.encode(txn, payload)?;
-        let padding = &ZEROS[..(end - self.next) as usize - HEADER_LEN - payload.len()];
+        let (head, head_len, end, sum) = self.encode(txn, payload)?;
+        let padding = &ZEROS[..(end - self.next) as usize - head_len - payload.len()];
         let map = match &mut self.map {
             Some(map) => map,
             none => none.insert(self.file.map_writable(self.file_len)?),
         };
         debug_assert!(end <= map.len(), "the map covers the grown file");
         self.file
-            .write_mapped(map, &[&head, payload, padding], self.next)?;
+            .write_mapped(map, &[&head[..head_len], payload, padding], self.next)?;
         map.prefetch_after(end, NEXT_RECORD_LINES);
         self.advance(txn, end, sum);
         Ok(())
@@ -420,27 +499,41 @@ impl RedoLog {
     /// measured before session 34). A large record: see
     /// [`WRITTEN_RECORD_BYTES`].
     pub(crate) fn append_written(&mut self, txn: u64, payload: &[u8]) -> Result<()> {
-        let (head, end, sum) = self.encode(txn, payload)?;
-        let padding = &ZEROS[..(end - self.next) as usize - HEADER_LEN - payload.len()];
+        let (head, head_len, end, sum) = self.encode(txn, payload)?;
+        let padding = &ZEROS[..(end - self.next) as usize - head_len - payload.len()];
         self.file
-            .write_vectored_at(&[&head, payload, padding], self.next)?;
+            .write_vectored_at(&[&head[..head_len], payload, padding], self.next)?;
         self.advance(txn, end, sum);
         Ok(())
     }
 
     /// Checks and encodes the header of the record of `txn` with
-    /// `payload`, growing the file to hold the record; returns the header,
-    /// where the record ends and its checksum. Nothing is appended yet:
-    /// the caller writes the header, the payload and the padding to the
-    /// record's length back to back, so the payload is copied once, from
-    /// where the commit built it into the file.
-    fn encode(&mut self, txn: u64, payload: &[u8]) -> Result<([u8; HEADER_LEN], u64, u64)> {
+    /// `payload`, growing the file to hold the record; returns the header
+    /// (with the [`SYNC_MARKER`] after it when every record before this one
+    /// is durable) and its length, where the record ends and its checksum.
+    /// Nothing is appended yet: the caller writes the header, the payload
+    /// and the padding to the record's length back to back, so the payload
+    /// is copied once, from where the commit built it into the file.
+    fn encode(
+        &mut self,
+        txn: u64,
+        payload: &[u8],
+    ) -> Result<([u8; HEADER_LEN + 1], usize, u64, u64)> {
         assert_eq!(
             self.last_txn.checked_add(1),
             Some(txn),
             "log record out of order"
         );
-        if payload.len() > MAX_PAYLOAD {
+        assert_ne!(
+            payload.first(),
+            Some(&SYNC_MARKER),
+            "a payload starts with an operation, never with the sync marker"
+        );
+        // The first record of a chain has none before it to vouch for.
+        let vouches = self.last_txn > self.epoch && self.synced_through == self.last_txn;
+        let head_len = HEADER_LEN + usize::from(vouches);
+        let stored_len = payload.len() + usize::from(vouches);
+        if stored_len > MAX_PAYLOAD {
             return Err(Error::Io(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
@@ -449,21 +542,22 @@ impl RedoLog {
                 ),
             )));
         }
-        let total = padded(payload.len());
+        let total = padded(stored_len);
         assert!(
-            total - HEADER_LEN - payload.len() < ALIGN,
+            total - HEADER_LEN - stored_len < ALIGN,
             "padding within ZEROS"
         );
         let end = self.next + total as u64;
         self.grow_to(end)?;
-        let mut head = [0u8; HEADER_LEN];
+        let mut head = [0u8; HEADER_LEN + 1];
         head[8..12].copy_from_slice(&MAGIC);
-        head[12..16].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        head[12..16].copy_from_slice(&(stored_len as u32).to_le_bytes());
         head[16..24].copy_from_slice(&txn.to_le_bytes());
         head[24..32].copy_from_slice(&self.epoch.to_le_bytes());
-        let sum = checksum_seeded_pair(&head[8..], payload, self.last_sum);
+        head[HEADER_LEN] = SYNC_MARKER;
+        let sum = checksum_seeded_pair(&head[8..head_len], payload, self.last_sum);
         head[..8].copy_from_slice(&sum.to_le_bytes());
-        Ok((head, end, sum))
+        Ok((head, head_len, end, sum))
     }
 
     /// The record encoded last (ending at `end`, with checksum `sum`) is
@@ -488,7 +582,9 @@ impl RedoLog {
     /// dirty bits of its entries to the pages.
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.map = None;
-        self.file.sync_data()
+        self.file.sync_data()?;
+        self.synced_through = self.last_txn;
+        Ok(())
     }
 
     /// Bytes of records since the last restart (the caller checkpoints
@@ -625,6 +721,30 @@ impl Window<'_> {
         let at = (offset - self.start) as usize;
         Ok(Some(&self.buf[at..at + n]))
     }
+
+    /// Whether a valid record of `txn` in chain `epoch` lies at `at`,
+    /// checksummed with `seed` and carrying the [`SYNC_MARKER`].
+    fn vouches(&mut self, at: u64, seed: u64, txn: u64, epoch: u64) -> Result<bool> {
+        let Some(h) = self.get(at, HEADER_LEN)? else {
+            return Ok(false);
+        };
+        let (sum, stored_len) = (u64_at(h, 0), u32_at(h, 12) as usize);
+        if h[8..12] != MAGIC
+            || stored_len == 0
+            || stored_len > MAX_PAYLOAD
+            || u64_at(h, 16) != txn
+            || u64_at(h, 24) != epoch
+        {
+            return Ok(false);
+        }
+        let Some(rec) = self.get(at, padded(stored_len))? else {
+            return Ok(false);
+        };
+        let body_end = HEADER_LEN + stored_len;
+        Ok(rec[HEADER_LEN] == SYNC_MARKER
+            && rec[body_end..].iter().all(|&b| b == 0)
+            && checksum_seeded(&rec[8..body_end], seed) == sum)
+    }
 }
 
 /// The little-endian u32 at `at` of `b` (in bounds: a header's field).
@@ -652,10 +772,15 @@ mod tests {
     use std::sync::Arc;
 
     /// A deterministic payload of `len` bytes for record `txn`.
+    /// Never starts with the sync marker, as no redo payload does.
     fn payload(txn: u64, len: usize) -> Vec<u8> {
-        (0..len)
+        let mut p: Vec<u8> = (0..len)
             .map(|i| (txn as usize * 131 + i * 7 + 1) as u8)
-            .collect()
+            .collect();
+        if p.first() == Some(&SYNC_MARKER) {
+            p[0] = 0;
+        }
+        p
     }
 
     /// xorshift64*: reproducible garbage.
@@ -694,7 +819,11 @@ mod tests {
             let p = payload(txn, len);
             starts.push(log.len_used());
             log.append(txn, &p).unwrap();
-            records.push(LogRecord { txn, payload: p });
+            records.push(LogRecord {
+                txn,
+                payload: p,
+                after_sync: false,
+            });
         }
         log.sync().unwrap();
         (records, starts)
@@ -745,7 +874,11 @@ mod tests {
             } else {
                 log.append(txn, &p).unwrap();
             }
-            want.push(LogRecord { txn, payload: p });
+            want.push(LogRecord {
+                txn,
+                payload: p,
+                after_sync: false,
+            });
         }
         assert!(log.file_len() > GROW_MIN, "the file grew past one step");
         let scan = scan_of(&path);
@@ -776,7 +909,13 @@ mod tests {
             for txn in 8 + round * 50..8 + (round + 1) * 50 {
                 let p = payload(txn, (txn as usize * 331) % 3_000);
                 log.append(txn, &p).unwrap();
-                want.push(LogRecord { txn, payload: p });
+                // The first record after a sync vouches for those before.
+                let after_sync = round > 0 && txn == 8 + round * 50;
+                want.push(LogRecord {
+                    txn,
+                    payload: p,
+                    after_sync,
+                });
             }
             assert!(mapped(), "appends go through a map of the log");
             log.sync().unwrap();
@@ -813,7 +952,11 @@ mod tests {
                 "txn {txn}"
             );
             assert_eq!(mapped(), txn >= 11, "txn {txn}: a map of the log");
-            want.push(LogRecord { txn, payload: p });
+            want.push(LogRecord {
+                txn,
+                payload: p,
+                after_sync: false,
+            });
         }
         let scan = scan_of(&path);
         assert_eq!(scan.records, want);
@@ -849,15 +992,114 @@ mod tests {
         records.push(LogRecord {
             txn: 52,
             payload: b"abcde".to_vec(),
+            after_sync: false,
         });
         records.push(LogRecord {
             txn: 53,
             payload: vec![],
+            after_sync: false,
         });
         let scan = scan_of(&path);
         assert_eq!(scan.records, records);
         assert_eq!(scan.end, log.len_used());
         assert_eq!(scan.end % 8, 0);
+    }
+
+    /// Appends records `epoch + 1 ..= epoch + n` (payloads of a few
+    /// sizes), each synced before the next when `synced` (a durable
+    /// commit's); returns where each starts.
+    fn append_chain(log: &mut RedoLog, epoch: u64, n: u64, synced: bool) -> Vec<u64> {
+        log.restart(epoch);
+        let mut starts = Vec::new();
+        for txn in epoch + 1..=epoch + n {
+            starts.push(log.len_used());
+            log.append_written(txn, &payload(txn, (txn as usize * 37) % 300))
+                .unwrap();
+            if synced {
+                log.sync().unwrap();
+            }
+        }
+        starts
+    }
+
+    /// A record written after a sync of every record before it vouches for
+    /// them: a damaged record with an intact voucher after it is found
+    /// (wherever in it the damage lies), and a torn last record, records
+    /// never synced, stale records of an older chain and garbage vouch
+    /// for nothing.
+    #[test]
+    fn a_damaged_durable_record_is_told_from_a_torn_one() {
+        let (_dir, path) = temp_log();
+        let mut log = RedoLog::open(&path, None).unwrap();
+        let starts = append_chain(&mut log, 7, 13, true);
+        let intact = fs::read(&path).unwrap();
+        let scan = scan_of(&path);
+        assert_eq!(scan.records.len(), 13);
+        for r in &scan.records {
+            assert_eq!(r.after_sync, r.txn > 8, "txn {}", r.txn);
+            assert_eq!(r.payload, payload(r.txn, (r.txn as usize * 37) % 300));
+        }
+        assert_eq!(log.vouched_past(scan.end, 20).unwrap(), None);
+        // Record 12 (the fifth) damaged in its checksum, its txn, its
+        // length or its payload: the chain ends at 11, and a later record
+        // vouches for 12.
+        let at = starts[4] as usize;
+        for (offset, what) in [
+            (3, "checksum"),
+            (17, "txn"),
+            (13, "length"),
+            (40, "payload"),
+        ] {
+            let mut bad = intact.clone();
+            bad[at + offset] ^= 0x41;
+            fs::write(&path, &bad).unwrap();
+            let scan = scan_of(&path);
+            assert_eq!(scan.records.len(), 4, "{what}");
+            assert_eq!(scan.end, starts[4]);
+            let voucher = log.vouched_past(scan.end, 11).unwrap();
+            assert!(
+                voucher.is_some_and(|v| v >= 13),
+                "damaged {what}: {voucher:?}"
+            );
+            // A caller that holds commit 20 without the log loses nothing.
+            assert_eq!(log.vouched_past(scan.end, 20).unwrap(), None, "{what}");
+        }
+        // The last record damaged: nothing after it vouches for it.
+        let mut bad = intact.clone();
+        bad[starts[12] as usize + 40] ^= 0x41;
+        fs::write(&path, &bad).unwrap();
+        let scan = scan_of(&path);
+        assert_eq!(scan.records.len(), 12);
+        assert_eq!(log.vouched_past(scan.end, 19).unwrap(), None);
+
+        // Records never synced vouch for nothing: a crash may have torn
+        // any of them.
+        let starts = append_chain(&mut log, 30, 13, false);
+        let mut bad = fs::read(&path).unwrap();
+        bad[starts[4] as usize + 40] ^= 0x41;
+        fs::write(&path, &bad).unwrap();
+        let scan = scan_of(&path);
+        assert_eq!(scan.records.len(), 4);
+        assert!(scan.records.iter().all(|r| !r.after_sync));
+        assert_eq!(log.vouched_past(scan.end, 34).unwrap(), None);
+
+        // A short chain over an older, longer one whose records vouch for
+        // each other: the old ones past the new chain's end are at most its
+        // epoch, and vouch for nothing the caller lacks.
+        append_chain(&mut log, 100, 40, true);
+        append_chain(&mut log, 140, 3, true);
+        let scan = scan_of(&path);
+        assert_eq!(scan.epoch, 140);
+        assert_eq!(scan.records.len(), 3);
+        assert_eq!(log.vouched_past(scan.end, 143).unwrap(), None);
+        // The same with garbage after the new chain's end.
+        let mut bad = fs::read(&path).unwrap();
+        let mut rng = Rng(99);
+        for b in &mut bad[scan.end as usize..] {
+            *b = rng.next() as u8;
+        }
+        fs::write(&path, &bad).unwrap();
+        assert_eq!(log.vouched_past(scan.end, 143).unwrap(), None);
     }
 
     #[test]

@@ -10,12 +10,13 @@
 //! log's scan), and writes the result as one durable checkpoint whose txn
 //! is above every txn any reader may have seen.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::state;
-use crate::storage::log::{log_path, RedoLog};
+use crate::storage::log::{log_path, RedoLog, Scan};
 use crate::storage::meta::{read_zones, Meta, META_LEN};
 use crate::txn::shared::{Following, Shared, Snapshot, WriterGuard, WriterState};
 use crate::txn::write::WriteTxn;
@@ -25,12 +26,16 @@ use crate::txn::write::WriteTxn;
 /// the last record replayed when that is above every published one.
 pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> {
     let (meta, slot, file_len) = durable_meta(shared, &w)?;
-    let scan = match w.log.as_ref() {
-        Some(log) => log.scan()?,
+    let other_log;
+    let log = match w.log.as_ref() {
+        Some(log) => log,
         // This instance keeps no log (logged commits off, and there was
         // none at its open): read the one the other process made.
         None => match RedoLog::open_read_only(&log_path(&shared.path))? {
-            Some(log) => log.scan()?,
+            Some(log) => {
+                other_log = log;
+                &other_log
+            }
             None => {
                 return Err(Error::Corrupted {
                     page: None,
@@ -39,6 +44,14 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
             }
         },
     };
+    let scan = log.scan()?;
+    checked_chain_end(
+        log,
+        &scan,
+        meta.txn,
+        shared.salvage_damaged_log,
+        &shared.path,
+    )?;
     if !scan.records.is_empty() && scan.epoch > meta.log_base {
         return Err(Error::Corrupted {
             page: None,
@@ -121,6 +134,44 @@ pub(crate) fn replay_log(shared: &Shared, mut w: WriterGuard<'_>) -> Result<()> 
         });
     }
     result
+}
+
+/// The txn of the last record of the chain `scan` found in `log` (`None`:
+/// no record), once no record past the chain's end vouches for a commit
+/// the replay would drop (`RedoLog::vouched_past`): one of a txn above
+/// both that record's and `durable`'s (the data file's durable commit)
+/// plus one proves the chain's end is a durable record damaged, not a
+/// torn write, and is `Corrupted`, unless `salvage`
+/// (`Options::salvage_damaged_log`), which replays up to the damage.
+pub(crate) fn checked_chain_end(
+    log: &RedoLog,
+    scan: &Scan,
+    durable: u64,
+    salvage: bool,
+    data_path: &Path,
+) -> Result<Option<u64>> {
+    let last = scan.records.last().map(|r| r.txn);
+    if salvage {
+        return Ok(last);
+    }
+    let replayed = last.unwrap_or(0).max(durable);
+    match log.vouched_past(scan.end, replayed)? {
+        None => Ok(last),
+        Some(voucher) => Err(Error::Corrupted {
+            page: None,
+            detail: format!(
+                "the redo log's record of commit {} (at byte {} of {}) is damaged, and the \
+                 intact record of commit {voucher} after it was written once every record \
+                 before it was durable: commits {} to {} were durable and would be lost \
+                 (Options::salvage_damaged_log opens at commit {replayed} instead)",
+                replayed + 1,
+                scan.end,
+                log_path(data_path).display(),
+                replayed + 1,
+                voucher - 1,
+            ),
+        }),
+    }
 }
 
 /// The file's durable commit (its meta, its slot) and the file's length,

@@ -268,6 +268,8 @@ pub(crate) struct Shared {
     pub(crate) max_dirty_bytes: usize,
     /// `Options::checkpoint_log_bytes` of the first open in this process.
     pub(crate) checkpoint_log_bytes: Option<u64>,
+    /// `Options::salvage_damaged_log` of the first open in this process.
+    pub(crate) salvage_damaged_log: bool,
     /// `Options::checkpoint_step_pages` of the first open in this process.
     pub(crate) checkpoint_step_pages: Option<u64>,
     /// `Options::branch_region_bytes` of the first open in this process.
