@@ -298,13 +298,7 @@ impl RedoLog {
     /// has not overwritten yet, which continues `from`'s chain truly: either
     /// way the result is a prefix of `from`'s chain.
     pub(crate) fn scan_from(&self, from: Option<ChainEnd>, upto: u64) -> Result<Scan> {
-        let len = self.file.len()?;
-        let mut window = Window {
-            file: &self.file,
-            len,
-            start: 0,
-            buf: Vec::new(),
-        };
+        let mut window = self.window()?;
         let mut scan = Scan {
             epoch: from.map_or(0, |f| f.epoch),
             records: Vec::new(),
@@ -379,13 +373,7 @@ impl RedoLog {
         let Some(least) = through.checked_add(1) else {
             return Ok(None);
         };
-        let len = self.file.len()?;
-        let mut window = Window {
-            file: &self.file,
-            len,
-            start: 0,
-            buf: Vec::new(),
-        };
+        let mut window = self.window()?;
         let mut at = end.next_multiple_of(ALIGN as u64);
         while let Some(h) = window.get(at, HEADER_LEN)? {
             // A record that may be the one before a voucher: the voucher's
@@ -403,6 +391,16 @@ impl RedoLog {
             at += ALIGN as u64;
         }
         Ok(None)
+    }
+
+    /// A window over the whole file as it is now, for one scan.
+    fn window(&self) -> Result<Window<'_>> {
+        Ok(Window {
+            file: &self.file,
+            len: self.file.len()?,
+            start: 0,
+            buf: Vec::new(),
+        })
     }
 
     /// Starts a new chain after the checkpoint of txn `epoch`: the next
