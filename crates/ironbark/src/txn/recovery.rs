@@ -8,7 +8,10 @@
 //! applied in txn order, is the newest commit (`txn::logged`); the replay
 //! applies exactly those, stops at the first torn or damaged record (the
 //! log's scan), and writes the result as one durable checkpoint whose txn
-//! is above every txn any reader may have seen.
+//! is above every txn any reader may have seen. A damaged record that a
+//! later one proves was durable fails the replay instead, changing
+//! nothing, unless the options salvage it ([`checked_chain_end`]): a
+//! commit reported durable is never dropped without a word.
 
 use std::path::Path;
 use std::sync::Arc;
