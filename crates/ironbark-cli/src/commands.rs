@@ -19,11 +19,12 @@ use crate::MAIN_TREE;
 /// Opens an existing database read-only (beside writers in other
 /// processes; also without write permission); never creates one.
 fn open_existing(path: &Path) -> Result<Database> {
-    open_existing_with(path, true)
+    open_existing_with(path, true, false)
 }
 
 /// Opens an existing database, read-only or for writing; never creates one.
-fn open_existing_with(path: &Path, read_only: bool) -> Result<Database> {
+/// `salvage`: `Options::salvage_damaged_log`.
+fn open_existing_with(path: &Path, read_only: bool, salvage: bool) -> Result<Database> {
     if fs::symlink_metadata(path).is_err() {
         return Err(CliError::new(format!("{}: no such file", path.display())));
     }
@@ -34,7 +35,11 @@ fn open_existing_with(path: &Path, read_only: bool) -> Result<Database> {
             ironbark::Error::Io(io::Error::from_raw_os_error(EISDIR)),
         ));
     }
-    open_tidy(path, &existing_options(read_only)).map_err(|e| match e {
+    let options = Options {
+        salvage_damaged_log: salvage,
+        ..existing_options(read_only)
+    };
+    open_tidy(path, &options).map_err(|e| match e {
         // A read-only open fails with `Locked` only when it cannot use the
         // lock file (no write access to it, and none to create it): then
         // it reads only while no process writes and the redo log holds no
@@ -932,14 +937,14 @@ fn native_int(key: &[u8], width: IntWidth, name: &str) -> ironbark::Result<u64> 
 /// checksum before (page for page) or as (compacting) they copy it: damage
 /// fails the copy, naming the page, and no file is created. A compacting
 /// copy would otherwise give damaged data fresh, valid checksums.
-pub fn copy(src: &Path, dst: &Path, compact: bool) -> Result<()> {
+pub fn copy(src: &Path, dst: &Path, compact: bool, salvage: bool) -> Result<()> {
     if fs::symlink_metadata(dst).is_ok() {
         return Err(CliError::new(format!(
             "{}: already exists (copy never overwrites a file)",
             dst.display()
         )));
     }
-    let db = open_existing(src)?;
+    let db = open_existing_with(src, true, salvage)?;
     let rx = db.begin_read().map_err(|e| db_error(src, e))?;
     let txn = rx.txn_id();
     // Damage is the source's; anything else (space, permissions) the
@@ -1112,7 +1117,7 @@ pub fn readers(path: &Path, clear_stale: bool, json: bool) -> Result<()> {
             let list = db.readers().map_err(|e| db_error(path, e))?;
             dead(&list)
         };
-        let db = open_existing_with(path, false)?;
+        let db = open_existing_with(path, false, false)?;
         let tx = begin_write(&db, false).map_err(|e| {
             let locked = matches!(e, ironbark::Error::Locked);
             let mut e = db_error(path, e);

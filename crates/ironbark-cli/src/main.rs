@@ -166,6 +166,11 @@ enum Command {
         /// Write only live data, in key order (like mdb_copy -c)
         #[arg(long, short = 'c')]
         compact: bool,
+        /// When the source's redo log proves a durable commit damaged (no
+        /// crash leaves that: the medium or a misdirected write did), copy
+        /// the last commit before the damage instead of failing
+        #[arg(long)]
+        salvage_damaged_log: bool,
     },
 
     /// Verify the whole database: every page's checksum and structure, key
@@ -284,7 +289,12 @@ fn main() {
             append,
             wait,
         } => commands::load(&db, file.as_deref(), tree.as_deref(), append, wait),
-        Command::Copy { src, dst, compact } => commands::copy(&src, &dst, compact),
+        Command::Copy {
+            src,
+            dst,
+            compact,
+            salvage_damaged_log,
+        } => commands::copy(&src, &dst, compact, salvage_damaged_log),
         Command::Check { db, json } => commands::check(&db, json),
         Command::Readers {
             db,

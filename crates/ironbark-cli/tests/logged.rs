@@ -457,6 +457,68 @@ fn copy_and_verify(src: &Path, dst: &Path, compact: bool, uid: Option<u32>, at: 
 // ---------------------------------------------------------------------
 // A killed writer.
 
+/// A killed writer's log with the record of commit 101 damaged, which the
+/// intact, durable records after it prove was durable: `check` reports it
+/// (exit 1, the open's error as its finding, naming the way out), a plain
+/// `copy` fails and creates nothing, and `copy --salvage-damaged-log`
+/// copies commit 100 into a database with nothing to replay; the source
+/// and its log are left as they were.
+#[test]
+fn a_damaged_durable_log_record_is_reported_and_copy_salvages_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = killed_writer_db(dir.path(), "damaged.ib");
+    let mut log = std::fs::read(log_of(&db)).unwrap();
+    let mut at = 0usize;
+    for _ in 0..100 {
+        assert_eq!(&log[at + 8..at + 12], b"IBLG");
+        let len = u32::from_le_bytes(log[at + 12..at + 16].try_into().unwrap()) as usize;
+        at += (32 + len).next_multiple_of(8);
+    }
+    log[at + 40] ^= 0x55;
+    std::fs::write(log_of(&db), &log).unwrap();
+    // The data file and the log (an open that fails may take the lock
+    // file, which holds no durable state, away).
+    let files = || {
+        let mut state = dir_state(dir.path());
+        state.retain(|name, _| !name.ends_with("-lock"));
+        state
+    };
+    let before = files();
+
+    let out = run(&[os("check"), db.as_os_str()]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "check: {said}");
+    assert!(said.contains("salvage_damaged_log"), "check: {said}");
+    let out_dir = tempfile::tempdir().unwrap();
+    let dst = out_dir.path().join("copy.ib");
+    let out = run(&[os("copy"), db.as_os_str(), dst.as_os_str()]);
+    assert!(
+        !out.status.success(),
+        "a plain copy of a damaged log succeeded"
+    );
+    assert!(!dst.exists(), "a failed copy created its file");
+    assert_eq!(files(), before, "the failed commands changed a file");
+
+    let said = String::from_utf8(ok(
+        run(&[
+            os("copy"),
+            os("--salvage-damaged-log"),
+            db.as_os_str(),
+            dst.as_os_str(),
+        ]),
+        "copy --salvage-damaged-log",
+    ))
+    .unwrap();
+    assert!(said.starts_with("copied "), "{said}");
+    assert!(
+        log_of(&dst).metadata().map_or(0, |m| m.len()) == 0,
+        "the copy has a redo log to replay"
+    );
+    assert_eq!(dump_commit(&dst, None, 100), 100);
+    check_ok(&dst, None, 100);
+    assert_eq!(files(), before, "the salvaging copy changed the source");
+}
+
 /// Every read command on a database whose writer was killed with 300
 /// logged commits pending sees the newest of them, and leaves the data
 /// file and the log byte for byte as they were; `copy` and `copy
