@@ -113,8 +113,11 @@ pub struct Options {
     /// changed. With this set, recovery replays the records before the
     /// damage and drops the rest: the database opens at the last commit
     /// before the damaged one, a consistent but older state
-    /// (docs/design.md, "Damage told from a torn write"). Decided by the
-    /// first open of the file in a process.
+    /// (docs/design.md, "Damage told from a torn write"). A read-only
+    /// process rebuilding another process's newest logged commits from the
+    /// log fails its read with `Corrupted` at any damaged record before
+    /// that commit, with or without this option: it reads the newest
+    /// commit or none. Decided by the first open of the file in a process.
     pub salvage_damaged_log: bool,
     /// Bytes of a branch region (default 2 MiB, a huge page; 0: none): the
     /// writer places branch pages in aligned regions of this size that

@@ -64,6 +64,27 @@ pub fn log_path(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// Where each record of the redo log's chain from offset 0 starts
+/// (docs/file-format.md, "The redo log"): the records of one epoch with
+/// consecutive txn ids, up to whatever follows them.
+pub fn chain_starts(log: &[u8]) -> Vec<usize> {
+    let u64_at = |at: usize| u64::from_le_bytes(log[at..at + 8].try_into().unwrap());
+    let mut starts = Vec::new();
+    let mut at = 0;
+    while at + 32 <= log.len() && log[at + 8..at + 12] == *b"IBLG" {
+        let (txn, epoch) = (u64_at(at + 16), u64_at(at + 24));
+        if starts.first().is_some_and(|&s| u64_at(s + 24) != epoch)
+            || starts.last().is_some_and(|&s| u64_at(s + 16) + 1 != txn)
+        {
+            break;
+        }
+        starts.push(at);
+        let len = u32::from_le_bytes(log[at + 12..at + 16].try_into().unwrap()) as usize;
+        at += (32 + len).next_multiple_of(8);
+    }
+    starts
+}
+
 /// A file's bytes, or none if it is missing.
 pub fn read_or_empty(path: &Path) -> Vec<u8> {
     match std::fs::read(path) {

@@ -540,27 +540,6 @@ fn copy_after_none_commit_has_everything() {
     }
 }
 
-/// Where each record of the redo log's chain from offset 0 starts
-/// (docs/file-format.md, "The redo log"): the records of one epoch with
-/// consecutive txn ids, up to whatever follows them.
-fn chain_starts(log: &[u8]) -> Vec<usize> {
-    let u64_at = |at: usize| u64::from_le_bytes(log[at..at + 8].try_into().unwrap());
-    let mut starts = Vec::new();
-    let mut at = 0;
-    while at + 32 <= log.len() && log[at + 8..at + 12] == *b"IBLG" {
-        let (txn, epoch) = (u64_at(at + 16), u64_at(at + 24));
-        if starts.first().is_some_and(|&s| u64_at(s + 24) != epoch)
-            || starts.last().is_some_and(|&s| u64_at(s + 16) + 1 != txn)
-        {
-            break;
-        }
-        starts.push(at);
-        let len = u32::from_le_bytes(log[at + 12..at + 16].try_into().unwrap()) as usize;
-        at += (32 + len).next_multiple_of(8);
-    }
-    starts
-}
-
 /// A small transaction (a few puts of short values, a delete), which a
 /// database with logged commits logs rather than checkpoints.
 fn small_txn(db: &Database, rng: &mut Rng) {
@@ -693,7 +672,7 @@ fn torn_log_records_after_a_checkpoint() {
         let (synced, mix_from) = match durability {
             Durability::None => (base.clone(), first),
             Durability::Immediate => {
-                let last_start = *chain_starts(&new.log).last().expect("records");
+                let last_start = *common::chain_starts(&new.log).last().expect("records");
                 let mut synced = base.clone();
                 synced[..last_start].copy_from_slice(&new.log[..last_start]);
                 (synced, last_start)

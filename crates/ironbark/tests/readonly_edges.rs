@@ -530,3 +530,90 @@ fn a_rebuild_that_held_snapshots_leave_no_arena_room_for_fails_until_they_go() {
     drop(ro);
     w.exit();
 }
+
+// ---------------------------------------------------------------------
+// A damaged log record under a live writer.
+
+const DAMAGE_TEST: &str =
+    "a_damaged_log_record_fails_a_read_only_rebuild_and_the_writers_checkpoint_ends_it";
+
+/// Waits at most a minute for what `f` returns, run on a thread of its
+/// own: a read that never returns fails the test instead of hanging it.
+fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("no answer in a minute: the read hangs")
+}
+
+/// A live writer has made 30 logged commits; a read-only process
+/// followed it to the twentieth, and a byte of the 26th record in the
+/// log is then flipped in place (the writer holds its commits in its
+/// arena and reads no log). The follower cannot rebuild the newest commit
+/// from the log: `begin_read` fails with `Corrupted` naming that record's
+/// commit, again when retried, and so does the process's next first open
+/// (read-only), each within a minute (until session 59 each looked again
+/// for as long as the writer made no checkpoint, spinning). The writer's
+/// commits are unharmed: its close checkpoints them from memory, and a
+/// read-only open then reads every one.
+#[test]
+fn a_damaged_log_record_fails_a_read_only_rebuild_and_the_writers_checkpoint_ends_it() {
+    if role().as_deref() == Some("serving-writer") {
+        return serving_writer(&env(PATH_ENV));
+    }
+    let t = temp_db("damaged.ib");
+    let mut w = Writer::start(DAMAGE_TEST, &t.path);
+    w.ask("load");
+    assert_eq!(w.ask("commits 0 20"), 20);
+    let ro = std::sync::Arc::new(Database::open_with(&t.path, &read_only()).unwrap());
+    assert_eq!(counter(&ro.begin_read().unwrap()), 19, "followed");
+    assert_eq!(w.ask("commits 20 30"), 30);
+    let log = std::fs::read(log_path(&t.path)).unwrap();
+    let starts = common::chain_starts(&log);
+    assert_eq!(starts.len(), 30, "one record a logged commit");
+    let damaged = starts[25];
+    let damaged_txn = u64::from_le_bytes(log[damaged + 16..damaged + 24].try_into().unwrap());
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(log_path(&t.path))
+            .unwrap();
+        // A byte of the payload, past the 32-byte header.
+        f.write_at(&[log[damaged + 40] ^ 0x10], (damaged + 40) as u64)
+            .unwrap();
+    }
+    let names_the_record = |e: Error| match e {
+        Error::Corrupted { detail, .. } => assert!(
+            detail.contains(&format!("record of commit {damaged_txn} ")),
+            "{detail}"
+        ),
+        e => panic!("the damaged record gave {e}"),
+    };
+
+    for _ in 0..3 {
+        let r = ro.clone();
+        match within_a_minute(move || r.begin_read().map(|rx| counter(&rx))) {
+            Err(e) => names_the_record(e),
+            Ok(counter) => panic!("read commit {counter} past a damaged log record"),
+        }
+    }
+    // The process's first open again (its instance gone): the open
+    // rebuilds the newest commit.
+    drop(ro);
+    let path = t.path.clone();
+    match within_a_minute(move || Database::open_with(&path, &read_only()).map(|_| ())) {
+        Err(e) => names_the_record(e),
+        Ok(()) => panic!("a read-only open read past a damaged log record"),
+    }
+
+    w.exit();
+    let ro = Database::open_with(&t.path, &read_only()).unwrap();
+    let rx = ro.begin_read().unwrap();
+    assert_eq!(counter(&rx), 29);
+    assert_reads(&rx, &model(30, FEW));
+    drop(rx);
+    assert_clean(&ro, model(30, FEW).len());
+}

@@ -285,8 +285,11 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
         && last == Some(meta.replay_to)
         && meta.replay_to < txn
         && txn <= meta.txn + 1;
-    if scan.epoch > meta.log_base || (last != Some(txn) && !layout) || txn < meta.replay_to {
+    if scan.epoch > meta.log_base || txn < meta.replay_to {
         return Ok(None);
+    }
+    if last != Some(txn) && !layout {
+        return short_chain(shared, &w, &meta, &scan, txn).map(|()| None);
     }
     let at = scan.chain_end(None).expect("records");
     let records: Vec<_> = scan
@@ -310,6 +313,41 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
         catalog: loaded.catalog,
     };
     apply_records(shared, w, base, &records, Following { log, at }).map(Some)
+}
+
+/// What a follower's scan that ended before the record of the published
+/// logged commit `txn` means, the log's chain continuing the durable
+/// commit `meta`: `Ok(())` (look at the newest commit again) when the
+/// durable commit or the published one moved meanwhile (a checkpoint
+/// began a new chain over the one scanned), and otherwise `Corrupted`.
+/// The writer appends a record before it publishes its commit, and starts
+/// a new chain only on a durable checkpoint newer than both: with neither
+/// moved, the chain holds `txn`'s record whole, and a scan that ends
+/// short of it ended at damage, which every later look would find again.
+/// (Until session 59 the reader looked again, and spun for as long as the
+/// writer made no checkpoint.) Not salvaged: a reader reads the newest
+/// commit or none.
+fn short_chain(shared: &Shared, w: &WriterState, meta: &Meta, scan: &Scan, txn: u64) -> Result<()> {
+    let moved = match durable_meta(shared, w) {
+        Ok((now, _, _)) => now.txn != meta.txn,
+        Err(Error::Corrupted { .. }) => true,
+        Err(e) => return Err(e),
+    };
+    if moved || shared.readers.published_txn() != txn {
+        return Ok(());
+    }
+    let reached = scan.records.last().map_or(meta.log_base, |r| r.txn);
+    Err(Error::Corrupted {
+        page: None,
+        detail: format!(
+            "the redo log's record of commit {} (at byte {} of {}) is damaged: commits {} to \
+             {txn}, which the process that logged them published, cannot be rebuilt from it",
+            reached + 1,
+            scan.end,
+            log_path(&shared.path).display(),
+            reached + 1,
+        ),
+    })
 }
 
 /// Applies `records` (which end with the commit of `base.txn() + 1`) on
