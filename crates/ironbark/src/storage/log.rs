@@ -373,18 +373,63 @@ impl RedoLog {
         let Some(least) = through.checked_add(1) else {
             return Ok(None);
         };
+        self.chained_past(end, least, None, true)
+    }
+
+    /// Whether chain `epoch`, whose scan ended at `end` after the record of
+    /// txn `last`, provably goes on past `end`: a record of it claims txn
+    /// `last + 1` at `end` (its header whole; the scan rejected the rest),
+    /// or a valid record of it past `end`, of a txn above `last + 1`, is
+    /// chained to the record just before it (as in
+    /// [`RedoLog::vouched_past`], the marker not asked for). For a process
+    /// following a live writer's log (`recovery::follow_log`): a record
+    /// the writer published was wholly written before, so when a record
+    /// that continues the chain lies there or past it, the chain's end is
+    /// damage. Reads the file from `end` to its length; never panics on
+    /// any content.
+    pub(crate) fn continued_past(&self, end: u64, last: u64, epoch: u64) -> Result<bool> {
+        let Some(next) = last.checked_add(1) else {
+            return Ok(false);
+        };
+        let mut window = self.window()?;
+        if let Some(h) = window.get(end, HEADER_LEN)? {
+            if h[8..12] == MAGIC
+                && u32_at(h, 12) as usize <= MAX_PAYLOAD
+                && u64_at(h, 16) == next
+                && u64_at(h, 24) == epoch
+            {
+                return Ok(true);
+            }
+        }
+        Ok(self.chained_past(end, next, Some(epoch), false)?.is_some())
+    }
+
+    /// The txn of the first valid record past `end` (of chain `epoch`, if
+    /// given; carrying the [`SYNC_MARKER`], if `marked`) that is chained to
+    /// the record just before it, of a txn of at least `least`.
+    fn chained_past(
+        &self,
+        end: u64,
+        least: u64,
+        epoch: Option<u64>,
+        marked: bool,
+    ) -> Result<Option<u64>> {
         let mut window = self.window()?;
         let mut at = end.next_multiple_of(ALIGN as u64);
         while let Some(h) = window.get(at, HEADER_LEN)? {
-            // A record that may be the one before a voucher: the voucher's
-            // txn is this one's + 1, above `through + 1`.
+            // A record that may be the one before a chained one, whose txn
+            // is this one's + 1.
             let (sum, stored_len) = (u64_at(h, 0), u32_at(h, 12));
-            let (txn, epoch) = (u64_at(h, 16), u64_at(h, 24));
-            if h[8..12] == MAGIC && stored_len as usize <= MAX_PAYLOAD && txn >= least {
+            let (txn, its_epoch) = (u64_at(h, 16), u64_at(h, 24));
+            if h[8..12] == MAGIC
+                && stored_len as usize <= MAX_PAYLOAD
+                && txn >= least
+                && epoch.is_none_or(|e| e == its_epoch)
+            {
                 let next = at + padded(stored_len as usize) as u64;
-                if let Some(voucher) = txn.checked_add(1) {
-                    if window.vouches(next, sum, voucher, epoch)? {
-                        return Ok(Some(voucher));
+                if let Some(chained) = txn.checked_add(1) {
+                    if window.chained(next, sum, chained, its_epoch, marked)? {
+                        return Ok(Some(chained));
                     }
                 }
             }
@@ -721,8 +766,9 @@ impl Window<'_> {
     }
 
     /// Whether a valid record of `txn` in chain `epoch` lies at `at`,
-    /// checksummed with `seed` and carrying the [`SYNC_MARKER`].
-    fn vouches(&mut self, at: u64, seed: u64, txn: u64, epoch: u64) -> Result<bool> {
+    /// checksummed with `seed` and, if `marked`, carrying the
+    /// [`SYNC_MARKER`].
+    fn chained(&mut self, at: u64, seed: u64, txn: u64, epoch: u64, marked: bool) -> Result<bool> {
         let Some(h) = self.get(at, HEADER_LEN)? else {
             return Ok(false);
         };
@@ -739,7 +785,7 @@ impl Window<'_> {
             return Ok(false);
         };
         let body_end = HEADER_LEN + stored_len;
-        Ok(rec[HEADER_LEN] == SYNC_MARKER
+        Ok((!marked || rec[HEADER_LEN] == SYNC_MARKER)
             && rec[body_end..].iter().all(|&b| b == 0)
             && checksum_seeded(&rec[8..body_end], seed) == sum)
     }
@@ -1025,6 +1071,69 @@ mod tests {
     /// (wherever in it the damage lies), and a torn last record, records
     /// never synced, stale records of an older chain and garbage vouch
     /// for nothing.
+    /// What a process following a live writer's log takes for proof that
+    /// its chain goes on past where a scan ended (`continued_past`): the
+    /// next record's header there (whatever else of it is damaged), or a
+    /// later record of the chain chained to the one before it, synced or
+    /// not; never the chain's true end, zeros, garbage, or an older
+    /// chain's records.
+    #[test]
+    fn a_chain_continued_past_its_scan_is_told_from_its_end() {
+        let (_dir, path) = temp_log();
+        let mut log = RedoLog::open(&path, None).unwrap();
+        let starts = append_chain(&mut log, 7, 13, false);
+        let intact = fs::read(&path).unwrap();
+        let scan = scan_of(&path);
+        assert_eq!(scan.records.len(), 13);
+        assert!(!log.continued_past(scan.end, 20, 7).unwrap(), "the end");
+        // Record 12 (the fifth) damaged anywhere: the chain goes on.
+        let at = starts[4] as usize;
+        for (offset, what) in [
+            (3, "checksum"),
+            (17, "txn"),
+            (13, "length"),
+            (40, "payload"),
+        ] {
+            let mut bad = intact.clone();
+            bad[at + offset] ^= 0x41;
+            fs::write(&path, &bad).unwrap();
+            let scan = scan_of(&path);
+            assert_eq!(scan.records.len(), 4, "{what}");
+            assert!(log.continued_past(scan.end, 11, 7).unwrap(), "{what}");
+            // Another chain's epoch: nothing of it goes on.
+            assert!(!log.continued_past(scan.end, 11, 8).unwrap(), "{what}");
+        }
+        // The last record's payload damaged: its header says so.
+        let mut bad = intact.clone();
+        bad[starts[12] as usize + 40] ^= 0x41;
+        fs::write(&path, &bad).unwrap();
+        let scan = scan_of(&path);
+        assert_eq!(scan.records.len(), 12);
+        assert!(log.continued_past(scan.end, 19, 7).unwrap());
+        // Its magic damaged: nothing proves it (the caller looks again).
+        let mut bad = intact.clone();
+        bad[starts[12] as usize + 9] ^= 0x41;
+        fs::write(&path, &bad).unwrap();
+        let scan = scan_of(&path);
+        assert_eq!(scan.records.len(), 12);
+        assert!(!log.continued_past(scan.end, 19, 7).unwrap());
+
+        // A short chain over an older, longer one: the old records past
+        // the new chain's end are of another epoch and at most its own.
+        append_chain(&mut log, 100, 40, false);
+        append_chain(&mut log, 140, 3, false);
+        let scan = scan_of(&path);
+        assert_eq!((scan.epoch, scan.records.len()), (140, 3));
+        assert!(!log.continued_past(scan.end, 143, 140).unwrap());
+        let mut bad = fs::read(&path).unwrap();
+        let mut rng = Rng(7);
+        for b in &mut bad[scan.end as usize..] {
+            *b = rng.next() as u8;
+        }
+        fs::write(&path, &bad).unwrap();
+        assert!(!log.continued_past(scan.end, 143, 140).unwrap());
+    }
+
     #[test]
     fn a_damaged_durable_record_is_told_from_a_torn_one() {
         let (_dir, path) = temp_log();

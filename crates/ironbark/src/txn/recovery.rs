@@ -289,7 +289,7 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
         return Ok(None);
     }
     if last != Some(txn) && !layout {
-        return short_chain(shared, &w, &meta, &scan, txn).map(|()| None);
+        return short_chain(shared, &w, &log, &meta, &scan, txn).map(|()| None);
     }
     let at = scan.chain_end(None).expect("records");
     let records: Vec<_> = scan
@@ -315,28 +315,48 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
     apply_records(shared, w, base, &records, Following { log, at }).map(Some)
 }
 
-/// What a follower's scan that ended before the record of the published
-/// logged commit `txn` means, the log's chain continuing the durable
-/// commit `meta`: `Ok(())` (look at the newest commit again) when the
-/// durable commit or the published one moved meanwhile (a checkpoint
-/// began a new chain over the one scanned), and otherwise `Corrupted`.
-/// The writer appends a record before it publishes its commit, and starts
-/// a new chain only on a durable checkpoint newer than both: with neither
-/// moved, the chain holds `txn`'s record whole, and a scan that ends
-/// short of it ended at damage, which every later look would find again.
-/// (Until session 59 the reader looked again, and spun for as long as the
-/// writer made no checkpoint.) Not salvaged: a reader reads the newest
-/// commit or none.
-fn short_chain(shared: &Shared, w: &WriterState, meta: &Meta, scan: &Scan, txn: u64) -> Result<()> {
+/// What a follower's scan of `log` that ended before the record of the
+/// published commit `txn` means, the chain continuing the durable commit
+/// `meta`: `Corrupted` when the chain provably goes on past its end
+/// (`RedoLog::continued_past`: a record there claims the next txn, or a
+/// later record of the chain is chained to the one before it) and the
+/// durable commit did not move meanwhile (read again after that look);
+/// otherwise `Ok(())`, look at the newest commit again.
+///
+/// Why that is damage: the writer appends a record before it publishes
+/// its commit, and begins a new chain only on a durable commit newer than
+/// `meta`, so with the durable commit where it was, the chain was only
+/// appended to, and a record of it at or past the end was written whole
+/// before the scan began; every later look would stop at the same place,
+/// however many commits the writer publishes meanwhile. A short chain is
+/// not by itself damage: a checkpoint in steps publishes the newest
+/// commit again at a step's txn, which no record holds, before the step
+/// is durable. (Until session 59 the reader looked again in every case,
+/// and spun for as long as the writer made no checkpoint.) Not salvaged:
+/// a reader reads the newest commit or none. What no later record proves
+/// (damage to the header of the newest record) is still looked at again.
+fn short_chain(
+    shared: &Shared,
+    w: &WriterState,
+    log: &RedoLog,
+    meta: &Meta,
+    scan: &Scan,
+    txn: u64,
+) -> Result<()> {
+    let (reached, epoch) = match scan.records.last() {
+        Some(r) => (r.txn, scan.epoch),
+        None => (meta.log_base, meta.log_base),
+    };
+    let continued = log.continued_past(scan.end, reached, epoch)?;
     let moved = match durable_meta(shared, w) {
         Ok((now, _, _)) => now.txn != meta.txn,
+        // The durable commit moved between reading its slot and its meta.
         Err(Error::Corrupted { .. }) => true,
         Err(e) => return Err(e),
     };
-    if moved || shared.readers.published_txn() != txn {
+    if moved || !continued {
         return Ok(());
     }
-    let reached = scan.records.last().map_or(meta.log_base, |r| r.txn);
     Err(Error::Corrupted {
         page: None,
         detail: format!(
