@@ -100,6 +100,11 @@ typedef struct ironbark_options {
     int32_t durability;   /* IRONBARK_DURABILITY_* (IMMEDIATE) */
     int32_t create;       /* create the file if missing (1) */
     int32_t read_only;    /* open for reading only (0) */
+    /* Nonzero: a damaged redo log record that a later record proves was
+     * durable opens the database at the last commit before it (the rest
+     * dropped) instead of failing with IRONBARK_ECORRUPTED (0). Last, so
+     * that the fields before it keep their offsets. */
+    int32_t salvage_damaged_log;
 } ironbark_options;
 
 /* What ironbark_stats reports. */

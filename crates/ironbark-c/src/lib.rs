@@ -134,6 +134,11 @@ pub struct ironbark_options {
     pub create: i32,
     /// Open for reading only (non-zero).
     pub read_only: i32,
+    /// Open at the last commit before a damaged durable redo log record
+    /// instead of failing with `IRONBARK_ECORRUPTED` (non-zero;
+    /// `Options::salvage_damaged_log`). Last, so that the fields before it
+    /// keep their offsets.
+    pub salvage_damaged_log: i32,
 }
 
 /// What `ironbark_stat` reports (the header's `ironbark_stat`).
@@ -631,6 +636,7 @@ fn defaults() -> ironbark_options {
         durability: IRONBARK_DURABILITY_IMMEDIATE,
         create: d.create as i32,
         read_only: d.read_only as i32,
+        salvage_damaged_log: d.salvage_damaged_log as i32,
     }
 }
 
@@ -662,6 +668,7 @@ fn options_of(o: &ironbark_options) -> Result<Options, Failure> {
         durability,
         create: o.create != 0,
         read_only: o.read_only != 0,
+        salvage_damaged_log: o.salvage_damaged_log != 0,
         ..Options::default()
     })
 }

@@ -465,7 +465,7 @@ const _: () = assert!(ironbark::DEFAULT_MAX_DIRTY_BYTES == 536870912);
 
 /// Opens (by default creating) the database at `path`.
 #[pyfunction]
-#[pyo3(signature = (path, *, create=true, read_only=false, durability="immediate", page_size=4096, max_readers=126, logged_commits=true, max_dirty_bytes=536870912, checkpoint_log_bytes=None))]
+#[pyo3(signature = (path, *, create=true, read_only=false, durability="immediate", page_size=4096, max_readers=126, logged_commits=true, max_dirty_bytes=536870912, checkpoint_log_bytes=None, salvage_damaged_log=false))]
 #[allow(clippy::too_many_arguments)]
 fn open(
     py: Python<'_>,
@@ -478,6 +478,7 @@ fn open(
     logged_commits: bool,
     max_dirty_bytes: usize,
     checkpoint_log_bytes: Option<u64>,
+    salvage_damaged_log: bool,
 ) -> PyResult<PyDatabase> {
     let durability = match durability {
         "immediate" => Durability::Immediate,
@@ -497,6 +498,7 @@ fn open(
         logged_commits,
         max_dirty_bytes,
         checkpoint_log_bytes,
+        salvage_damaged_log,
         ..Options::default()
     };
     let db = py

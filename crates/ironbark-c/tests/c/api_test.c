@@ -5,11 +5,17 @@
  * tests/c_api.rs. Prints "N checks passed, M failed" and exits non-zero on
  * any failure.
  */
+/* fork, waitpid and _exit under -std=c11. */
+#define _POSIX_C_SOURCE 200809L
+
 #include "ironbark.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int passed, failed;
 
@@ -83,7 +89,7 @@ static void test_open_errors(const char *dir) {
     CHECK(strstr(ironbark_last_error(), "opts is null") != NULL);
     CHECK_RC(ironbark_options_init(&o), IRONBARK_OK);
     CHECK(o.page_size == 4096 && o.max_readers == 126 && o.create == 1 && o.read_only == 0 &&
-          o.durability == IRONBARK_DURABILITY_IMMEDIATE);
+          o.durability == IRONBARK_DURABILITY_IMMEDIATE && o.salvage_damaged_log == 0);
 
     CHECK_RC(ironbark_open(NULL, NULL, &db), IRONBARK_EINVAL);
     CHECK(db == NULL);
@@ -113,6 +119,167 @@ static void test_open_errors(const char *dir) {
 
     /* A path that is not UTF-8. */
     CHECK_RC(ironbark_open("\xff\xfe.ib", NULL, &db), IRONBARK_EINVAL);
+}
+
+/* The commits test_salvage_damaged_log's child makes after its base load,
+ * one durable logged commit each, and the one whose log record it damages. */
+#define SALVAGE_COMMITS 24
+#define SALVAGE_DAMAGED 12
+#define SALVAGE_BASE 100
+
+/* The child of test_salvage_damaged_log: a base load, then SALVAGE_COMMITS
+ * durable commits (key kNNN, and "last" = NNN), then an exit that skips the
+ * close, so that the commits are in the redo log only (the close would
+ * checkpoint them and empty it). Exits non-zero on any failure. */
+static void salvage_child(const char *path) {
+    ironbark_options o;
+    ironbark_db *db = NULL;
+    ironbark_txn *w = NULL;
+    ironbark_tree *t = NULL;
+    char key[32], val[32];
+    if (ironbark_options_init(&o) != IRONBARK_OK) _exit(10);
+    o.durability = IRONBARK_DURABILITY_IMMEDIATE;
+    if (ironbark_open(path, &o, &db) != IRONBARK_OK) _exit(11);
+    if (ironbark_txn_begin(db, IRONBARK_TXN_WRITE, &w) != IRONBARK_OK) _exit(12);
+    if (ironbark_tree_open(w, "t", IRONBARK_TREE_CREATE, &t) != IRONBARK_OK) _exit(13);
+    for (int i = 0; i < SALVAGE_BASE; i++) {
+        snprintf(key, sizeof key, "base%03d", i);
+        if (ironbark_put(w, t, B(key), strlen(key), B("b"), 1) != IRONBARK_OK) _exit(14);
+    }
+    if (ironbark_txn_commit(w) != IRONBARK_OK) _exit(15);
+    for (int i = 0; i < SALVAGE_COMMITS; i++) {
+        snprintf(key, sizeof key, "k%03d", i);
+        snprintf(val, sizeof val, "%d", i);
+        if (ironbark_txn_begin(db, IRONBARK_TXN_WRITE, &w) != IRONBARK_OK ||
+            ironbark_put(w, t, B(key), strlen(key), B(val), strlen(val)) != IRONBARK_OK ||
+            ironbark_put(w, t, B("last"), 4, B(val), strlen(val)) != IRONBARK_OK ||
+            ironbark_txn_commit(w) != IRONBARK_OK)
+            _exit(16);
+    }
+    _exit(0);
+}
+
+static uint64_t le_bytes(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+/* The tree "t" of a salvaged database: the base load and the commits
+ * before the damaged one, nothing after. */
+static void check_salvaged(ironbark_db *db) {
+    ironbark_txn *r = NULL;
+    ironbark_tree *t = NULL;
+    const uint8_t *v;
+    size_t vl;
+    uint64_t count = 0;
+    char key[32], val[32];
+    CHECK_RC(ironbark_txn_begin(db, IRONBARK_TXN_READ_ONLY, &r), IRONBARK_OK);
+    CHECK_RC(ironbark_tree_open(r, "t", 0, &t), IRONBARK_OK);
+    CHECK_RC(ironbark_tree_count(r, t, &count), IRONBARK_OK);
+    CHECK(count == SALVAGE_BASE + SALVAGE_DAMAGED + 1);
+    for (int i = 0; i < SALVAGE_COMMITS; i++) {
+        snprintf(key, sizeof key, "k%03d", i);
+        CHECK_RC(ironbark_get(r, t, B(key), strlen(key), &v, &vl),
+                 i < SALVAGE_DAMAGED ? IRONBARK_OK : IRONBARK_NOTFOUND);
+    }
+    snprintf(val, sizeof val, "%d", SALVAGE_DAMAGED - 1);
+    CHECK_RC(ironbark_get(r, t, B("last"), 4, &v, &vl), IRONBARK_OK);
+    CHECK(bytes_eq(v, vl, val));
+    ironbark_tree_close(t);
+    ironbark_txn_abort(r);
+}
+
+/* A redo log whose record of a durable commit is damaged, with intact
+ * records after it that prove it was durable: the default open fails with
+ * IRONBARK_ECORRUPTED and changes nothing; salvage_damaged_log opens at
+ * the commit before it. The log is made by a forked child that dies
+ * without closing (docs/file-format.md, "The redo log", for the layout). */
+static void test_salvage_damaged_log(const char *dir) {
+    char path[4096], log_path[4200];
+    snprintf(path, sizeof path, "%s", db_path(dir, "salvage.ib"));
+    snprintf(log_path, sizeof log_path, "%s-log", path);
+
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child < 0) return;
+    if (child == 0) salvage_child(path);
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    FILE *f = fopen(log_path, "rb");
+    CHECK(f != NULL);
+    if (f == NULL) return;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    rewind(f);
+    uint8_t *log = size > 0 ? malloc((size_t)size) : NULL;
+    CHECK(log != NULL && fread(log, 1, (size_t)size, f) == (size_t)size);
+    fclose(f);
+    if (log == NULL) return;
+
+    /* The chain from offset 0: each record continues the txn of the one
+     * before; the zeros the file grows by end it. */
+    size_t starts[4096];
+    size_t n = 0, at = 0;
+    uint64_t prev_txn = 0;
+    while (n < sizeof starts / sizeof starts[0] && at + 32 <= (size_t)size &&
+           memcmp(log + at + 8, "IBLG", 4) == 0) {
+        uint64_t len = le_bytes(log + at + 12, 4), txn = le_bytes(log + at + 16, 8);
+        if (n > 0 && txn != prev_txn + 1) break;
+        starts[n++] = at;
+        prev_txn = txn;
+        at += (32 + len + 7) / 8 * 8;
+    }
+    /* The last SALVAGE_COMMITS records are the commits after the base load. */
+    CHECK(n >= SALVAGE_COMMITS);
+    if (n < SALVAGE_COMMITS) {
+        free(log);
+        return;
+    }
+    size_t damaged = starts[n - SALVAGE_COMMITS + SALVAGE_DAMAGED];
+    /* A payload byte: its checksum fails, the records after it still chain
+     * to its stored checksum. */
+    log[damaged + 32 + 1] ^= 0x55;
+    f = fopen(log_path, "r+b");
+    CHECK(f != NULL);
+    if (f != NULL) {
+        CHECK(fwrite(log, 1, (size_t)size, f) == (size_t)size);
+        fclose(f);
+    }
+
+    ironbark_options o;
+    ironbark_db *db = NULL;
+    ironbark_options_init(&o);
+    CHECK_RC(ironbark_open(path, &o, &db), IRONBARK_ECORRUPTED);
+    CHECK(db == NULL);
+    CHECK(strstr(ironbark_last_error(), "salvage_damaged_log") != NULL);
+    /* The failed open changed nothing. */
+    f = fopen(log_path, "rb");
+    CHECK(f != NULL);
+    if (f != NULL) {
+        uint8_t *again = malloc((size_t)size + 1);
+        CHECK(again != NULL && fread(again, 1, (size_t)size + 1, f) == (size_t)size &&
+              memcmp(again, log, (size_t)size) == 0);
+        free(again);
+        fclose(f);
+    }
+    free(log);
+
+    o.salvage_damaged_log = 1;
+    CHECK_RC(ironbark_open(path, &o, &db), IRONBARK_OK);
+    if (db != NULL) {
+        check_salvaged(db);
+        ironbark_close(db);
+        db = NULL;
+    }
+    /* The salvage checkpointed: the database opens without the option. */
+    CHECK_RC(ironbark_open(path, NULL, &db), IRONBARK_OK);
+    if (db != NULL) {
+        check_salvaged(db);
+        ironbark_close(db);
+    }
 }
 
 static void test_null_handles(void) {
@@ -1271,6 +1438,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     test_errors_and_strings();
+    /* It forks: first, while this process has no database open (the child
+     * must not inherit one, nor another thread's locks). */
+    test_salvage_damaged_log(argv[1]);
     test_open_errors(argv[1]);
     test_null_handles();
     test_main_flow(argv[1]);

@@ -92,6 +92,7 @@ def open(
     logged_commits: bool = True,
     max_dirty_bytes: int = 536870912,
     checkpoint_log_bytes: Optional[int] = None,
+    salvage_damaged_log: bool = False,
 ) -> Database: ...
 
 @final
