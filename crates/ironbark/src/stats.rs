@@ -25,9 +25,10 @@ pub struct Stats {
     /// The reader limit.
     pub max_readers: usize,
     /// The oldest snapshot a live reader holds. A read-only process's
-    /// reader of a logged commit it rebuilt on a step of a partial
-    /// checkpoint counts with the step's txn, above its snapshot's own
-    /// (`ReadTxn::txn_id`), since it keeps the pages the steps wrote.
+    /// reader of a logged commit it rebuilt from the log counts with the
+    /// durable commit the rebuild was built on, whose file pages it keeps:
+    /// older than its snapshot's own (`ReadTxn::txn_id`), or, a step of a
+    /// partial checkpoint, newer.
     pub oldest_snapshot: Option<u64>,
     /// Per named tree.
     pub trees: Vec<TreeStats>,
@@ -129,9 +130,10 @@ pub struct ReaderInfo {
     /// The process that owns it.
     pub pid: u32,
     /// The txn of the snapshot it reads. For a read-only process's
-    /// snapshot of a logged commit rebuilt on a step of a partial
-    /// checkpoint, the step's txn, above the snapshot's own
-    /// (`ReadTxn::txn_id`), since it keeps the pages the steps wrote.
+    /// snapshot of a logged commit rebuilt from the log, the durable commit
+    /// the rebuild was built on, whose file pages it keeps: older than the
+    /// snapshot's own (`ReadTxn::txn_id`), or, a step of a partial
+    /// checkpoint, newer.
     pub snapshot_txn: u64,
     /// Whether that process still runs (a dead one's slot is *stale*: see
     /// `Database::clear_stale_readers`).

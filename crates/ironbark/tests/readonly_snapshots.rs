@@ -467,7 +467,13 @@ fn a_killed_writers_logged_commits_are_read_checked_and_compacted_read_only() {
     assert_stats(&ro, &want, rx.txn_id());
     let readers = ro.readers().unwrap();
     assert_eq!(readers.len(), 1, "{readers:?}");
-    assert_eq!(readers[0].snapshot_txn, rx.txn_id());
+    // It keeps the durable commit the rebuild was built on.
+    assert_eq!(
+        readers[0].snapshot_txn,
+        ro.stats().unwrap().durable_txn_id,
+        "{readers:?}"
+    );
+    assert!(readers[0].snapshot_txn < rx.txn_id());
     assert_plain_copy_refused(&rx, &t.dir.path().join("plain-copy.ib"));
     assert_compacts(&rx, &t.dir.path().join("compact.ib"));
     // `Database::compact_to` takes the newest snapshot.

@@ -253,7 +253,7 @@ pub(crate) fn lend(shared: &Shared, w: &mut WriterState, base: &Snapshot, dirty:
 /// Makes the retired arena slots no reader sees reusable: a scan of the
 /// reader table.
 fn release_unseen(shared: &Shared, w: &mut WriterState) {
-    shared.readers.snapshots(&mut w.snapshots);
+    shared.readers.arena_snapshots(&mut w.snapshots);
     w.arena_space.release(&w.snapshots);
 }
 

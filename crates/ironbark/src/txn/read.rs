@@ -85,7 +85,7 @@ impl ReadTxn {
             // the newest commit's snapshot; taken without writing anything
             // but the reader slot.
             match shared.lender.borrow_newest(&shared.readers, slot) {
-                Some(lent) if protector(&lent) == lent.txn() => {
+                Some(lent) if protector(shared, &lent) == lent.txn() => {
                     break SnapshotRef::Borrowed(lent);
                 }
                 // A rebuild on a checkpoint step, whose slot must show the
@@ -128,12 +128,8 @@ impl ReadTxn {
             let epoch = shared.published_epoch();
             if let Some(cached) = stripe.cached(epoch) {
                 let txn = cached.txn();
-                if txn == shared.readers.published_txn() {
-                    if shared.readers.try_register_protecting(
-                        slot,
-                        protector(cached.snapshot()),
-                        txn,
-                    ) {
+                if txn == shared.readers.published_txn() && !stale(shared, cached.snapshot()) {
+                    if register(shared, slot, cached.snapshot(), txn) {
                         break SnapshotRef::Cached(cached);
                     }
                     continue;
@@ -141,7 +137,7 @@ impl ReadTxn {
             }
             let cached = shared.published.load_full();
             let txn = shared.readers.published_txn();
-            let meta = if cached.txn() == txn {
+            let meta = if cached.txn() == txn && !stale(shared, &cached) {
                 None
             } else if cached.txn() > txn {
                 // This process's writer is between caching and publishing.
@@ -163,21 +159,11 @@ impl ReadTxn {
                             return Err(Error::Locked);
                         }
                         // A read-only one rebuilds the commit from the log
-                        // in its own memory, registered at it first so that
-                        // the file pages it builds on stay.
-                        if !shared.readers.try_register(slot, txn) {
-                            continue;
-                        }
-                        match crate::txn::recovery::follow_log(shared, txn) {
-                            // Built on a checkpoint step: registered again
-                            // to keep the step's pages too.
-                            Ok(Some(s))
-                                if shared.readers.try_register_protecting(
-                                    slot,
-                                    protector(&s),
-                                    txn,
-                                ) =>
-                            {
+                        // in its own memory, registered at the durable
+                        // commit it builds on, so that its pages stay
+                        // (`recovery::follow_log` registers the slot).
+                        match crate::txn::recovery::follow_log(shared, txn, slot) {
+                            Ok(Some(s)) if register(shared, slot, &s, txn) => {
                                 break SnapshotRef::Own(s)
                             }
                             Ok(Some(_)) => continue,
@@ -192,11 +178,11 @@ impl ReadTxn {
                     None => continue,
                 }
             };
-            let protect = match meta {
-                None => protector(&cached),
-                Some(_) => txn,
+            let registered = match meta {
+                None => register(shared, slot, &cached, txn),
+                Some(_) => shared.readers.try_register(slot, txn),
             };
-            if !shared.readers.try_register_protecting(slot, protect, txn) {
+            if !registered {
                 continue;
             }
             // The snapshot's pages are protected from here on.
@@ -788,16 +774,53 @@ impl ReadTxn {
 
 /// The snapshot a reader of `snap` registers, to keep its pages from
 /// reuse: its own txn, or, for a read-only process's rebuild of a logged
-/// commit on a step of a partial checkpoint (`recovery::follow_log`), the
-/// step's, which is newer (the steps of the checkpoint of commit `T` are
-/// numbered above `T`), since the pages the steps wrote are freed as born
-/// at their own txns once the checkpoint is over (or a replay finished
-/// it), and a reader registered at `T` would not keep them. Every file
-/// commit writes its state, so the step's txn is the meta's `state_txn`;
-/// every other snapshot's is at most its txn. (Until session 26 such a
-/// reader registered `T`, and its pages were reused under it.)
-pub(crate) fn protector(snap: &Snapshot) -> u64 {
-    snap.txn().max(snap.meta.state_txn)
+/// commit (`recovery::follow_log`), the durable commit it was built on
+/// (`meta.state_txn`: every file commit writes its state), registered as
+/// a replay. The rebuild reads that commit's pages, which the writer may
+/// free at or before the rebuilt txn: a step of a checkpoint frees the
+/// pages of the step before it at its own txn and publishes the newest
+/// commit again at that txn, before its sync; and the steps of the
+/// checkpoint of commit `T` are numbered above `T`, a rebuild of `T` on
+/// one reading pages born after `T`. A replay at the durable commit `D`
+/// keeps every page of `D` until the commit that frees it. (Until session
+/// 26 a rebuild on a step registered `T`, and until session 59 the
+/// newer of `T` and the step, and in both cases pages were reused under
+/// it.) Every other snapshot's `state_txn` is at most its txn.
+pub(crate) fn protector(shared: &Shared, snap: &Snapshot) -> u64 {
+    if is_rebuilt(shared, snap) {
+        snap.meta.state_txn
+    } else {
+        snap.txn().max(snap.meta.state_txn)
+    }
+}
+
+/// Whether `snap` is a read-only process's rebuild of a logged commit on
+/// the durable commit `snap.meta.state_txn`: in a read-only process,
+/// only rebuilds have pages in its arena.
+fn is_rebuilt(shared: &Shared, snap: &Snapshot) -> bool {
+    shared.read_only && snap.source.arena.is_some()
+}
+
+/// Whether `snap` is a rebuild on a durable commit that is no longer the
+/// durable one: once a newer one is durable, the writer may free and
+/// reuse its pages as soon as no replay registered at it holds them, so
+/// a reader that registers now may come too late. Such a snapshot is
+/// rebuilt, not taken.
+pub(crate) fn stale(shared: &Shared, snap: &Snapshot) -> bool {
+    is_rebuilt(shared, snap) && shared.durable_txn_shown() != Some(snap.meta.state_txn)
+}
+
+/// Registers `slot` as a reader of `snap`, the snapshot of commit `txn`;
+/// true if that holds: `txn` is still the newest commit and, for a
+/// rebuild, the commit it was built on is still the durable one, read
+/// after the registration (the writer saves a newer durable commit before
+/// it looks at the readers for the pages the older one frees: Dekker, as
+/// with the newest commit).
+fn register(shared: &Shared, slot: usize, snap: &Snapshot, txn: u64) -> bool {
+    shared
+        .readers
+        .try_register_protecting(slot, protector(shared, snap), txn)
+        && !stale(shared, snap)
 }
 
 impl Drop for ReadTxn {

@@ -140,6 +140,14 @@ pub(crate) struct ReaderTable {
     /// [`REPLAY_FLAG`] if this process's readers register as replays (it
     /// is read-only), else 0.
     register_flag: u64,
+    /// In a read-only process, the snapshot each of its own slots reads
+    /// (0: none), by slot: the slot itself shows what its file pages need
+    /// (a rebuild's durable commit, which may be older than the snapshot:
+    /// `txn::read::protector`), while the versions of this process's
+    /// arena are kept by the snapshots themselves ([`ReaderTable::
+    /// arena_snapshots`]). Empty in a process that writes, whose slots
+    /// show their snapshots.
+    own_snapshots: Box<[AtomicU64]>,
 }
 
 /// Set in a slot's txn word by a reader of a read-only process, which
@@ -217,15 +225,22 @@ impl ReaderTable {
             },
             me: ProcessId::current(),
             register_flag: 0,
+            own_snapshots: Box::new([]),
         }
     }
 
     /// The table in a lock file; `replays` for a read-only process.
     pub(crate) fn shared(lock: Arc<LockFile>, replays: bool) -> ReaderTable {
+        let own_snapshots: Box<[AtomicU64]> = if replays {
+            (0..lock.slots().len()).map(|_| AtomicU64::new(0)).collect()
+        } else {
+            Box::new([])
+        };
         ReaderTable {
             memory: Memory::Shared(lock),
             me: ProcessId::current(),
             register_flag: if replays { REPLAY_FLAG } else { 0 },
+            own_snapshots,
         }
     }
 
@@ -309,16 +324,19 @@ impl ReaderTable {
     }
 
     /// [`ReaderTable::try_register`] of a snapshot of commit `txn` whose
-    /// pages need the protection of a reader at `protect` (at least
-    /// `txn`): a read-only process's rebuild of logged commit `txn` on a
-    /// step of a partial checkpoint reads file pages the steps wrote,
-    /// numbered above `txn` (`txn::read::protector`).
+    /// pages need the protection of a reader at `protect`: a read-only
+    /// process's rebuild of logged commit `txn` reads the pages of the
+    /// durable commit it was built on, which may be older than `txn` or,
+    /// a step of a partial checkpoint, newer (`txn::read::protector`).
     pub(crate) fn try_register_protecting(&self, i: usize, protect: u64, txn: u64) -> bool {
-        debug_assert!(txn != 0 && protect >= txn && protect & REPLAY_FLAG == 0);
+        debug_assert!(txn != 0 && protect != 0 && protect & REPLAY_FLAG == 0);
         // A plain store and one fence: the fence alone orders the store
         // before the re-read (the module doc's Dekker argument), where a
         // sequentially consistent store would add a second barrier (an
         // `xchg` on x86) to every read transaction.
+        if let Some(own) = self.own_snapshots.get(i) {
+            own.store(txn, Ordering::Relaxed);
+        }
         self.slots()[i]
             .txn
             .store(protect | self.register_flag, Ordering::Relaxed);
@@ -327,6 +345,9 @@ impl ReaderTable {
     }
 
     pub(crate) fn release(&self, i: usize) {
+        if let Some(own) = self.own_snapshots.get(i) {
+            own.store(0, Ordering::Release);
+        }
         let slot = &self.slots()[i];
         slot.txn.store(0, Ordering::Release);
         // Plain stores, no read-modify-write: no one else writes the owner
@@ -346,6 +367,28 @@ impl ReaderTable {
     pub(crate) fn snapshots(&self, out: &mut Vec<u64>) {
         out.clear();
         out.extend(self.registered().map(|word| word & !REPLAY_FLAG));
+        out.sort_unstable();
+        out.dedup();
+    }
+
+    /// The snapshots this process's arena must keep the versions of, sorted,
+    /// without duplicates, into `out`: in a read-only process, those its
+    /// own readers read (other processes never read its arena); else
+    /// [`ReaderTable::snapshots`].
+    pub(crate) fn arena_snapshots(&self, out: &mut Vec<u64>) {
+        if self.own_snapshots.is_empty() {
+            return self.snapshots(out);
+        }
+        // As in `registered`: after the arena's owner retired versions,
+        // every reader either shows here or reads a newer snapshot.
+        fence(Ordering::SeqCst);
+        out.clear();
+        out.extend(
+            self.own_snapshots
+                .iter()
+                .map(|t| t.load(Ordering::SeqCst))
+                .filter(|&t| t != 0),
+        );
         out.sort_unstable();
         out.dedup();
     }

@@ -224,18 +224,35 @@ fn durable_meta(shared: &Shared, w: &WriterState) -> Result<(Meta, u64, u64)> {
 /// (a checkpoint moved on meanwhile: the caller looks at the newest commit
 /// again).
 ///
-/// The caller's reader slot is registered at `txn`: that keeps the durable
-/// commit's pages from reuse, since logged commits free no file page and a
-/// checkpoint frees them with a txn above `txn`.
-pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapshot>>> {
+/// `slot` is the caller's reader slot. Before any page is read it is
+/// registered as a replay of the durable commit the rebuild reads
+/// (`protect_build`), which keeps every page of that commit until the
+/// commit that frees it, whether that comes before `txn` (a step of a
+/// checkpoint frees the pages of the step before it at its own txn, and
+/// publishes the newest commit again at that txn before its sync) or after
+/// it (a checkpoint, or the steps of the checkpoint of `txn`, numbered
+/// above it). The snapshot's readers register the same
+/// (`read::protector`); this process's arena keeps its versions for its
+/// own readers' snapshots (`ReaderTable::arena_snapshots`). A cached
+/// rebuild whose durable commit is durable no more is rebuilt, not
+/// returned (`read::stale`). (Until session 59 the slot showed `txn`, or
+/// the step's txn, and a step could reuse pages under a rebuild.)
+pub(crate) fn follow_log(shared: &Shared, txn: u64, slot: usize) -> Result<Option<Arc<Snapshot>>> {
     let mut w = shared.lock_follower();
     let cached = shared.published.load_full();
-    if cached.txn() >= txn {
+    if cached.txn() > txn || (cached.txn() == txn && !crate::txn::read::stale(shared, &cached)) {
         // Another thread rebuilt it (or a newer one) meanwhile.
         return Ok((cached.txn() == txn).then_some(cached));
     }
     if let Some(following) = w.following.take() {
-        if following.at.last_txn == cached.txn() && cached.source.arena.is_some() {
+        if following.at.last_txn == cached.txn()
+            && cached.source.arena.is_some()
+            && !crate::txn::read::stale(shared, &cached)
+        {
+            // Built on what `cached` was built on: its pages kept first.
+            if !protect_build(shared, slot, cached.meta.state_txn, txn) {
+                return Ok(None);
+            }
             let scan = following.log.scan_from(Some(following.at), txn)?;
             if scan.records.last().is_some_and(|r| r.txn == txn) {
                 let at = scan.chain_end(Some(following.at)).expect("records");
@@ -256,7 +273,7 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
                     // (a blob takes consecutive slots), so it may fit.
                     // (Until session 27 the caller got the error, though
                     // no snapshot was held and its retry fit.)
-                    Err(Error::ArenaFull { .. }) => follow_log(shared, txn),
+                    Err(Error::ArenaFull { .. }) => follow_log(shared, txn, slot),
                     other => other.map(Some),
                 };
             }
@@ -269,6 +286,21 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
         Err(e) => return Err(e),
     };
     if meta.log_base >= txn {
+        return Ok(None);
+    }
+    if meta.state_txn != meta.txn {
+        // Every file commit writes its state; a rebuild's readers register
+        // at the state's txn as the durable commit's (`read::protector`).
+        return Err(Error::Corrupted {
+            page: None,
+            detail: format!(
+                "the durable commit {} names the state of commit {}",
+                meta.txn, meta.state_txn
+            ),
+        });
+    }
+    // The durable commit's pages kept before any is read.
+    if !protect_build(shared, slot, meta.txn, txn) {
         return Ok(None);
     }
     let Some(log) = RedoLog::open_read_only(&log_path(&shared.path))? else {
@@ -300,8 +332,12 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
     let source = shared.file_source(&meta)?;
     let loaded = state::load(&source, &meta, false)?;
     // This rebuild starts over from the file: every version an earlier one
-    // put in the arena is superseded at `txn` (readers of those keep them).
-    w.arena_space.retire_all(txn);
+    // put in the arena is superseded at `txn` (readers of those keep them),
+    // or, when an earlier one built `txn` itself on a durable commit that
+    // is durable no more (`read::stale`), just after it: its readers, at
+    // `txn`, keep its versions too.
+    let superseded = if cached.txn() == txn { txn + 1 } else { txn };
+    w.arena_space.retire_all(superseded);
     // One transaction applies every record; numbered so that it commits
     // as `txn`.
     let base = Snapshot {
@@ -313,6 +349,18 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64) -> Result<Option<Arc<Snapsho
         catalog: loaded.catalog,
     };
     apply_records(shared, w, base, &records, Following { log, at }).map(Some)
+}
+
+/// Registers `slot` (a reader of the published commit `txn`) as a replay
+/// of the durable commit `durable`, which a rebuild is about to read;
+/// true if that holds: `txn` is still the newest commit and `durable`
+/// still the durable one, read after the registration. The writer saves a
+/// newer durable commit before it looks at the readers for the pages the
+/// older one's successors free, so from then on those pages stay
+/// (`read::protector`).
+fn protect_build(shared: &Shared, slot: usize, durable: u64, txn: u64) -> bool {
+    shared.readers.try_register_protecting(slot, durable, txn)
+        && shared.durable_txn_shown() == Some(durable)
 }
 
 /// What a follower's scan of `log` that ended before the record of the

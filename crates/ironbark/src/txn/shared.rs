@@ -613,6 +613,13 @@ impl Shared {
         }
     }
 
+    /// The durable commit the lock file shows (`None` without one).
+    pub(crate) fn durable_txn_shown(&self) -> Option<u64> {
+        self.readers
+            .lock_file()
+            .map(|l| l.header().durable_txn.load(Ordering::Acquire))
+    }
+
     /// Whether the newest commits are logged commits of another process.
     pub(crate) fn foreign_logged(&self) -> bool {
         self.readers.lock_file().is_some_and(|l| {
@@ -881,7 +888,11 @@ impl Shared {
     /// one is cached already (another thread got further meanwhile).
     pub(crate) fn cache_if_newer(&self, snapshot: &Arc<Snapshot>) {
         self.update_published(|cached| {
-            if cached.txn() < snapshot.txn() {
+            // A rebuild of the same commit on a newer durable commit
+            // replaces one on an older (`txn::read::stale`).
+            let newer =
+                (cached.txn(), cached.meta.state_txn) < (snapshot.txn(), snapshot.meta.state_txn);
+            if newer {
                 snapshot.clone()
             } else {
                 cached.clone()
