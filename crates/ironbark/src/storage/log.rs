@@ -1066,11 +1066,14 @@ mod tests {
         starts
     }
 
-    /// A record written after a sync of every record before it vouches for
-    /// them: a damaged record with an intact voucher after it is found
-    /// (wherever in it the damage lies), and a torn last record, records
-    /// never synced, stale records of an older chain and garbage vouch
-    /// for nothing.
+    /// Writes `intact` to `path` with the byte at `at` flipped, and scans it.
+    fn flipped(path: &Path, intact: &[u8], at: usize) -> Scan {
+        let mut bad = intact.to_vec();
+        bad[at] ^= 0x41;
+        fs::write(path, &bad).unwrap();
+        scan_of(path)
+    }
+
     /// What a process following a live writer's log takes for proof that
     /// its chain goes on past where a scan ended (`continued_past`): the
     /// next record's header there (whatever else of it is damaged), or a
@@ -1094,27 +1097,18 @@ mod tests {
             (13, "length"),
             (40, "payload"),
         ] {
-            let mut bad = intact.clone();
-            bad[at + offset] ^= 0x41;
-            fs::write(&path, &bad).unwrap();
-            let scan = scan_of(&path);
+            let scan = flipped(&path, &intact, at + offset);
             assert_eq!(scan.records.len(), 4, "{what}");
             assert!(log.continued_past(scan.end, 11, 7).unwrap(), "{what}");
             // Another chain's epoch: nothing of it goes on.
             assert!(!log.continued_past(scan.end, 11, 8).unwrap(), "{what}");
         }
         // The last record's payload damaged: its header says so.
-        let mut bad = intact.clone();
-        bad[starts[12] as usize + 40] ^= 0x41;
-        fs::write(&path, &bad).unwrap();
-        let scan = scan_of(&path);
+        let scan = flipped(&path, &intact, starts[12] as usize + 40);
         assert_eq!(scan.records.len(), 12);
         assert!(log.continued_past(scan.end, 19, 7).unwrap());
         // Its magic damaged: nothing proves it (the caller looks again).
-        let mut bad = intact.clone();
-        bad[starts[12] as usize + 9] ^= 0x41;
-        fs::write(&path, &bad).unwrap();
-        let scan = scan_of(&path);
+        let scan = flipped(&path, &intact, starts[12] as usize + 9);
         assert_eq!(scan.records.len(), 12);
         assert!(!log.continued_past(scan.end, 19, 7).unwrap());
 
@@ -1134,6 +1128,11 @@ mod tests {
         assert!(!log.continued_past(scan.end, 143, 140).unwrap());
     }
 
+    /// A record written after a sync of every record before it vouches for
+    /// them: a damaged record with an intact voucher after it is found
+    /// (wherever in it the damage lies), and a torn last record, records
+    /// never synced, stale records of an older chain and garbage vouch
+    /// for nothing.
     #[test]
     fn a_damaged_durable_record_is_told_from_a_torn_one() {
         let (_dir, path) = temp_log();

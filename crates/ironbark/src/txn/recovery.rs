@@ -321,7 +321,7 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64, slot: usize) -> Result<Optio
         return Ok(None);
     }
     if last != Some(txn) && !layout {
-        return short_chain(shared, &w, &log, &meta, &scan, txn).map(|()| None);
+        return short_chain(shared, &log, &meta, &scan, txn).map(|()| None);
     }
     let at = scan.chain_end(None).expect("records");
     let records: Vec<_> = scan
@@ -383,26 +383,13 @@ fn protect_build(shared: &Shared, slot: usize, durable: u64, txn: u64) -> bool {
 /// and spun for as long as the writer made no checkpoint.) Not salvaged:
 /// a reader reads the newest commit or none. What no later record proves
 /// (damage to the header of the newest record) is still looked at again.
-fn short_chain(
-    shared: &Shared,
-    w: &WriterState,
-    log: &RedoLog,
-    meta: &Meta,
-    scan: &Scan,
-    txn: u64,
-) -> Result<()> {
+fn short_chain(shared: &Shared, log: &RedoLog, meta: &Meta, scan: &Scan, txn: u64) -> Result<()> {
     let (reached, epoch) = match scan.records.last() {
         Some(r) => (r.txn, scan.epoch),
         None => (meta.log_base, meta.log_base),
     };
     let continued = log.continued_past(scan.end, reached, epoch)?;
-    let moved = match durable_meta(shared, w) {
-        Ok((now, _, _)) => now.txn != meta.txn,
-        // The durable commit moved between reading its slot and its meta.
-        Err(Error::Corrupted { .. }) => true,
-        Err(e) => return Err(e),
-    };
-    if moved || !continued {
+    if shared.durable_txn_shown() != Some(meta.txn) || !continued {
         return Ok(());
     }
     Err(Error::Corrupted {
