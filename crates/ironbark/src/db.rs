@@ -718,11 +718,19 @@ impl Database {
                 .expect("waited for"),
         };
         // Arena slots of logged commits that readers keep from reuse (a
-        // writer at work hides them: then only file pages are counted).
+        // writer at work hides them: then only file pages are counted). A
+        // read-only process's arena is read by its own readers alone, by
+        // their snapshots, where their slots show the durable commit a
+        // rebuild was built on (`txn::read::protector`).
+        let arena_snapshots = self
+            .shared
+            .readers
+            .own_snapshots_but(own_slot)
+            .unwrap_or(snapshots);
         let arena_pinned = self
             .shared
             .writer
-            .inspect(false, |w| w.arena_space.pinned_by(&snapshots))
+            .inspect(false, |w| w.arena_space.pinned_by(&arena_snapshots))
             .unwrap_or(0);
         Ok(Stats {
             page_size: self.shared.limits.page_size,

@@ -14,7 +14,9 @@ pub struct Stats {
     pub free_pages: u64,
     /// Free pages that cannot be reused yet because a live reader's snapshot
     /// can still see them (file pages, and with `Options::logged_commits`
-    /// also in-memory pages of logged commits).
+    /// also in-memory pages of logged commits). In a read-only process the
+    /// in-memory pages are those of its own rebuilds of logged commits,
+    /// counted by the snapshots its readers read.
     pub pages_pinned_by_readers: u64,
     /// The txn id of the newest commit.
     pub last_txn_id: u64,

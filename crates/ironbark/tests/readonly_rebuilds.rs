@@ -582,3 +582,51 @@ fn rebuilds_racing_a_writer_that_never_pauses_all_succeed() {
     drop(rx);
     w.exit();
 }
+
+const PINS_TEST: &str = "a_read_only_stats_count_the_arena_versions_its_readers_keep";
+
+/// `Stats::pages_pinned_by_readers` in a read-only process counts the
+/// versions of its own page arena that its readers keep. A reader of a
+/// rebuilt commit registers the older durable commit the rebuild was
+/// built on (`txn::read::protector`), so its slot does not show the
+/// snapshot whose versions it reads: those are counted by the snapshot.
+/// The versions a later rebuild replaced stay counted while the reader
+/// lives, and are not once it is gone.
+#[test]
+fn a_read_only_stats_count_the_arena_versions_its_readers_keep() {
+    if role().as_deref() == Some("serving-writer") {
+        return serving_writer(&role_path());
+    }
+    let t = temp_db("pins.ib");
+    let mut w = Writer::start(PINS_TEST, &t.path);
+    w.ask("load");
+    w.ask("commits 0 20");
+    let ro = Database::open_with(&t.path, &read_only_with(MAX_READERS)).unwrap();
+    let held = ro.begin_read().unwrap();
+    assert_eq!(counter(&held), 19);
+    let built_on = ro.stats().unwrap().durable_txn_id;
+    assert!(built_on < held.txn_id(), "not a rebuilt snapshot");
+    let alone = ro.stats().unwrap().pages_pinned_by_readers;
+
+    // Every commit changes the counter's leaf: the next rebuild replaces
+    // the held snapshot's version of it.
+    w.ask("commits 20 30");
+    let rx = ro.begin_read().unwrap();
+    assert_eq!(counter(&rx), 29);
+    drop(rx);
+    let kept = ro.stats().unwrap().pages_pinned_by_readers;
+    assert!(
+        kept > alone,
+        "the held reader's replaced versions are not counted: {alone} -> {kept}"
+    );
+    assert_reads(&held, &model(20), 7);
+
+    drop(held);
+    drop(ro.begin_read().unwrap());
+    let released = ro.stats().unwrap().pages_pinned_by_readers;
+    assert!(
+        released < kept,
+        "versions still counted after their reader ended: {kept} -> {released}"
+    );
+    w.exit();
+}

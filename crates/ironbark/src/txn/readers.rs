@@ -393,6 +393,28 @@ impl ReaderTable {
         out.dedup();
     }
 
+    /// In a read-only process, the snapshots its own readers read, but
+    /// slot `except`'s (a caller's own: `Database::stats`), sorted,
+    /// without duplicates: what its arena keeps versions for, as
+    /// [`ReaderTable::arena_snapshots`] counts them. `None` in a process
+    /// that writes, whose slots show their snapshots.
+    pub(crate) fn own_snapshots_but(&self, except: Option<usize>) -> Option<Vec<u64>> {
+        if self.own_snapshots.is_empty() {
+            return None;
+        }
+        let mut out: Vec<u64> = self
+            .own_snapshots
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| Some(i) != except)
+            .map(|(_, t)| t.load(Ordering::SeqCst))
+            .filter(|&t| t != 0)
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        Some(out)
+    }
+
     /// [`ReaderTable::snapshots`], each counted as a reader or a replay
     /// (`Protector`), for the release of file pages.
     pub(crate) fn protectors(&self, out: &mut Vec<Protector>) {
