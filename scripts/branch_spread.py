@@ -21,9 +21,10 @@ import struct
 import sys
 
 REGION_BYTES = 2 << 20
-KIND_BRANCH = 1
+# Branch page kinds and their slot widths: plain (formats 4-6) and with
+# child hints (format 7).
+SLOT_LEN_OF_KIND = {1: 6, 4: 10}
 HEADER_LEN = 32
-SLOT_LEN = 6
 CHILD_REF_LEN = 24
 
 
@@ -41,18 +42,19 @@ def main(path):
     branches = {}
     for pgno in range(2, pages):
         at = pgno * page_size
-        if data[at + 16] != KIND_BRANCH:
+        slot_len = SLOT_LEN_OF_KIND.get(data[at + 16])
+        if slot_len is None:
             continue
         txn, = struct.unpack_from("<Q", data, at + 8)
         own, = struct.unpack_from("<Q", data, at + 24)
         if own != pgno:
             continue
         (count,) = struct.unpack_from("<H", data, at + 18)
-        if HEADER_LEN + count * SLOT_LEN > page_size:
+        if HEADER_LEN + count * slot_len > page_size:
             continue
         children = []
         for i in range(count):
-            (cell,) = struct.unpack_from("<H", data, at + HEADER_LEN + SLOT_LEN * i)
+            (cell,) = struct.unpack_from("<H", data, at + HEADER_LEN + slot_len * i)
             if cell + CHILD_REF_LEN > page_size:
                 break
             children.append(struct.unpack_from("<QQ", data, at + cell))

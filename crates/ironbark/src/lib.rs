@@ -159,3 +159,6 @@ pub const MAX_VALUE_LEN: usize = 1 << 30;
 
 /// The longest tree name, in bytes.
 pub const MAX_TREE_NAME_LEN: usize = 255;
+
+#[doc(hidden)]
+pub use crate::btree::page::write_plain_branches_for_tests;

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use crate::btree::page::{
-    blob_run_pages, copy_page, page_kind, set_child, BLOB_HEADER_LEN, DIRTY_BIT, KIND_BLOB,
-    KIND_BRANCH, KIND_LEAF,
+    blob_run_pages, copy_page, is_branch_kind, page_kind, set_child, BLOB_HEADER_LEN, DIRTY_BIT,
+    KIND_BLOB, KIND_BRANCH, KIND_LEAF,
 };
 use crate::error::{Error, Result};
 use crate::storage::arena::{Arena, FileOverlays, SlotBuf, ARENA_BIT};
@@ -416,7 +416,7 @@ impl TreePageKinds {
     /// early) answers `true`: scanning on is always correct.
     pub(crate) fn take(&mut self, kind: u8) -> bool {
         let left = match kind {
-            crate::btree::page::KIND_BRANCH => &mut self.branches,
+            k if crate::btree::page::is_branch_kind(k) => &mut self.branches,
             crate::btree::page::KIND_LEAF => &mut self.leaves,
             _ => return true,
         };
@@ -494,7 +494,7 @@ impl DirtyPages {
     /// (contents stale: the caller overwrites all of it), else a new one.
     #[inline]
     fn buffer(&mut self, page_size: usize, kind: u8) -> PageBuf {
-        let slots = if kind == KIND_BRANCH {
+        let slots = if is_branch_kind(kind) {
             &mut self.branch_slots
         } else {
             &mut self.slots
@@ -1014,7 +1014,7 @@ impl DirtyPages {
         };
         for page in self.pages.iter().flatten() {
             match crate::btree::page::page_kind(page) {
-                crate::btree::page::KIND_BRANCH => kinds.branches += 1,
+                k if crate::btree::page::is_branch_kind(k) => kinds.branches += 1,
                 crate::btree::page::KIND_LEAF => kinds.leaves += 1,
                 _ => {}
             }
@@ -1077,7 +1077,7 @@ impl DirtyPages {
     pub(crate) fn is_branch(&self, id: u64) -> bool {
         self.pages[(id & !DIRTY_BIT) as usize]
             .as_deref()
-            .is_some_and(|p| crate::btree::page::page_kind(p) == crate::btree::page::KIND_BRANCH)
+            .is_some_and(|p| crate::btree::page::is_branch_kind(crate::btree::page::page_kind(p)))
     }
 
     pub(crate) fn is_spilled(&self, id: u64) -> bool {
@@ -1140,7 +1140,7 @@ impl DirtyPages {
                 let Some(page) = self.pages[i].as_deref() else {
                     continue;
                 };
-                if page_kind(page) == KIND_BRANCH {
+                if is_branch_kind(page_kind(page)) {
                     continue;
                 }
                 batch.push(i);

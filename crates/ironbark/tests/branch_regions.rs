@@ -21,7 +21,10 @@ const PAGE: usize = 4096;
 /// 16 pages: a file of a few MiB holds many regions.
 const REGION: usize = 64 << 10;
 const REGION_PAGES: u64 = (REGION / PAGE) as u64;
+/// Branch page kinds: of plain slots (6 bytes), and of slots that hint
+/// at their children (10 bytes), which this build writes.
 const KIND_BRANCH: u8 = 1;
+const KIND_HINTED_BRANCH: u8 = 4;
 /// Where the list of regions starts in a meta page (after the meta's 88
 /// bytes).
 const LIST_AT: usize = 88;
@@ -56,13 +59,18 @@ fn live_branches(path: &Path) -> BTreeSet<u64> {
     let mut branches = std::collections::BTreeMap::new();
     for pgno in 2..(data.len() / PAGE) as u64 {
         let p = &data[pgno as usize * PAGE..][..PAGE];
-        if p[16] != KIND_BRANCH || u64_at(p, 24) != pgno {
+        let slot_len = match p[16] {
+            KIND_BRANCH => 6,
+            KIND_HINTED_BRANCH => 10,
+            _ => continue,
+        };
+        if u64_at(p, 24) != pgno {
             continue;
         }
         let count = u16_at(p, 18) as usize;
         let children: Vec<(u64, u64)> = (0..count)
             .map(|i| {
-                let cell = u16_at(p, 32 + 6 * i) as usize;
+                let cell = u16_at(p, 32 + slot_len * i) as usize;
                 (u64_at(p, cell), u64_at(p, cell + 8))
             })
             .collect();

@@ -599,13 +599,13 @@ fn a_damaged_branch_of_the_last_checkpoint_fails_the_step_and_is_not_laundered()
     // (Before the logged commits: `stats` checkpoints them.)
     let page_size = db.stats().unwrap().page_size;
     churn(&db, &mut model, n, 6_000, false, &mut Rng::new(3));
-    // Every branch page of the file (byte 16: the page kind, 1 for a
+    // Every branch page of the file (byte 16: the page kind, 1 or 4 for a
     // branch) gets its stored checksum damaged. The newest commit reads
     // none of them: every path changed, so its branches are in memory.
     let mut file = std::fs::read(&t.path).unwrap();
     let mut damaged = 0;
     for page in file.chunks_exact_mut(page_size).skip(2) {
-        if page[16] == 1 {
+        if page[16] == 1 || page[16] == 4 {
             page[0] ^= 0x40;
             damaged += 1;
         }

@@ -31,7 +31,10 @@
 
 use std::ops::Bound;
 
-use crate::btree::page::{compare_keys, verify_blob, verify_page, LeafValue, Node, Reads};
+use crate::btree::page::{
+    compare_keys, page_kind, slot_len_of, verify_blob, verify_page, LeafValue, Node, Reads,
+    KIND_LEAF,
+};
 use crate::btree::search::{
     check_root, is_deleted, leaf_entry_seen, may_be_overlaid, node_at, resolve_value, Root,
 };
@@ -71,6 +74,7 @@ impl<'a> Frame<'a> {
             pgno: self.pgno,
             count: self.count as usize,
             is_leaf: false,
+            slot_len: slot_len_of(page_kind(self.bytes)),
         }
     }
 }
@@ -192,6 +196,7 @@ impl<'a> Cursor<'a> {
                 pgno: 0,
                 count: 0,
                 is_leaf: true,
+                slot_len: slot_len_of(KIND_LEAF),
             },
             idx: 0,
             valid: false,

@@ -52,16 +52,83 @@ pub(crate) fn is_file_page(pgno: u64) -> bool {
 }
 
 pub(crate) const BLOB_HEADER_LEN: usize = 40;
+/// A branch page of 6-byte slots (files of formats 4-6): its child page
+/// numbers are in its cells only.
 pub(crate) const KIND_BRANCH: u8 = 1;
 pub(crate) const KIND_LEAF: u8 = 2;
 pub(crate) const KIND_BLOB: u8 = 3;
+/// A branch page whose slots also hold a hint of their child's page
+/// number ([`HINTED_SLOT_LEN`]), so that a descent asks for the child as
+/// soon as its search picks the slot, before the cell is read: what this
+/// build writes (format 7), unless the cells do not fit with the wider
+/// slots (`fill_page_parts`).
+pub(crate) const KIND_HINTED_BRANCH: u8 = 4;
 pub(crate) const LEAF_CELL_HEADER: usize = 7;
 pub(crate) const BRANCH_CELL_HEADER: usize = 26;
 pub(crate) const OVERFLOW_REF_LEN: usize = 24;
 pub(crate) const FLAG_OVERFLOW: u8 = 1;
 const SLOT_LEN: usize = 6;
+/// The slot of a [`KIND_HINTED_BRANCH`] page: a plain slot, then the
+/// child's page number hint (`u32` at [`SLOT_HINT`]).
+const HINTED_SLOT_LEN: usize = 10;
 /// Where a slot's key head is.
 const SLOT_HEAD: usize = 2;
+/// Where a hinted slot's child hint is.
+const SLOT_HINT: usize = 6;
+// A hinted branch's entry (slot and cell) is no longer than a leaf's with
+// a blob reference, so the largest key (`Limits::max_key`) stands.
+const _: () =
+    assert!(HINTED_SLOT_LEN + BRANCH_CELL_HEADER <= SLOT_LEN + LEAF_CELL_HEADER + OVERFLOW_REF_LEN);
+
+/// Set by the engine's own tests alone ([`write_plain_branches_for_tests`]).
+static PLAIN_BRANCHES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes every branch page this process fills from now on one of plain
+/// slots, as builds of formats 4-6 wrote them, or (`false`) back to the
+/// hinted kind: for the engine's own tests of files of those formats,
+/// which are written with it set and then opened without. Never set it
+/// otherwise: it affects every database of the process.
+#[doc(hidden)]
+pub fn write_plain_branches_for_tests(on: bool) {
+    PLAIN_BRANCHES.store(on, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether a page of `kind` is a branch (of either slot width).
+#[inline(always)]
+pub(crate) fn is_branch_kind(kind: u8) -> bool {
+    kind == KIND_BRANCH || kind == KIND_HINTED_BRANCH
+}
+
+/// The slot width of a tree page of `kind`.
+#[inline(always)]
+pub(crate) fn slot_len_of(kind: u8) -> usize {
+    if kind == KIND_HINTED_BRANCH {
+        HINTED_SLOT_LEN
+    } else {
+        SLOT_LEN
+    }
+}
+
+/// The slot width of dirty tree page `b`.
+#[inline(always)]
+fn slot_len(b: &[u8]) -> usize {
+    slot_len_of(b[16])
+}
+
+/// The hint a hinted slot keeps of child page `pgno`: its low 31 bits,
+/// and the top bit for an arena page; 0 (no hint) for a provisional
+/// (dirty) number or a file page past 2^31 (8 TiB of 4 KiB pages). Page 0
+/// is a meta page, never a child, so 0 is free to mean none. A hint is
+/// only ever asked for ahead: the cell's number is what a descent reads
+/// (and `check_cells` checks the two agree).
+#[inline(always)]
+fn child_hint_of(pgno: u64) -> u32 {
+    let number = pgno & !ARENA_BIT;
+    if pgno & DIRTY_BIT != 0 || number >= 1 << 31 {
+        return 0;
+    }
+    number as u32 | (u32::from(pgno & ARENA_BIT != 0) << 31)
+}
 /// The longest key prefix a page keeps (header byte 17).
 const MAX_PREFIX: usize = u8::MAX as usize;
 
@@ -94,6 +161,11 @@ pub(crate) fn put_u64(b: &mut [u8], at: usize, v: u64) {
 /// otherwise fetch one dependent cache miss per probe.
 const SEARCH_PREFETCH_BYTES: usize = 512;
 
+/// How much of a branch page's start a descent asks for at once
+/// (`Reads::Branch`, `Reads::Ahead`): the header and the slot array of a
+/// hinted branch of up to 80 cells (its slots take 10 bytes).
+const BRANCH_PREFETCH_BYTES: usize = 832;
+
 /// Bytes of a leaf `Reads::LeafAhead` asks for.
 const LEAF_AHEAD_BYTES: usize = 256;
 
@@ -109,6 +181,9 @@ pub(crate) enum Reads {
     /// instructions per `get` at 1M records) and 64 lines of memory
     /// traffic for the one cell it reads.
     Search,
+    /// `Search` of a branch page, whose slots may be wider
+    /// ([`KIND_HINTED_BRANCH`]).
+    Branch,
     /// Any or all of its cells: a leaf a cursor steps through (its cells
     /// lie anywhere in the page, in no order, and each step would miss on
     /// its own), a page the write path copies or frees.
@@ -130,9 +205,10 @@ pub(crate) enum Reads {
 pub(crate) fn prefetch_page(page: &[u8], reads: Reads) {
     match reads {
         Reads::Search => prefetch(&page[..page.len().min(SEARCH_PREFETCH_BYTES)]),
+        Reads::Branch => prefetch(&page[..page.len().min(BRANCH_PREFETCH_BYTES)]),
         Reads::Ahead => {
             prefetch_line(page.as_ptr());
-            prefetch(&page[..page.len().min(SEARCH_PREFETCH_BYTES)]);
+            prefetch(&page[..page.len().min(BRANCH_PREFETCH_BYTES)]);
         }
         Reads::Whole => prefetch(page),
         Reads::LeafAhead => {
@@ -219,6 +295,9 @@ pub(crate) struct Node<'a> {
     pub(crate) pgno: u64,
     pub(crate) count: usize,
     pub(crate) is_leaf: bool,
+    /// Bytes a slot takes ([`SLOT_LEN`], or [`HINTED_SLOT_LEN`] for a
+    /// hinted branch).
+    pub(crate) slot_len: usize,
 }
 
 pub(crate) fn page_txn(b: &[u8]) -> u64 {
@@ -238,7 +317,7 @@ impl<'a> Node<'a> {
             return Err(Error::corrupted_page(pgno, "page too small"));
         }
         let kind = page_kind(bytes);
-        if kind != KIND_BRANCH && kind != KIND_LEAF {
+        if kind != KIND_LEAF && !is_branch_kind(kind) {
             return Err(Error::corrupted_page(
                 pgno,
                 format!("unexpected page kind {kind}"),
@@ -257,10 +336,11 @@ impl<'a> Node<'a> {
         }
         let count = u16_at(bytes, 18) as usize;
         let upper = u32_at(bytes, 20) as usize;
-        if HEADER_LEN + count * SLOT_LEN > upper || upper > bytes.len() {
+        let slot_len = slot_len_of(kind);
+        if HEADER_LEN + count * slot_len > upper || upper > bytes.len() {
             return Err(Error::corrupted_page(pgno, "cell area out of bounds"));
         }
-        if count == 0 && kind == KIND_BRANCH {
+        if count == 0 && kind != KIND_LEAF {
             return Err(Error::corrupted_page(pgno, "empty branch page"));
         }
         Ok(Node {
@@ -268,6 +348,7 @@ impl<'a> Node<'a> {
             pgno,
             count,
             is_leaf: kind == KIND_LEAF,
+            slot_len,
         })
     }
 
@@ -278,8 +359,8 @@ impl<'a> Node<'a> {
     #[inline(always)]
     fn cell_offset(&self, i: usize) -> Result<usize> {
         debug_assert!(i < self.count);
-        let off = u16_at(self.bytes, HEADER_LEN + i * SLOT_LEN) as usize;
-        if off < HEADER_LEN + self.count * SLOT_LEN || off >= self.bytes.len() {
+        let off = u16_at(self.bytes, HEADER_LEN + i * self.slot_len) as usize;
+        if off < HEADER_LEN + self.count * self.slot_len || off >= self.bytes.len() {
             return Err(self.corrupt("cell offset out of bounds"));
         }
         Ok(off)
@@ -391,6 +472,26 @@ impl<'a> Node<'a> {
         Ok((self.check_ref(u64_at(h, 0))?, u64_at(h, 8)))
     }
 
+    /// The page number slot `i` of a hinted branch gives as its child's
+    /// (`None` for another page, or no hint): not checked against the
+    /// cell, so only for asking for the child's lines ahead of
+    /// [`Node::child`]. `i` below the count.
+    #[inline(always)]
+    pub(crate) fn child_hint(&self, i: usize) -> Option<u64> {
+        debug_assert!(!self.is_leaf && i < self.count);
+        if self.slot_len != HINTED_SLOT_LEN {
+            return None;
+        }
+        // Within the slot array, which `parse` checked lies in the page.
+        let hint = u32_at(self.bytes, HEADER_LEN + i * HINTED_SLOT_LEN + SLOT_HINT);
+        let number = u64::from(hint & !(1 << 31));
+        (hint != 0).then_some(if hint >> 31 != 0 {
+            number | ARENA_BIT
+        } else {
+            number
+        })
+    }
+
     /// Calls `found(i, pgno)` for each child `i` of this branch whose page
     /// number has any of the bits of `mask` set, from the last child to the
     /// first, until it returns `false`: the commit's one scan of a dirty
@@ -403,14 +504,14 @@ impl<'a> Node<'a> {
         debug_assert!(!self.is_leaf);
         let slots = self
             .bytes
-            .get(HEADER_LEN..HEADER_LEN + self.count * SLOT_LEN)
+            .get(HEADER_LEN..HEADER_LEN + self.count * self.slot_len)
             .ok_or_else(|| self.corrupt("slot array out of bounds"))?;
-        for (i, slot) in slots.chunks_exact(SLOT_LEN).enumerate().rev() {
+        for (i, slot) in slots.chunks_exact(self.slot_len).enumerate().rev() {
             let off = u16::from_le_bytes([slot[0], slot[1]]) as usize;
             let pgno = self
                 .bytes
                 .get(off..off + 8)
-                .filter(|_| off >= HEADER_LEN + self.count * SLOT_LEN)
+                .filter(|_| off >= HEADER_LEN + self.count * self.slot_len)
                 .map(|b| u64_at(b, 0))
                 .ok_or_else(|| self.corrupt("branch cell out of bounds"))?;
             if pgno & mask != 0 && !found(i, pgno) {
@@ -439,7 +540,13 @@ impl<'a> Node<'a> {
     /// The slot array: `count` slots, within the page (checked by `parse`).
     #[inline(always)]
     fn slots(&self) -> &'a [u8] {
-        &self.bytes[HEADER_LEN..HEADER_LEN + self.count * SLOT_LEN]
+        &self.bytes[HEADER_LEN..HEADER_LEN + self.count * self.slot_len]
+    }
+
+    /// The head in slot `i` (below the count).
+    #[inline(always)]
+    fn head(&self, i: usize) -> u32 {
+        u32_at(self.slots(), i * self.slot_len + SLOT_HEAD)
     }
 
     /// Where `key` falls among keys `first..self.count`, by their heads:
@@ -460,9 +567,8 @@ impl<'a> Node<'a> {
         }
         let p = self.prefix_len();
         let h = key_head(key, p);
-        let slots = self.slots();
         let lo = self.first_head_not_below(first, h);
-        if self.is_leaf && lo < count && slot_head(slots, lo as u32) == h {
+        if self.is_leaf && lo < count && self.head(lo) == h {
             // The lines of cell `lo` past its first, where its head is the
             // key's (a lookup that will find its key there reads the value
             // next): asked for now, they arrive with the first, not after
@@ -491,14 +597,14 @@ impl<'a> Node<'a> {
         // a search past that (a page whose prefix is shorter than its keys
         // share has runs of equal heads).
         let mut end = lo;
-        while end < count && end < lo + 4 && slot_head(slots, end as u32) == h {
+        while end < count && end < lo + 4 && self.head(end) == h {
             end += 1;
         }
         if end == lo + 4 {
             let mut top = count;
             while end < top {
                 let mid = end + (top - end) / 2;
-                if slot_head(slots, mid as u32) <= h {
+                if self.head(mid) <= h {
                     end = mid + 1;
                 } else {
                     top = mid;
@@ -525,9 +631,22 @@ impl<'a> Node<'a> {
     /// sliced once, with `u32` indices (a count is a `u16`): their offsets
     /// cannot overflow, so each costs one bounds check against the array's
     /// length, not two against the page's.
+    /// The search is compiled for each slot width, so that a probe's
+    /// address is a constant multiple of its index (a multiplication by
+    /// the width read from the page would lengthen every step's chain).
     #[inline(always)]
     fn first_head_not_below(&self, first: usize, h: u32) -> usize {
-        debug_assert!(first < self.count);
+        if self.slot_len == HINTED_SLOT_LEN {
+            self.first_head_not_below_in::<HINTED_SLOT_LEN>(first, h)
+        } else {
+            self.first_head_not_below_in::<SLOT_LEN>(first, h)
+        }
+    }
+
+    /// [`Node::first_head_not_below`] in a page of slots of `W` bytes.
+    #[inline(always)]
+    fn first_head_not_below_in<const W: usize>(&self, first: usize, h: u32) -> usize {
+        debug_assert!(first < self.count && W == self.slot_len);
         let slots = self.slots();
         let count = self.count as u32;
         // The answer is in lo..=lo + n: every head before `lo` is below
@@ -538,7 +657,7 @@ impl<'a> Node<'a> {
             // Either way the answer stays in the new range: past `lo +
             // half` if its head is below `h`, else at or before it, and
             // `n - half >= half`.
-            let below = slot_head(slots, lo + half) < h;
+            let below = slot_head::<W>(slots, lo + half) < h;
             lo = std::hint::select_unpredictable(below, lo + half, lo);
             n -= half;
         }
@@ -550,15 +669,14 @@ impl<'a> Node<'a> {
         let first = first as u32;
         if count - first >= HEAD_WINDOW {
             let start = lo.min(count - HEAD_WINDOW);
-            let window =
-                &slots[start as usize * SLOT_LEN..(start + HEAD_WINDOW) as usize * SLOT_LEN];
+            let window = &slots[start as usize * W..(start + HEAD_WINDOW) as usize * W];
             let below: u32 = (0..HEAD_WINDOW)
-                .map(|i| u32::from(slot_head(window, i) < h))
+                .map(|i| u32::from(slot_head::<W>(window, i) < h))
                 .sum();
             return (start + below) as usize;
         }
         let below: u32 = (lo..count)
-            .map(|i| u32::from(slot_head(slots, i) < h))
+            .map(|i| u32::from(slot_head::<W>(slots, i) < h))
             .sum();
         (lo + below) as usize
     }
@@ -599,12 +717,16 @@ impl<'a> Node<'a> {
         let Some(page_prefix) = page_prefix else {
             return Err(self.corrupt("key shorter than the page's prefix"));
         };
-        let slots = self.slots();
         for i in 0..self.count {
             let key = if self.is_leaf {
                 self.leaf_entry(i)?.0
             } else {
-                self.child(i)?;
+                let (child, _) = self.child(i)?;
+                if self.slot_len == HINTED_SLOT_LEN
+                    && u32_at(self.slots(), i * HINTED_SLOT_LEN + SLOT_HINT) != child_hint_of(child)
+                {
+                    return Err(self.corrupt("slot's child hint does not match its cell"));
+                }
                 self.key(i)?
             };
             // `compare_keys`, not a slice compare: a call to `memcmp` per
@@ -615,7 +737,7 @@ impl<'a> Node<'a> {
             if i >= first && !has_prefix {
                 return Err(self.corrupt("key without the page's prefix"));
             }
-            if slot_head(slots, i as u32) != key_head(key, prefix) {
+            if self.head(i) != key_head(key, prefix) {
                 return Err(self.corrupt("slot's key head does not match its key"));
             }
         }
@@ -667,7 +789,7 @@ impl<'a> Node<'a> {
     /// holes in it counted as used). One read of the header, no cell.
     pub(crate) fn used_at_most(&self) -> usize {
         let upper = (u32_at(self.bytes, 20) as usize).min(self.bytes.len());
-        HEADER_LEN + self.count * SLOT_LEN + (self.bytes.len() - upper)
+        HEADER_LEN + self.count * self.slot_len + (self.bytes.len() - upper)
     }
 
     /// Bytes a leaf cell of a key and an inline value takes, with its slot.
@@ -679,7 +801,7 @@ impl<'a> Node<'a> {
     pub(crate) fn used_bytes(&self) -> Result<usize> {
         let mut used = 0;
         for i in 0..self.count {
-            used += self.cell(i)?.len() + SLOT_LEN;
+            used += self.cell(i)?.len() + self.slot_len;
         }
         Ok(used)
     }
@@ -692,7 +814,7 @@ impl<'a> Node<'a> {
             if used >= bytes {
                 return Ok(true);
             }
-            used += self.cell(i)?.len() + SLOT_LEN;
+            used += self.cell(i)?.len() + self.slot_len;
         }
         Ok(used >= bytes)
     }
@@ -746,8 +868,8 @@ pub(crate) fn compare_keys(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
 /// The head in slot `i` of a slot array (`Node::slots`): one bounds check,
 /// which the callers' indices (below the slot count) always pass.
 #[inline(always)]
-fn slot_head(slots: &[u8], i: u32) -> u32 {
-    let at = i as usize * SLOT_LEN + SLOT_HEAD;
+fn slot_head<const W: usize>(slots: &[u8], i: u32) -> u32 {
+    let at = i as usize * W + SLOT_HEAD;
     u32_at(slots, at)
 }
 
@@ -784,7 +906,7 @@ fn cell_key(cell: &[u8], is_leaf: bool) -> &[u8] {
 /// The first slot whose key is compared (a branch's first key is empty and
 /// never is): keys from it on share the page's prefix.
 fn first_keyed(b: &[u8]) -> usize {
-    usize::from(b[16] == KIND_BRANCH)
+    usize::from(is_branch_kind(b[16]))
 }
 
 /// The length of the longest common prefix of `a` and `b`, at most
@@ -810,7 +932,7 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
 
 /// The key of slot `i` of a dirty page (well formed).
 fn slot_key(b: &[u8], i: usize) -> &[u8] {
-    let off = u16_at(b, HEADER_LEN + i * SLOT_LEN) as usize;
+    let off = u16_at(b, HEADER_LEN + i * slot_len(b)) as usize;
     cell_key(&b[off..], b[16] == KIND_LEAF)
 }
 
@@ -841,7 +963,7 @@ fn rewrite_heads(b: &mut [u8], prefix: usize) {
     // keyed by a shift (an insert at 0), and its head must then be right.
     for i in 0..cell_count(b) {
         let head = key_head(slot_key(b, i), prefix);
-        put_u32(b, HEADER_LEN + i * SLOT_LEN + SLOT_HEAD, head);
+        put_u32(b, HEADER_LEN + i * slot_len(b) + SLOT_HEAD, head);
     }
 }
 
@@ -927,7 +1049,10 @@ pub(crate) fn push_branch_cell(
     out.extend_from_slice(key);
 }
 
-/// The cell size of a slot-array entry plus its cell.
+/// The bytes a cell of `cell_len` bytes takes with a plain slot. A hinted
+/// branch's slots take more; the page makers fall back to plain slots for
+/// cells that fit only so (`fill_page_parts`), so that a count of cells
+/// that fit by this always fits.
 pub(crate) fn slotted_size(cell_len: usize) -> usize {
     cell_len + SLOT_LEN
 }
@@ -1014,12 +1139,26 @@ pub(crate) fn fill_page_parts<'c>(
         "slot offsets are 16-bit"
     );
     b[..HEADER_LEN].fill(0);
-    b[16] = if is_leaf { KIND_LEAF } else { KIND_BRANCH };
+    // A branch with a hint of each child in its slots, if its cells fit
+    // with the wider slots: they do unless the cells came from a full
+    // branch of plain slots (a file of an earlier format), which stays so.
+    let hinted = !is_leaf
+        && !PLAIN_BRANCHES.load(std::sync::atomic::Ordering::Relaxed)
+        && (0..count)
+            .map(|i| cell(i).iter().map(|p| p.len()).sum::<usize>() + HINTED_SLOT_LEN)
+            .sum::<usize>()
+            <= b.len() - HEADER_LEN;
+    b[16] = match (is_leaf, hinted) {
+        (true, _) => KIND_LEAF,
+        (false, true) => KIND_HINTED_BRANCH,
+        (false, false) => KIND_BRANCH,
+    };
+    let width = slot_len(b);
     let mut upper = b.len();
     for i in 0..count {
         let parts = cell(i);
         let len = parts[0].len() + parts[1].len() + parts[2].len();
-        let slots_end = HEADER_LEN + (i + 1) * SLOT_LEN;
+        let slots_end = HEADER_LEN + (i + 1) * width;
         assert!(
             upper >= slots_end + len,
             "cells given to fill_page do not fit"
@@ -1032,7 +1171,11 @@ pub(crate) fn fill_page_parts<'c>(
                 at += p.len();
             }
         }
-        put_u16(b, slots_end - SLOT_LEN, upper as u16);
+        put_u16(b, slots_end - width, upper as u16);
+        if hinted {
+            let hint = child_hint_of(u64_at(b, upper));
+            put_u32(b, slots_end - width + SLOT_HINT, hint);
+        }
     }
     put_u16(b, 18, count as u16);
     put_u32(b, 20, upper as u32);
@@ -1055,11 +1198,14 @@ fn upper_of(b: &[u8]) -> usize {
 /// area: `None` for a blob or state page, or a header that describes no
 /// gap inside the page (a damaged one: its copy is then whole).
 fn free_gap(b: &[u8]) -> Option<std::ops::Range<usize>> {
-    let kind = page_kind(b);
-    if b.len() < HEADER_LEN || (kind != KIND_LEAF && kind != KIND_BRANCH) {
+    if b.len() < HEADER_LEN {
         return None;
     }
-    let slots_end = HEADER_LEN + cell_count(b) * SLOT_LEN;
+    let kind = page_kind(b);
+    if kind != KIND_LEAF && !is_branch_kind(kind) {
+        return None;
+    }
+    let slots_end = HEADER_LEN + cell_count(b) * slot_len_of(kind);
     let upper = upper_of(b);
     (slots_end <= upper && upper <= b.len()).then_some(slots_end..upper)
 }
@@ -1083,7 +1229,7 @@ pub(crate) fn copy_page(to: &mut [u8], from: &[u8]) {
 
 /// Free bytes between the slot array and the cell area of a dirty page.
 fn gap(b: &[u8]) -> usize {
-    upper_of(b) - (HEADER_LEN + cell_count(b) * SLOT_LEN)
+    upper_of(b) - (HEADER_LEN + cell_count(b) * slot_len(b))
 }
 
 /// The cells of a dirty page, copied out in order.
@@ -1111,12 +1257,12 @@ fn compact(b: &mut [u8]) {
             let cell = old.cell(i).expect("dirty cell is well formed");
             upper -= cell.len();
             b[upper..upper + cell.len()].copy_from_slice(cell);
-            put_u16(b, HEADER_LEN + i * SLOT_LEN, upper as u16);
+            put_u16(b, HEADER_LEN + i * old.slot_len, upper as u16);
         }
         put_u32(b, 20, upper as u32);
         // The gap holds no stale cell bytes (removed values stay out of the
         // file once their page is compacted).
-        b[HEADER_LEN + old.count * SLOT_LEN..upper].fill(0);
+        b[HEADER_LEN + old.count * old.slot_len..upper].fill(0);
     });
     refresh_prefix(b);
 }
@@ -1125,14 +1271,18 @@ fn compact(b: &mut [u8]) {
 /// `removed` bytes (0: none) is taken out: at once if the gap holds it,
 /// else by counting the bytes in use.
 pub(crate) fn cell_fits(b: &[u8], len: usize, removed: usize) -> bool {
-    let need = len + SLOT_LEN;
+    let need = len + slot_len(b);
     if gap(b) >= need {
         return true;
     }
     let used = Node::parse(b, u64::MAX, None)
         .and_then(|n| n.used_bytes())
         .expect("dirty page is well formed");
-    let freed = if removed > 0 { removed + SLOT_LEN } else { 0 };
+    let freed = if removed > 0 {
+        removed + slot_len(b)
+    } else {
+        0
+    };
     b.len() - HEADER_LEN - (used - freed) >= need
 }
 
@@ -1149,7 +1299,8 @@ pub(crate) fn insert_cell_parts(b: &mut [u8], index: usize, parts: &[&[u8]]) -> 
     let count = cell_count(b);
     assert!(index <= count);
     let len: usize = parts.iter().map(|p| p.len()).sum();
-    let need = len + SLOT_LEN;
+    let width = slot_len(b);
+    let need = len + width;
     if gap(b) < need {
         let used = Node::parse(b, u64::MAX, None)
             .and_then(|n| n.used_bytes())
@@ -1165,12 +1316,16 @@ pub(crate) fn insert_cell_parts(b: &mut [u8], index: usize, parts: &[&[u8]]) -> 
         b[at..at + p.len()].copy_from_slice(p);
         at += p.len();
     }
-    let slots = HEADER_LEN + index * SLOT_LEN;
+    let slots = HEADER_LEN + index * width;
     if index < count {
         // Not an append at the end (a sorted load's every insert).
-        b.copy_within(slots..HEADER_LEN + count * SLOT_LEN, slots + SLOT_LEN);
+        b.copy_within(slots..HEADER_LEN + count * width, slots + width);
     }
     put_u16(b, slots, upper as u16);
+    if width == HINTED_SLOT_LEN {
+        let hint = child_hint_of(u64_at(b, upper));
+        put_u32(b, slots + SLOT_HINT, hint);
+    }
     put_u16(b, 18, (count + 1) as u16);
     put_u32(b, 20, upper as u32);
     // The slot that just became keyed: the new one, or, for an insert
@@ -1279,8 +1434,9 @@ pub(crate) fn append_leaf_inline(b: &mut [u8], key: &[u8], value: &[u8]) -> Leaf
 pub(crate) fn remove_cell(b: &mut [u8], index: usize) {
     let count = cell_count(b);
     assert!(index < count);
-    let slots = HEADER_LEN + index * SLOT_LEN;
-    b.copy_within(slots + SLOT_LEN..HEADER_LEN + count * SLOT_LEN, slots);
+    let width = slot_len(b);
+    let slots = HEADER_LEN + index * width;
+    b.copy_within(slots + width..HEADER_LEN + count * width, slots);
     put_u16(b, 18, (count - 1) as u16);
     if count == 1 {
         put_u32(b, 20, b.len() as u32);
@@ -1292,7 +1448,12 @@ pub(crate) fn remove_cell(b: &mut [u8], index: usize) {
 
 /// Points branch cell `index` of a dirty page at `child` written by `txn`.
 pub(crate) fn set_child(b: &mut [u8], index: usize, child: u64, txn: u64, sum: u64) {
-    let off = u16_at(b, HEADER_LEN + index * SLOT_LEN) as usize;
+    let width = slot_len(b);
+    let slot = HEADER_LEN + index * width;
+    if width == HINTED_SLOT_LEN {
+        put_u32(b, slot + SLOT_HINT, child_hint_of(child));
+    }
+    let off = u16_at(b, slot) as usize;
     put_u64(b, off, child);
     put_u64(b, off + 8, txn);
     put_u64(b, off + 16, sum);
@@ -1382,6 +1543,25 @@ pub(crate) fn write_blob_header(b: &mut [u8], page_size: usize, len: usize) {
 /// Pages in the blob run whose first page is `first` (header not trusted).
 pub(crate) fn blob_run_pages(first: &[u8]) -> u64 {
     u32_at(first, 20) as u64
+}
+
+/// The pages of the value blob run at `pgno` (of `page_size` pages)
+/// whose first page (or more) is `first`, holding a value of `len` bytes: what its header says, if that
+/// is what the value needs (a value's run is never longer). Else
+/// `Corrupted`: a run length from a damaged header would free pages that
+/// other values hold.
+pub(crate) fn value_run_pages(first: &[u8], pgno: u64, len: u64, page_size: usize) -> Result<u64> {
+    let pages = blob_run_pages(first);
+    let needed = (BLOB_HEADER_LEN as u64)
+        .saturating_add(len)
+        .div_ceil(page_size as u64);
+    if first.len() < BLOB_HEADER_LEN || page_kind(first) != KIND_BLOB || pages != needed {
+        return Err(Error::corrupted_page(
+            pgno,
+            format!("blob run of {pages} pages for a value of {len} bytes"),
+        ));
+    }
+    Ok(pages)
 }
 
 /// Validates a whole blob run and returns its data.
@@ -1694,7 +1874,7 @@ pub(crate) mod tests {
             fill_page(&mut page, true, &cells);
             let node = Node::parse(&page, 1, None).unwrap();
             let heads: Vec<u32> = (0..node.count as u32)
-                .map(|i| slot_head(node.slots(), i))
+                .map(|i| node.head(i as usize))
                 .collect();
             let mut probes = vec![0, u32::MAX];
             for &h in &heads {
@@ -1802,11 +1982,13 @@ pub(crate) mod tests {
                     let key = if i == 0 { &[][..] } else { &k[..] };
                     branch_cell(key, 2 + i as u64, 7, 9)
                 };
-                if used + slotted_size(cell.len()) > 1024 {
+                // A branch this build makes has hinted slots.
+                let width = if is_leaf { SLOT_LEN } else { HINTED_SLOT_LEN };
+                if used + cell.len() + width > 1024 {
                     full += 1;
                     break;
                 }
-                used += slotted_size(cell.len());
+                used += cell.len() + width;
                 cells.push(cell);
             }
             let mut by_inserts = vec![0u8; 1024];
@@ -1867,6 +2049,134 @@ pub(crate) mod tests {
             .check_cells()
             .unwrap_err();
         assert!(err.to_string().contains("past the page"), "{err}");
+    }
+
+    /// A branch's cells for children `children` under keys `k0000`,
+    /// `k0002`, ... (the first key empty).
+    fn branch_cells(children: &[u64]) -> Vec<Vec<u8>> {
+        children
+            .iter()
+            .enumerate()
+            .map(|(i, &child)| {
+                let key = if i == 0 {
+                    Vec::new()
+                } else {
+                    format!("k{:04}", 2 * i).into_bytes()
+                };
+                branch_cell(&key, child, 7 + i as u64, 100 + i as u64)
+            })
+            .collect()
+    }
+
+    /// Branch page `b` rewritten with plain slots, as formats 4-6 wrote
+    /// it: the same cells where they lie, the slots 6 bytes again.
+    fn to_plain(b: &[u8]) -> Vec<u8> {
+        assert_eq!(b[16], KIND_HINTED_BRANCH);
+        let mut plain = b.to_vec();
+        let count = cell_count(b);
+        for i in 0..count {
+            let from = HEADER_LEN + i * HINTED_SLOT_LEN;
+            let to = HEADER_LEN + i * SLOT_LEN;
+            plain[to..to + SLOT_LEN].copy_from_slice(&b[from..from + SLOT_LEN]);
+        }
+        plain[HEADER_LEN + count * SLOT_LEN..upper_of(b)].fill(0);
+        plain[16] = KIND_BRANCH;
+        plain
+    }
+
+    /// A branch this build fills hints at each child in its slot (file and
+    /// arena pages; none for a provisional number), and keeps the hints
+    /// right through inserts, removals and new children; the same page of
+    /// plain slots (an older file's) gives no hints and the same answers.
+    #[test]
+    fn branches_hint_their_children_and_plain_ones_read_alike() {
+        let mut children: Vec<u64> = (0..40u64).map(|i| 1000 + 37 * i).collect();
+        children[5] = ARENA_BIT | 12;
+        children[9] = DIRTY_BIT | 3;
+        children[11] = 1 << 40;
+        let mut page = vec![0u8; 4096];
+        fill_page(&mut page, false, &branch_cells(&children));
+        assert_eq!(page[16], KIND_HINTED_BRANCH);
+        let mut plain = to_plain(&page);
+        let want_hint = |child: u64| match child {
+            c if c & DIRTY_BIT != 0 || c == 1 << 40 => None,
+            c => Some(c),
+        };
+        for round in 0..3 {
+            for (b, hinted) in [(&page, true), (&plain, false)] {
+                let node = Node::parse(b, u64::MAX, None).unwrap();
+                node.check_cells().unwrap();
+                for i in 0..node.count {
+                    let (child, _) = node.child(i).unwrap();
+                    let hint = node.child_hint(i);
+                    assert_eq!(hint, if hinted { want_hint(child) } else { None });
+                }
+            }
+            let (a, b) = (
+                Node::parse(&page, u64::MAX, None).unwrap(),
+                Node::parse(&plain, u64::MAX, None).unwrap(),
+            );
+            assert_eq!(a.count, b.count);
+            for probe in 0..100u32 {
+                let key = format!("k{probe:04}").into_bytes();
+                let i = a.search_branch(&key).unwrap();
+                assert_eq!(i, b.search_branch(&key).unwrap(), "{probe}");
+                assert_eq!(a.child(i).unwrap(), b.child(i).unwrap());
+            }
+            // Edits, the same on both.
+            match round {
+                0 => {
+                    let cell = branch_cell(b"k0003", ARENA_BIT | 99, 1, 2);
+                    assert!(insert_cell(&mut page, 2, &cell));
+                    assert!(insert_cell(&mut plain, 2, &cell));
+                    set_child(&mut page, 9, 4242, 3, 4);
+                    set_child(&mut plain, 9, 4242, 3, 4);
+                }
+                _ => {
+                    remove_cell(&mut page, 4);
+                    remove_cell(&mut plain, 4);
+                    set_child(&mut page, 0, ARENA_BIT | 7, 3, 4);
+                    set_child(&mut plain, 0, ARENA_BIT | 7, 3, 4);
+                }
+            }
+        }
+    }
+
+    /// A damaged hint is damage to `check_cells`; a descent takes its
+    /// child from the cell all the same.
+    #[test]
+    fn a_damaged_hint_is_reported_and_not_followed() {
+        let children: Vec<u64> = (0..10u64).map(|i| 500 + i).collect();
+        let mut page = vec![0u8; 4096];
+        fill_page(&mut page, false, &branch_cells(&children));
+        let mut bad = page.clone();
+        bad[HEADER_LEN + 3 * HINTED_SLOT_LEN + SLOT_HINT] ^= 0x10;
+        let node = Node::parse(&bad, 1, None).unwrap();
+        let err = node.check_cells().unwrap_err();
+        assert!(err.to_string().contains("child hint"), "{err}");
+        assert_eq!(node.child_hint(3), Some(503 ^ 0x10));
+        let i = node.search_branch(b"k0006").unwrap();
+        assert_eq!(i, 3);
+        assert_eq!(node.child(i).unwrap(), (503, 10));
+    }
+
+    /// Cells that fit a page only with plain slots (a full branch of an
+    /// older file, spliced or merged as it was) make a plain branch.
+    #[test]
+    fn cells_that_fit_only_plain_slots_make_a_plain_branch() {
+        let mut page = vec![0u8; 1024];
+        let usable = page.len() - HEADER_LEN;
+        let per = |slot: usize| usable / (BRANCH_CELL_HEADER + 5 + slot);
+        let n = per(SLOT_LEN);
+        assert!(per(HINTED_SLOT_LEN) < n);
+        let children: Vec<u64> = (0..n as u64).map(|i| 64 + i).collect();
+        let mut cells = branch_cells(&children);
+        cells[0] = branch_cell(b"k0000", 64, 7, 100);
+        fill_page(&mut page, false, &cells);
+        assert_eq!(page[16], KIND_BRANCH);
+        Node::parse(&page, 1, None).unwrap().check_cells().unwrap();
+        fill_page(&mut page, false, &cells[..per(HINTED_SLOT_LEN)]);
+        assert_eq!(page[16], KIND_HINTED_BRANCH);
     }
 
     /// A copy leaves the destination's free gap as it was (a recycled

@@ -36,6 +36,11 @@ pub(crate) fn node_at<'a, S: PageSource + ?Sized>(
     reads: Reads,
 ) -> Result<Node<'a>> {
     let page = src.page(pgno)?;
+    // A branch's slot array may be wider than a leaf's.
+    let reads = match reads {
+        Reads::Search if level > 1 => Reads::Branch,
+        other => other,
+    };
     prefetch_page(page, reads);
     node_in(page, pgno, txn, level)
 }
@@ -93,9 +98,27 @@ pub(crate) fn leaf_ref<S: PageSource + ?Sized>(
     for level in (2..=root.depth).rev() {
         let node = node_at(src, pgno, txn, level, Reads::Search)?;
         let i = node.search_branch(key)?;
+        ask_for_hinted_child(src, &node, i, level);
         (pgno, txn) = node.child(i)?;
     }
     Ok((pgno, txn))
+}
+
+/// Asks for the lines a descent will read first of child `i` of `node`
+/// (at `level`), by the page number its slot hints (a hinted branch,
+/// `btree::page::KIND_HINTED_BRANCH`): they are then on their way while
+/// the branch's cell, which gives the number the descent goes on with, is
+/// read. A wrong hint (damage) costs a few useless loads, nothing else.
+#[inline(always)]
+fn ask_for_hinted_child<S: PageSource + ?Sized>(src: &S, node: &Node<'_>, i: usize, level: u32) {
+    if let Some(page) = node.child_hint(i).and_then(|hint| src.page(hint).ok()) {
+        let reads = if level == 2 {
+            Reads::Search
+        } else {
+            Reads::Branch
+        };
+        prefetch_page(page, reads);
+    }
 }
 
 /// The most keys whose descents [`prefetch_descents`] walks together: a

@@ -398,8 +398,9 @@ impl<'a> TreeWriter<'a> {
             return Ok(pages);
         }
         let run = self.base.blob_run(pgno)?;
-        page::blob_data(run, pgno, expected_txn(pgno, txn), None)?;
-        let pages = (run.len() / self.limits.page_size) as u64;
+        let data = page::blob_data(run, pgno, expected_txn(pgno, txn), None)?;
+        // The run's length and its value's, both from its header, agree.
+        let pages = page::value_run_pages(run, pgno, data.len() as u64, self.limits.page_size)?;
         self.freed.push(Freed::new(
             Extent {
                 start: pgno,

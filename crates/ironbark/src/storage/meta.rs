@@ -31,14 +31,22 @@
 //! its txn. Format 5 is this layout, written by builds that kept values
 //! inline in their leaves only up to a third of a page: their pages read
 //! alike, but such a build would split a leaf of this one's larger cells
-//! wrongly, so it refuses a format 6 file. The next commit writes format 6.
+//! wrongly, so it refuses a format 6 file. Format 6 is this layout too,
+//! its branch pages all of plain slots: format 7 adds branch pages whose
+//! slots hint at their children (`btree::page::KIND_HINTED_BRANCH`),
+//! which a format 6 build would take for damage, so it refuses a format 7
+//! file. The next commit writes format 7; the branches of an older file
+//! stay as they are until a change rewrites them.
 
 use crate::checksum::checksum;
 use crate::error::{Error, Result};
 use crate::storage::file::DataFile;
 
 pub(crate) const MAGIC: [u8; 8] = *b"IRONBARK";
-pub(crate) const FORMAT_VERSION: u32 = 6;
+pub(crate) const FORMAT_VERSION: u32 = 7;
+/// The format before branch pages with child hints in their slots: the
+/// same layout otherwise, read as this one.
+const FORMAT_VERSION_PLAIN_BRANCHES: u32 = 6;
 /// The format before leaves kept values of up to half a page inline
 /// (`btree::page::Limits`): the same layout, read as this one.
 const FORMAT_VERSION_THIRD_INLINE: u32 = 5;
@@ -221,7 +229,7 @@ impl Meta {
         let version = u32_at(b, 8);
         let summed_ok = |len: usize| checksum(&b[0..len]) == u64_at(b, len);
         let summed = match version {
-            FORMAT_VERSION | FORMAT_VERSION_THIRD_INLINE => 80,
+            FORMAT_VERSION | FORMAT_VERSION_PLAIN_BRANCHES | FORMAT_VERSION_THIRD_INLINE => 80,
             FORMAT_VERSION_WITHOUT_LOG_BASE => 64,
             // A damaged version field is damage (the other slot is tried);
             // a whole meta of another version is another format.

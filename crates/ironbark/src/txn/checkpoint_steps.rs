@@ -72,7 +72,7 @@
 use std::collections::HashSet;
 
 use crate::btree::page::{
-    blob_run_pages, compare_keys, is_file_page, push_branch_cell, slotted_size, verify_page,
+    compare_keys, is_file_page, push_branch_cell, slotted_size, value_run_pages, verify_page,
     LeafValue, Node, DIRTY_BIT, HEADER_LEN,
 };
 use crate::btree::search::{live_entries, Root};
@@ -916,9 +916,10 @@ impl<'a> Splicer<'a> {
                 self.delta.entries += live_entries_at_checkpoint(self.source, &node)? as i64;
                 let cells = if self.newest_has_blobs { node.count } else { 0 };
                 for i in 0..cells {
-                    if let LeafValue::Overflow { pgno: run, .. } = node.leaf_entry(i)?.1 {
+                    if let LeafValue::Overflow { pgno: run, len, .. } = node.leaf_entry(i)?.1 {
                         if run & ARENA_BIT != 0 {
-                            let n = blob_run_pages(self.source.page(run)?);
+                            let page = self.source.page(run)?;
+                            let n = value_run_pages(page, run, len, page.len())?;
                             pages += n;
                             self.delta.overflow_pages += n as i64;
                         }
@@ -965,10 +966,23 @@ impl<'a> Splicer<'a> {
                 self.delta.entries -= node.count as i64;
                 let cells = if self.last_has_blobs { node.count } else { 0 };
                 for i in 0..cells {
-                    if let LeafValue::Overflow { pgno, txn, sum, .. } = node.leaf_entry(i)?.1 {
-                        let n = blob_run_pages(self.file.page(pgno)?);
-                        if self.free_page(PageRef { pgno, txn, sum }, n)? {
-                            self.delta.overflow_pages -= n as i64;
+                    if let LeafValue::Overflow {
+                        pgno,
+                        txn,
+                        sum,
+                        len,
+                        ..
+                    } = node.leaf_entry(i)?.1
+                    {
+                        // A run whose header and cell disagree (damage,
+                        // which `check` reports) stays allocated: freeing
+                        // by either might free pages other values hold, and
+                        // failing here would fail every checkpoint after.
+                        let page = self.file.page(pgno)?;
+                        if let Ok(n) = value_run_pages(page, pgno, len, page.len()) {
+                            if self.free_page(PageRef { pgno, txn, sum }, n)? {
+                                self.delta.overflow_pages -= n as i64;
+                            }
                         }
                     }
                 }

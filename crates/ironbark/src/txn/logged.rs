@@ -25,7 +25,7 @@
 use std::sync::Arc;
 
 use crate::btree::page::{
-    page_kind, set_child, set_overflow, LeafValue, Node, DIRTY_BIT, KIND_BRANCH, KIND_LEAF,
+    is_branch_kind, page_kind, set_child, set_overflow, LeafValue, Node, DIRTY_BIT, KIND_LEAF,
 };
 use std::collections::HashSet;
 
@@ -622,7 +622,7 @@ fn to_arena(
                 placement.real[(id & !DIRTY_BIT) as usize] = pgno;
                 continue;
             }
-            let branch = page_kind(dirty.get(id)) == KIND_BRANCH;
+            let branch = is_branch_kind(page_kind(dirty.get(id)));
             match w.arena_space.alloc(arena, pages, limit, txn, branch) {
                 Some(f) => {
                     placement.real[(id & !DIRTY_BIT) as usize] = f.pgno();
