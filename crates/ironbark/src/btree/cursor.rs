@@ -36,7 +36,8 @@ use crate::btree::page::{
     KIND_LEAF,
 };
 use crate::btree::search::{
-    check_root, is_deleted, leaf_entry_seen, may_be_overlaid, node_at, resolve_value, Root,
+    ask_for_hinted_child, check_root, is_deleted, leaf_entry_seen, may_be_overlaid, node_at,
+    resolve_value, Root,
 };
 use crate::btree::MAX_DEPTH;
 use crate::error::Result;
@@ -288,6 +289,7 @@ impl<'a> Cursor<'a> {
             // level 1: a path never outgrows the limit.
             debug_assert!(self.path.len() < MAX_DEPTH);
             self.path.push(Frame::new(&node, idx));
+            ask_for_hinted_child(self.src, &node, idx, level);
             (pgno, txn) = node.child(idx)?;
             sum = self.child_sum(&node, idx)?;
             level -= 1;

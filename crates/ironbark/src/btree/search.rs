@@ -110,7 +110,12 @@ pub(crate) fn leaf_ref<S: PageSource + ?Sized>(
 /// the branch's cell, which gives the number the descent goes on with, is
 /// read. A wrong hint (damage) costs a few useless loads, nothing else.
 #[inline(always)]
-fn ask_for_hinted_child<S: PageSource + ?Sized>(src: &S, node: &Node<'_>, i: usize, level: u32) {
+pub(crate) fn ask_for_hinted_child<S: PageSource + ?Sized>(
+    src: &S,
+    node: &Node<'_>,
+    i: usize,
+    level: u32,
+) {
     if let Some(page) = node.child_hint(i).and_then(|hint| src.page(hint).ok()) {
         let reads = if level == 2 {
             Reads::Search
