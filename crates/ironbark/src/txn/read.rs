@@ -23,6 +23,7 @@ use crate::state;
 use crate::storage::file::DataFile;
 use crate::storage::meta::{Meta, META_LEN, META_SLOTS};
 use crate::txn::reader_stripes::{SnapshotRef, Stripe};
+use crate::txn::recovery::{is_rebuilt, stale};
 use crate::txn::shared::{Shared, Snapshot};
 use crate::txn::Tree;
 
@@ -792,22 +793,6 @@ pub(crate) fn protector(shared: &Shared, snap: &Snapshot) -> u64 {
     } else {
         snap.txn().max(snap.meta.state_txn)
     }
-}
-
-/// Whether `snap` is a read-only process's rebuild of a logged commit on
-/// the durable commit `snap.meta.state_txn`: in a read-only process,
-/// only rebuilds have pages in its arena.
-fn is_rebuilt(shared: &Shared, snap: &Snapshot) -> bool {
-    shared.read_only && snap.source.arena.is_some()
-}
-
-/// Whether `snap` is a rebuild on a durable commit that is no longer the
-/// durable one: once a newer one is durable, the writer may free and
-/// reuse its pages as soon as no replay registered at it holds them, so
-/// a reader that registers now may come too late. Such a snapshot is
-/// rebuilt, not taken.
-pub(crate) fn stale(shared: &Shared, snap: &Snapshot) -> bool {
-    is_rebuilt(shared, snap) && shared.durable_txn_shown() != Some(snap.meta.state_txn)
 }
 
 /// Registers `slot` as a reader of `snap`, the snapshot of commit `txn`;

@@ -235,19 +235,19 @@ fn durable_meta(shared: &Shared, w: &WriterState) -> Result<(Meta, u64, u64)> {
 /// (`read::protector`); this process's arena keeps its versions for its
 /// own readers' snapshots (`ReaderTable::arena_snapshots`). A cached
 /// rebuild whose durable commit is durable no more is rebuilt, not
-/// returned (`read::stale`). (Until session 59 the slot showed `txn`, or
+/// returned (`stale`). (Until session 59 the slot showed `txn`, or
 /// the step's txn, and a step could reuse pages under a rebuild.)
 pub(crate) fn follow_log(shared: &Shared, txn: u64, slot: usize) -> Result<Option<Arc<Snapshot>>> {
     let mut w = shared.lock_follower();
     let cached = shared.published.load_full();
-    if cached.txn() > txn || (cached.txn() == txn && !crate::txn::read::stale(shared, &cached)) {
+    if cached.txn() > txn || (cached.txn() == txn && !stale(shared, &cached)) {
         // Another thread rebuilt it (or a newer one) meanwhile.
         return Ok((cached.txn() == txn).then_some(cached));
     }
     if let Some(following) = w.following.take() {
         if following.at.last_txn == cached.txn()
             && cached.source.arena.is_some()
-            && !crate::txn::read::stale(shared, &cached)
+            && !stale(shared, &cached)
         {
             // Built on what `cached` was built on: its pages kept first.
             if !protect_build(shared, slot, cached.meta.state_txn, txn) {
@@ -334,7 +334,7 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64, slot: usize) -> Result<Optio
     // This rebuild starts over from the file: every version an earlier one
     // put in the arena is superseded at `txn` (readers of those keep them),
     // or, when an earlier one built `txn` itself on a durable commit that
-    // is durable no more (`read::stale`), just after it: its readers, at
+    // is durable no more (`stale`), just after it: its readers, at
     // `txn`, keep its versions too.
     let superseded = if cached.txn() == txn { txn + 1 } else { txn };
     w.arena_space.retire_all(superseded);
@@ -361,6 +361,22 @@ pub(crate) fn follow_log(shared: &Shared, txn: u64, slot: usize) -> Result<Optio
 fn protect_build(shared: &Shared, slot: usize, durable: u64, txn: u64) -> bool {
     shared.readers.try_register_protecting(slot, durable, txn)
         && shared.durable_txn_shown() == Some(durable)
+}
+
+/// Whether `snap` is a read-only process's rebuild of a logged commit on
+/// the durable commit `snap.meta.state_txn`: in a read-only process,
+/// only rebuilds have pages in its arena.
+pub(crate) fn is_rebuilt(shared: &Shared, snap: &Snapshot) -> bool {
+    shared.read_only && snap.source.arena.is_some()
+}
+
+/// Whether `snap` is a rebuild on a durable commit that is no longer the
+/// durable one: once a newer one is durable, the writer may free and
+/// reuse its pages as soon as no replay registered at it holds them, so
+/// a reader that registers now may come too late. Such a snapshot is
+/// rebuilt, not taken.
+pub(crate) fn stale(shared: &Shared, snap: &Snapshot) -> bool {
+    is_rebuilt(shared, snap) && shared.durable_txn_shown() != Some(snap.meta.state_txn)
 }
 
 /// What a follower's scan of `log` that ended before the record of the

@@ -889,7 +889,7 @@ impl Shared {
     pub(crate) fn cache_if_newer(&self, snapshot: &Arc<Snapshot>) {
         self.update_published(|cached| {
             // A rebuild of the same commit on a newer durable commit
-            // replaces one on an older (`txn::read::stale`).
+            // replaces one on an older (`txn::recovery::stale`).
             let newer =
                 (cached.txn(), cached.meta.state_txn) < (snapshot.txn(), snapshot.meta.state_txn);
             if newer {
