@@ -144,6 +144,18 @@ fn every_byte_flipped() {
             (s.page_count - s.free_pages) as usize,
         )
     };
+    // The flips reach every kind of tree page: leaves (2), blobs (3) and
+    // branches whose slots hint at their children (4), each page found
+    // by its own number in its header.
+    for kind in [2u8, 3, 4] {
+        assert!(
+            (2..in_use / page_size).any(|p| {
+                let b = &image[p * page_size..(p + 1) * page_size];
+                b[16] == kind && u64::from_le_bytes(b[24..32].try_into().unwrap()) == p as u64
+            }),
+            "no page of kind {kind} in the image"
+        );
+    }
     let (mut harmless, mut detected) = (0, 0);
     for at in 0..in_use {
         let mut bad = image.clone();

@@ -390,17 +390,19 @@ impl<'a> TreeWriter<'a> {
         }
     }
 
-    /// Frees an overflow blob; returns the pages it held.
-    fn free_blob(&mut self, pgno: u64, txn: u64) -> Result<u64> {
+    /// Frees the overflow blob of a value of `len` bytes (its leaf cell's
+    /// record); returns the pages it held.
+    fn free_blob(&mut self, pgno: u64, txn: u64, len: u64) -> Result<u64> {
         if pgno & DIRTY_BIT != 0 {
             let pages = (self.dirty.get(pgno).len() / self.limits.page_size) as u64;
             self.dirty.free(pgno);
             return Ok(pages);
         }
         let run = self.base.blob_run(pgno)?;
-        let data = page::blob_data(run, pgno, expected_txn(pgno, txn), None)?;
-        // The run's length and its value's, both from its header, agree.
-        let pages = page::value_run_pages(run, pgno, data.len() as u64, self.limits.page_size)?;
+        page::blob_data(run, pgno, expected_txn(pgno, txn), Some(len))?;
+        // As many pages as the cell's value needs: not the header's count
+        // unchecked, which damage would make free other values' pages.
+        let pages = page::value_run_pages(run, pgno, len, self.limits.page_size)?;
         self.freed.push(Freed::new(
             Extent {
                 start: pgno,
@@ -516,8 +518,8 @@ impl<'a> TreeWriter<'a> {
         let leaf = Node::parse(self.dirty.get(id), id, None)?;
         let slot = match leaf.search_leaf(key)? {
             Ok(i) => {
-                if let (_, LeafValue::Overflow { pgno, txn, .. }) = leaf.leaf_entry(i)? {
-                    tree.overflow_pages -= self.free_blob(pgno, txn)?;
+                if let (_, LeafValue::Overflow { pgno, txn, len, .. }) = leaf.leaf_entry(i)? {
+                    tree.overflow_pages -= self.free_blob(pgno, txn, len)?;
                 }
                 remove_cell(self.dirty.get_mut(id), i);
                 i
@@ -778,13 +780,13 @@ impl<'a> TreeWriter<'a> {
                 return Ok(true);
             }
             LeafValue::Inline(_) => None,
-            LeafValue::Overflow { pgno, txn, .. } => Some((pgno, txn)),
+            LeafValue::Overflow { pgno, txn, len, .. } => Some((pgno, txn, len)),
         };
         if !cell_fits(self.dirty.get(id), self.leaf_cell_len(key, value), old_len) {
             return Ok(false);
         }
-        if let Some((pgno, txn)) = old_blob {
-            tree.overflow_pages -= self.free_blob(pgno, txn)?;
+        if let Some((pgno, txn, len)) = old_blob {
+            tree.overflow_pages -= self.free_blob(pgno, txn, len)?;
         }
         remove_cell(self.dirty.get_mut(id), i);
         self.write_leaf_cell(tree, id, i, key, value);
@@ -954,8 +956,8 @@ impl<'a> TreeWriter<'a> {
         let branches = tree.root.depth as usize - 1;
         let Step { page: leaf, slot } = path[branches];
         let (_, value) = Node::parse(self.dirty.get(leaf), leaf, None)?.leaf_entry(slot)?;
-        if let LeafValue::Overflow { pgno, txn, .. } = value {
-            tree.overflow_pages -= self.free_blob(pgno, txn)?;
+        if let LeafValue::Overflow { pgno, txn, len, .. } = value {
+            tree.overflow_pages -= self.free_blob(pgno, txn, len)?;
         }
         remove_cell(self.dirty.get_mut(leaf), slot);
         tree.entries -= 1;
@@ -998,8 +1000,8 @@ impl<'a> TreeWriter<'a> {
             if !within(key, upper) {
                 break;
             }
-            if let LeafValue::Overflow { pgno, txn, .. } = value {
-                tree.overflow_pages -= self.free_blob(pgno, txn)?;
+            if let LeafValue::Overflow { pgno, txn, len, .. } = value {
+                tree.overflow_pages -= self.free_blob(pgno, txn, len)?;
             }
             end += 1;
         }
@@ -1591,21 +1593,22 @@ impl<'a> TreeWriter<'a> {
     fn free_subtree(&mut self, pgno: u64, txn: u64, level: u32, read_leaves: bool) -> Result<()> {
         let src = self.source();
         let node = node_at(&src, pgno, txn, level, Reads::Whole)?;
-        let mut refs = Vec::with_capacity(node.count);
+        // What to free is listed first: the node borrows the source.
+        let (mut blobs, mut refs) = (Vec::new(), Vec::new());
         for i in 0..node.count {
             if node.is_leaf {
-                if let (_, LeafValue::Overflow { pgno, txn, .. }) = node.leaf_entry(i)? {
-                    refs.push((pgno, txn));
+                if let (_, LeafValue::Overflow { pgno, txn, len, .. }) = node.leaf_entry(i)? {
+                    blobs.push((pgno, txn, len));
                 }
             } else {
                 refs.push(node.child(i)?);
             }
         }
-        let is_leaf = node.is_leaf;
+        for (p, t, len) in blobs {
+            self.free_blob(p, t, len)?;
+        }
         for (p, t) in refs {
-            if is_leaf {
-                self.free_blob(p, t)?;
-            } else if level == 2 && !read_leaves {
+            if level == 2 && !read_leaves {
                 self.free_page(p, t);
             } else {
                 self.free_subtree(p, t, level - 1, read_leaves)?;
@@ -1848,14 +1851,14 @@ impl<'a> TreeWriter<'a> {
     fn free_counted(&mut self, pgno: u64, txn: u64, level: u32, pruned: &mut Pruned) -> Result<()> {
         let src = self.source();
         let node = node_at(&src, pgno, txn, level, Reads::Search)?;
-        let mut refs = Vec::new();
+        let (mut blobs, mut refs) = (Vec::new(), Vec::new());
         if node.is_leaf {
             pruned.entries += live_entries(&src, &node)? as u64;
             pruned.leaf_pages += 1;
             if pruned.read_blobs {
                 for i in 0..node.count {
-                    if let (_, LeafValue::Overflow { pgno, txn, .. }) = node.leaf_entry(i)? {
-                        refs.push((pgno, txn));
+                    if let (_, LeafValue::Overflow { pgno, txn, len, .. }) = node.leaf_entry(i)? {
+                        blobs.push((pgno, txn, len));
                     }
                 }
             }
@@ -1866,12 +1869,11 @@ impl<'a> TreeWriter<'a> {
                 refs.push(node.child(i)?);
             }
         }
+        for (p, t, len) in blobs {
+            pruned.overflow_pages += self.free_blob(p, t, len)?;
+        }
         for (p, t) in refs {
-            if level == 1 {
-                pruned.overflow_pages += self.free_blob(p, t)?;
-            } else {
-                self.free_counted(p, t, level - 1, pruned)?;
-            }
+            self.free_counted(p, t, level - 1, pruned)?;
         }
         self.free_page(pgno, txn);
         Ok(())

@@ -382,11 +382,19 @@ impl ReaderTable {
         // As in `registered`: after the arena's owner retired versions,
         // every reader either shows here or reads a newer snapshot.
         fence(Ordering::SeqCst);
+        self.own_snapshots_into(None, out);
+    }
+
+    /// The snapshots this process's own readers read, but slot `except`'s,
+    /// sorted, without duplicates, into `out`.
+    fn own_snapshots_into(&self, except: Option<usize>, out: &mut Vec<u64>) {
         out.clear();
         out.extend(
             self.own_snapshots
                 .iter()
-                .map(|t| t.load(Ordering::SeqCst))
+                .enumerate()
+                .filter(|&(i, _)| Some(i) != except)
+                .map(|(_, t)| t.load(Ordering::SeqCst))
                 .filter(|&t| t != 0),
         );
         out.sort_unstable();
@@ -402,16 +410,8 @@ impl ReaderTable {
         if self.own_snapshots.is_empty() {
             return None;
         }
-        let mut out: Vec<u64> = self
-            .own_snapshots
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| Some(i) != except)
-            .map(|(_, t)| t.load(Ordering::SeqCst))
-            .filter(|&t| t != 0)
-            .collect();
-        out.sort_unstable();
-        out.dedup();
+        let mut out = Vec::new();
+        self.own_snapshots_into(except, &mut out);
         Some(out)
     }
 
