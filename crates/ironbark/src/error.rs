@@ -117,7 +117,8 @@ pub enum Error {
         detail: String,
     },
     /// An operation of this write transaction failed part-way (for example
-    /// on a corrupted page), so the transaction cannot be committed.
+    /// on a corrupted page), so the transaction refuses every later
+    /// operation and its commit: drop it and begin another.
     TxnFailed(String),
     /// A [`crate::Savepoint`] that cannot be used with this transaction:
     /// taken by another one, released, or discarded by a rollback to an

@@ -1270,6 +1270,86 @@ fn a_second_process_reads_but_waits_to_write() {
     );
 }
 
+/// Once an operation of a write transaction fails part-way (here a
+/// delete that reaches a damaged leaf), every later operation of that
+/// transaction is refused with `TxnFailed`, reads included: its pages may
+/// be half changed (a page freed, its parent not yet relinked), and a
+/// later delete walked into such a page and panicked ("dirty page used
+/// after it was freed"; found in session 61 by damaging files of 1 KiB
+/// pages). The commit is refused, nothing of the transaction is kept, and
+/// the next transaction works.
+#[test]
+fn operations_after_a_failed_one_are_refused() {
+    for logged in [false, true] {
+        let t = temp_db("failedtxn.ib");
+        let options = Options {
+            logged_commits: logged,
+            ..opts(1024, Durability::Immediate)
+        };
+        let db = Database::open_with(&t.path, &options).unwrap();
+        let mut tx = db.begin_write().unwrap();
+        let tr = tx.open_tree("t").unwrap();
+        for i in 0..2000u32 {
+            tx.put(&tr, format!("key{i:06}").as_bytes(), &[7u8; 40])
+                .unwrap();
+        }
+        tx.commit().unwrap();
+        db.checkpoint().unwrap();
+        drop(db);
+        // One commit into a new file: every leaf in it is live. Damage the
+        // one that holds key001000 (a byte of its cells, not its header).
+        let mut image = std::fs::read(&t.path).unwrap();
+        let ps = 1024;
+        let leaf = (2..image.len() / ps)
+            .find(|&p| {
+                let b = &image[p * ps..(p + 1) * ps];
+                b[16] == 2
+                    && u64::from_le_bytes(b[24..32].try_into().unwrap()) == p as u64
+                    && b.windows(9).any(|w| w == b"key001000")
+            })
+            .expect("the leaf of key001000");
+        image[leaf * ps + ps - 3] ^= 0x5a;
+        std::fs::write(&t.path, &image).unwrap();
+
+        let db = Database::open_with(&t.path, &options).unwrap();
+        let mut tx = db.begin_write().unwrap();
+        let tr = tx.tree("t").unwrap();
+        let mut first_error = None;
+        for i in 0..2000u32 {
+            if let Err(e) = tx.delete(&tr, format!("key{i:06}").as_bytes()) {
+                first_error = Some((i, e));
+                break;
+            }
+        }
+        let (at, e) = first_error.expect("a delete reached the damaged leaf");
+        assert!(matches!(e, Error::Corrupted { .. }), "delete {at}: {e}");
+        let refused = |r: ironbark::Result<()>, what: &str| {
+            assert!(
+                matches!(r, Err(Error::TxnFailed(_))),
+                "logged {logged}: {what} after a failed delete: {r:?}"
+            );
+        };
+        refused(tx.delete(&tr, b"key000000").map(|_| ()), "a delete");
+        refused(tx.put(&tr, b"key001999", b"v"), "a put");
+        refused(tx.get(&tr, b"key001999").map(|_| ()), "a get");
+        refused(tx.range(&tr, ..).map(|_| ()), "a range");
+        refused(tx.len(&tr).map(|_| ()), "a count");
+        refused(tx.delete_range(&tr, ..).map(|_| ()), "a range delete");
+        refused(tx.open_tree("new").map(|_| ()), "a tree's creation");
+        refused(tx.drop_tree("t").map(|_| ()), "a tree's drop");
+        refused(tx.savepoint().map(|_| ()), "a savepoint");
+        refused(tx.commit(), "the commit");
+        // Nothing of it was kept; the file takes the next transaction.
+        let rx = db.begin_read().unwrap();
+        assert_eq!(rx.get(&tr, b"key000000").unwrap(), Some(&[7u8; 40][..]));
+        drop(rx);
+        let mut tx = db.begin_write().unwrap();
+        let other = tx.open_tree("other").unwrap();
+        tx.put(&other, b"k", b"v").unwrap();
+        tx.commit().unwrap();
+    }
+}
+
 /// Writes (puts, deletes, overflow values, a tree drop) on a file with a
 /// damaged page: errors, never a panic, and the file stays usable.
 #[test]

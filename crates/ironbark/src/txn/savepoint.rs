@@ -19,7 +19,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::txn::savepoint_stack::{Mark, Savepoint, NEXT_ID};
 use crate::txn::write::WriteTxn;
 
@@ -56,9 +56,7 @@ impl WriteTxn<'_> {
     /// # }
     /// ```
     pub fn savepoint(&mut self) -> Result<Savepoint> {
-        if let Some(why) = &self.failed {
-            return Err(Error::TxnFailed(why.clone()));
-        }
+        self.usable()?;
         // The value `put_reserve` handed out last is final now (the call
         // ended its borrow): into the redo record, which the mark measures.
         self.flush_reserved();
@@ -113,9 +111,7 @@ impl WriteTxn<'_> {
     /// ```
     pub fn rollback_to(&mut self, sp: &Savepoint) -> Result<()> {
         let at = self.savepoints.find(sp)?;
-        if let Some(why) = &self.failed {
-            return Err(Error::TxnFailed(why.clone()));
-        }
+        self.usable()?;
         self.savepoints.stack.truncate(at + 1);
         let mark = &self.savepoints.stack[at];
         // A reservation made since is undone with its put; one made before

@@ -291,6 +291,7 @@ impl<'db> WriteTxn<'db> {
 
     #[inline]
     fn index_of(&self, tree: &Tree) -> Result<usize> {
+        self.usable()?;
         // Most calls name the tree of the call before: one compare of ids
         // instead of a search by name.
         let hint = self.tree_hint.load(std::sync::atomic::Ordering::Relaxed);
@@ -346,6 +347,7 @@ impl<'db> WriteTxn<'db> {
     /// Opens the tree `name` of `kind`, creating it (empty) if it does not
     /// exist; `WrongTreeKind` if it exists as another kind.
     pub(crate) fn open_tree_kind(&mut self, name: &str, kind: crate::TreeKind) -> Result<Tree> {
+        self.usable()?;
         if name.is_empty() || name.len() > crate::MAX_TREE_NAME_LEN {
             return Err(Error::InvalidTreeName(name.to_string()));
         }
@@ -432,6 +434,7 @@ impl<'db> WriteTxn<'db> {
     /// # }
     /// ```
     pub fn drop_tree(&mut self, name: &str) -> Result<bool> {
+        self.usable()?;
         let Ok(i) = self.catalog.trees.binary_search_by(|t| (*t.name).cmp(name)) else {
             return Ok(false);
         };
@@ -929,6 +932,24 @@ impl<'db> WriteTxn<'db> {
             db: self.shared.db_id,
             slot,
         })
+    }
+
+    /// Refuses every operation on the trees once one failed part-way
+    /// (`failed`): its changes may be half made (a page freed and its
+    /// parent not yet relinked), and the transaction can only be dropped,
+    /// as LMDB refuses a transaction after an error. Reads are refused
+    /// too, since they would walk the same half-made pages.
+    #[inline(always)]
+    pub(crate) fn usable(&self) -> Result<()> {
+        match &self.failed {
+            None => Ok(()),
+            Some(why) => Err(Self::failed_error(why)),
+        }
+    }
+
+    #[cold]
+    fn failed_error(why: &str) -> Error {
+        Error::TxnFailed(why.to_string())
     }
 
     /// Records that a mutation failed part-way.
