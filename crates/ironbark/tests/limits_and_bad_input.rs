@@ -1339,10 +1339,32 @@ fn operations_after_a_failed_one_are_refused() {
         refused(tx.drop_tree("t").map(|_| ()), "a tree's drop");
         refused(tx.savepoint().map(|_| ()), "a savepoint");
         refused(tx.commit(), "the commit");
-        // Nothing of it was kept; the file takes the next transaction.
+        // Nothing of it was kept.
         let rx = db.begin_read().unwrap();
         assert_eq!(rx.get(&tr, b"key000000").unwrap(), Some(&[7u8; 40][..]));
         drop(rx);
+        // A write cursor that was open when its delete failed: its next
+        // step is refused too (its position may name a freed page).
+        let mut tx = db.begin_write().unwrap();
+        let mut cursor = tx.cursor_mut(&tr).unwrap();
+        let failed = loop {
+            let entry = cursor.next().unwrap();
+            assert!(
+                entry.is_some(),
+                "a cursor's delete reached the damaged leaf"
+            );
+            if let Err(e) = cursor.delete_current() {
+                break e;
+            }
+        };
+        assert!(matches!(failed, Error::Corrupted { .. }), "{failed}");
+        let next = cursor.next().map(|e| e.is_some());
+        assert!(
+            matches!(next, Err(Error::TxnFailed(_))),
+            "logged {logged}: a cursor's step after its failed delete: {next:?}"
+        );
+        drop(tx);
+        // The file takes the next transaction.
         let mut tx = db.begin_write().unwrap();
         let other = tx.open_tree("other").unwrap();
         tx.put(&other, b"k", b"v").unwrap();
