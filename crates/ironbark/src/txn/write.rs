@@ -1512,6 +1512,21 @@ impl<'db> WriteTxn<'db> {
                 None => return Ok(removed),
                 Some(entry) => entry?.0.to_vec(),
             };
+            // Each run starts past the last: a scan that gives a key at or
+            // before it read keys out of order (damage the write path's
+            // checks had not yet met), and looking again would loop.
+            if let Bound::Excluded(last) = &from {
+                if start <= *last {
+                    let e = Error::Corrupted {
+                        page: None,
+                        detail: format!(
+                            "a scan of tree {:?} gave a key at or before the one it resumed after",
+                            tree.name
+                        ),
+                    };
+                    return self.note_failure(Err(e));
+                }
+            }
             let mut state = self.catalog.trees[i].state;
             let result = self
                 .tree_writer()?
