@@ -32,7 +32,7 @@ impl WriteTxn<'_> {
     /// first, as a change of a committed page does) and costs a copy of
     /// the list of trees.
     ///
-    /// A transaction that failed part-way ([`Error::TxnFailed`]) takes
+    /// A transaction that failed part-way ([`Error::TxnFailed`](crate::Error::TxnFailed)) takes
     /// none.
     ///
     /// ```
@@ -90,9 +90,9 @@ impl WriteTxn<'_> {
     ///
     /// A logged commit (see `Options::logged_commits`) records only the
     /// changes that were kept. A savepoint of another transaction, or one
-    /// released or discarded, is [`Error::InvalidSavepoint`] (nothing
+    /// released or discarded, is [`Error::InvalidSavepoint`](crate::Error::InvalidSavepoint) (nothing
     /// changes); a transaction that failed part-way stays failed
-    /// ([`Error::TxnFailed`]).
+    /// ([`Error::TxnFailed`](crate::Error::TxnFailed)).
     ///
     /// ```
     /// # fn main() -> ironbark::Result<()> {
@@ -147,7 +147,7 @@ impl WriteTxn<'_> {
     /// `RELEASE`): their changes stay, and can no longer be rolled back
     /// to them (an outer savepoint still undoes them). Pages frozen only
     /// for them can be changed in place again. An unknown savepoint is
-    /// [`Error::InvalidSavepoint`].
+    /// [`Error::InvalidSavepoint`](crate::Error::InvalidSavepoint).
     ///
     /// ```
     /// # fn main() -> ironbark::Result<()> {
