@@ -391,6 +391,14 @@ impl LockFile {
         lock_byte(&self.file, LIVENESS_BYTE, LockKind::Exclusive, false)
     }
 
+    /// Whether another open of the lock file (another process, as a rule)
+    /// has the database open: it holds the liveness byte. Only a hint, as
+    /// [`conflicting_lock`] is; when the kernel cannot say, the answer is
+    /// yes (waiting for it is safe).
+    pub(crate) fn others_open(&self) -> bool {
+        !matches!(conflicting_lock(&self.file, LIVENESS_BYTE), Ok(None))
+    }
+
     /// Claims this process's owner token for the writer lock: locks a byte
     /// no other process holds, exclusively, for as long as the lock file
     /// is open (the kernel drops it when the process dies, which is how

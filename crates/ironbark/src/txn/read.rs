@@ -33,15 +33,17 @@ use crate::txn::Tree;
 /// file is damaged, so this is only reached if the lock file is broken.
 const MAX_REGISTER_ATTEMPTS: u32 = 1 << 20;
 
-/// How long a read-only process's rebuild may find no durable commit to
-/// build the newest logged commit on (`recovery::follow_log` returning
-/// `None`: a checkpoint moved on, look again) before it gives up. With a
-/// live writer that lasts as long as one checkpoint's last steps; when
-/// it lasts, nothing is moving: the log begins past what the durable
-/// commit can be followed by (its newer meta or state damaged), and
-/// looking again would spin until `MAX_REGISTER_ATTEMPTS` (minutes of
-/// log scans; found in session 61 by damaged crash images).
-const REBUILD_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+/// How many times in a row a read-only process's rebuild may find no
+/// durable commit to build the newest logged commit on
+/// (`recovery::follow_log` returning `None`: a checkpoint moved on, look
+/// again) while no other process has the database open, before it gives
+/// up. With no writer, nothing will move: the log begins past what the
+/// durable commit can be followed by (its newer meta or state damaged or
+/// lost), and looking again would spin until `MAX_REGISTER_ATTEMPTS`
+/// (minutes of log scans; found in session 61 by damaged crash images).
+/// While another process has it open, its writer may be in a checkpoint
+/// whose sync is slow, and the rebuild looks again for as long as that.
+const REBUILD_LOOKS_ALONE: u32 = 8;
 
 #[cfg(test)]
 thread_local! {
@@ -82,7 +84,7 @@ impl ReadTxn {
             other => other?,
         };
         let mut attempts = 0u32;
-        let mut rebuild_since: Option<std::time::Instant> = None;
+        let mut rebuild_looks_alone = 0u32;
         let snapshot = loop {
             attempts += 1;
             if attempts > MAX_REGISTER_ATTEMPTS {
@@ -179,21 +181,23 @@ impl ReadTxn {
                                 break SnapshotRef::Own(s)
                             }
                             Ok(Some(_)) => continue,
-                            // A checkpoint moved on: look again, for a
-                            // while (`REBUILD_PATIENCE`).
+                            // A checkpoint moved on: look again, while
+                            // anything can move (`REBUILD_LOOKS_ALONE`).
                             Ok(None) => {
-                                let since =
-                                    *rebuild_since.get_or_insert_with(std::time::Instant::now);
-                                if since.elapsed() > REBUILD_PATIENCE {
+                                let alone =
+                                    shared.readers.lock_file().is_some_and(|l| !l.others_open());
+                                rebuild_looks_alone =
+                                    if alone { rebuild_looks_alone + 1 } else { 0 };
+                                if rebuild_looks_alone > REBUILD_LOOKS_ALONE {
                                     shared.readers.release(slot);
                                     return Err(Error::Corrupted {
                                         page: None,
                                         detail: format!(
-                                            "commit {txn} cannot be rebuilt from the redo log: for \
-                                             {} s no durable commit it follows could be read \
-                                             (the log begins past the durable commit's; a \
-                                             newer meta or its state is damaged or lost)",
-                                            REBUILD_PATIENCE.as_secs()
+                                            "commit {txn} cannot be rebuilt from the redo log: \
+                                             no durable commit it follows can be read, and no \
+                                             other process has the database open (the log \
+                                             begins past the durable commit's; a newer meta \
+                                             or its state is damaged or lost)"
                                         ),
                                     });
                                 }
